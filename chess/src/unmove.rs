@@ -1,0 +1,88 @@
+//! Un-moves inside a slice: the moves that could have led to a position without leaving its
+//! slice. Only men other than pawns move back, and never un-capture (a capture or any pawn move
+//! leaves the slice).
+
+use crate::attacks;
+use crate::position::Position;
+use crate::types::{Piece, Role, Square};
+
+/// Calls `f(piece, now, before)` for every un-move of `pos`: the man `piece` of the side that just
+/// moved (not `pos.turn`) stands on `now` and came from the empty square `before`. Only un-moves
+/// whose predecessor is legal are given: there, the side to move in `pos` must not be in check.
+pub fn for_each_unmove(pos: &Position, mut f: impl FnMut(Piece, Square, Square)) {
+    let mover = pos.turn.other();
+    let victim = pos.turn;
+    let board = &pos.board;
+    let occ = board.occupied();
+    let Some(their_king) = board.king_of(victim) else { return };
+    for sq in board.by_color(mover) & !board.by_role(Role::Pawn) {
+        let piece = board.piece_at(sq).expect("occupied");
+        let targets = attacks::attacks(piece, sq, occ) & !occ;
+        for before in targets {
+            // In the predecessor the man stands on `before`; is the victim's king attacked?
+            let occ_before = (occ.without(sq)).with(before);
+            let mut pred = *board;
+            pred.shift(sq, before, piece);
+            let attacked = Position::new(pred, mover).attackers_to(their_king, mover, occ_before).any();
+            if !attacked {
+                f(piece, sq, before);
+            }
+        }
+    }
+}
+
+/// The predecessors of `pos` inside its slice, as positions (the side that just moved to move).
+pub fn unmoves(pos: &Position) -> Vec<Position> {
+    let mut out = Vec::new();
+    for_each_unmove(pos, |piece, now, before| {
+        let mut b = pos.board;
+        b.shift(now, before, piece);
+        out.push(Position::new(b, pos.turn.other()));
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::SliceIndexer;
+    use crate::slice::SliceKey;
+    use crate::Material;
+
+    /// Un-moves agree with forward moves: every un-move, played forward, is a legal move leading
+    /// back, and every legal in-slice move is found as an un-move of the position it leads to.
+    #[test]
+    fn unmoves_agree_with_forward_moves() {
+        let mut checked = 0;
+        for name in ["KRvK", "KQvKR", "KBNvK", "KRvKP", "KPvKP"] {
+            let m: Material = name.parse().unwrap();
+            for key in SliceKey::all_of(m).into_iter().step_by(7).take(3) {
+                let ix = SliceIndexer::new(key);
+                for i in (0..ix.size()).step_by(211) {
+                    let Some(pos) = ix.position(i) else { continue };
+                    if pos.validate().is_err() {
+                        continue;
+                    }
+                    // Backward then forward.
+                    for pred in unmoves(&pos) {
+                        assert!(pred.validate().is_ok(), "illegal predecessor {pred} of {pos}");
+                        let back = pred
+                            .legal_moves()
+                            .iter()
+                            .filter(|m| !m.leaves_slice())
+                            .filter(|m| pred.play(m).board == pos.board)
+                            .count();
+                        assert_eq!(back, 1, "{pred} -> {pos}");
+                        checked += 1;
+                    }
+                    // Forward then backward.
+                    for mv in pos.legal_moves().iter().filter(|m| !m.leaves_slice()) {
+                        let next = pos.play(mv);
+                        assert!(unmoves(&next).contains(&Position::new(pos.board, pos.turn)), "{pos} {mv:?}");
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "only {checked} un-moves checked");
+    }
+}
