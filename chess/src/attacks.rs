@@ -22,7 +22,16 @@ use crate::types::{Bitboard, Color, Piece, Role, Square};
 /// File and rank steps of the eight ray directions. The first four increase the square index
 /// (north, east, north-east, north-west), the last four decrease it (south, west, south-west,
 /// south-east). Rooks use 0, 1, 4, 5; bishops 2, 3, 6, 7.
-const DIRECTIONS: [(i8, i8); 8] = [(0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (1, -1)];
+const DIRECTIONS: [(i8, i8); 8] = [
+    (0, 1),
+    (1, 0),
+    (1, 1),
+    (-1, 1),
+    (0, -1),
+    (-1, 0),
+    (-1, -1),
+    (1, -1),
+];
 const NORTH: usize = 0;
 const EAST: usize = 1;
 const NORTH_EAST: usize = 2;
@@ -32,8 +41,26 @@ const WEST: usize = 5;
 const SOUTH_WEST: usize = 6;
 const SOUTH_EAST: usize = 7;
 
-const KNIGHT_STEPS: [(i8, i8); 8] = [(1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2)];
-const KING_STEPS: [(i8, i8); 8] = [(0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1)];
+const KNIGHT_STEPS: [(i8, i8); 8] = [
+    (1, 2),
+    (2, 1),
+    (2, -1),
+    (1, -2),
+    (-1, -2),
+    (-2, -1),
+    (-2, 1),
+    (-1, 2),
+];
+const KING_STEPS: [(i8, i8); 8] = [
+    (0, 1),
+    (1, 1),
+    (1, 0),
+    (1, -1),
+    (0, -1),
+    (-1, -1),
+    (-1, 0),
+    (-1, 1),
+];
 
 /// The square `(file, rank)` stepped by `(df, dr)`, if it is on the board.
 const fn offset(sq: usize, df: i8, dr: i8) -> Option<usize> {
@@ -287,7 +314,11 @@ mod tests {
                 let rook = naive_slider(s, occupied, &ROOK_DIRS);
                 let bishop = naive_slider(s, occupied, &BISHOP_DIRS);
                 assert_eq!(rook_attacks(s, occupied), rook, "rook on {s} with {occupied:?}");
-                assert_eq!(bishop_attacks(s, occupied), bishop, "bishop on {s} with {occupied:?}");
+                assert_eq!(
+                    bishop_attacks(s, occupied),
+                    bishop,
+                    "bishop on {s} with {occupied:?}"
+                );
                 assert_eq!(queen_attacks(s, occupied), rook | bishop, "queen on {s}");
             }
         }
@@ -297,8 +328,14 @@ mod tests {
     fn sliders_on_empty_and_full_boards() {
         for s in Square::all() {
             assert_eq!(rook_attacks(s, Bitboard::EMPTY).count(), 14);
-            assert_eq!(rook_attacks(s, Bitboard::ALL), king_attacks(s) & rook_attacks(s, Bitboard::EMPTY));
-            assert_eq!(bishop_attacks(s, Bitboard::ALL), king_attacks(s) & bishop_attacks(s, Bitboard::EMPTY));
+            assert_eq!(
+                rook_attacks(s, Bitboard::ALL),
+                king_attacks(s) & rook_attacks(s, Bitboard::EMPTY)
+            );
+            assert_eq!(
+                bishop_attacks(s, Bitboard::ALL),
+                king_attacks(s) & bishop_attacks(s, Bitboard::EMPTY)
+            );
         }
         assert_eq!(bishop_attacks(sq("a1"), Bitboard::EMPTY).count(), 7);
         assert_eq!(bishop_attacks(sq("d4"), Bitboard::EMPTY).count(), 13);
@@ -311,9 +348,18 @@ mod tests {
         assert_eq!(knight, 336);
         assert_eq!(king, 420);
         assert_eq!(knight_attacks(sq("a1")), sq("b3").bb() | sq("c2").bb());
-        assert_eq!(king_attacks(sq("h8")), sq("g8").bb() | sq("g7").bb() | sq("h7").bb());
-        assert_eq!(pawn_attacks(Color::White, sq("e4")), sq("d5").bb() | sq("f5").bb());
-        assert_eq!(pawn_attacks(Color::Black, sq("e4")), sq("d3").bb() | sq("f3").bb());
+        assert_eq!(
+            king_attacks(sq("h8")),
+            sq("g8").bb() | sq("g7").bb() | sq("h7").bb()
+        );
+        assert_eq!(
+            pawn_attacks(Color::White, sq("e4")),
+            sq("d5").bb() | sq("f5").bb()
+        );
+        assert_eq!(
+            pawn_attacks(Color::Black, sq("e4")),
+            sq("d3").bb() | sq("f3").bb()
+        );
         assert_eq!(pawn_attacks(Color::White, sq("a2")), sq("b3").bb());
         assert_eq!(pawn_attacks(Color::Black, sq("h7")), sq("g6").bb());
         assert!(pawn_attacks(Color::White, sq("c8")).is_empty());
@@ -326,7 +372,9 @@ mod tests {
         for _ in 0..500 {
             let pawns = Bitboard(rng.next() & rng.next());
             for color in Color::ALL {
-                let union = pawns.into_iter().fold(Bitboard::EMPTY, |acc, s| acc | pawn_attacks(color, s));
+                let union = pawns
+                    .into_iter()
+                    .fold(Bitboard::EMPTY, |acc, s| acc | pawn_attacks(color, s));
                 assert_eq!(pawn_attacks_all(color, pawns), union);
             }
         }
@@ -342,8 +390,14 @@ mod tests {
         assert_eq!(attacks(white(Role::Queen), d4, occ), queen_attacks(d4, occ));
         assert_eq!(attacks(white(Role::Knight), d4, occ), knight_attacks(d4));
         assert_eq!(attacks(white(Role::King), d4, occ), king_attacks(d4));
-        assert_eq!(attacks(white(Role::Pawn), d4, occ), pawn_attacks(Color::White, d4));
-        assert_eq!(attacks(Piece::new(Color::Black, Role::Pawn), d4, occ), pawn_attacks(Color::Black, d4));
+        assert_eq!(
+            attacks(white(Role::Pawn), d4, occ),
+            pawn_attacks(Color::White, d4)
+        );
+        assert_eq!(
+            attacks(Piece::new(Color::Black, Role::Pawn), d4, occ),
+            pawn_attacks(Color::Black, d4)
+        );
     }
 
     #[test]
@@ -352,7 +406,10 @@ mod tests {
         for a in Square::all() {
             for b in Square::all() {
                 // b is aligned with a iff some direction from a reaches b on an empty board.
-                let dir = all_dirs.iter().copied().find(|&d| naive_slider(a, Bitboard::EMPTY, &[d]).contains(b));
+                let dir = all_dirs
+                    .iter()
+                    .copied()
+                    .find(|&d| naive_slider(a, Bitboard::EMPTY, &[d]).contains(b));
                 match dir {
                     Some((df, dr)) => {
                         let expected_between = naive_slider(a, b.bb(), &[(df, dr)]).without(b);

@@ -65,7 +65,10 @@ fn parse_board(field: &str) -> Result<Board, FenError> {
             }
         }
         if files != 8 {
-            return Err(FenError::RankLength { rank: rank + 1, files });
+            return Err(FenError::RankLength {
+                rank: rank + 1,
+                files,
+            });
         }
     }
     Ok(board)
@@ -86,7 +89,11 @@ impl Position {
         };
         match fields[2] {
             "-" => {}
-            rights if rights.chars().all(|c| matches!(c, 'K' | 'Q' | 'k' | 'q' | 'A'..='H' | 'a'..='h')) => {
+            rights
+                if rights
+                    .chars()
+                    .all(|c| matches!(c, 'K' | 'Q' | 'k' | 'q' | 'A'..='H' | 'a'..='h')) =>
+            {
                 return Err(FenError::CastlingRights)
             }
             other => return Err(FenError::BadCastling(other.to_string())),
@@ -96,9 +103,15 @@ impl Position {
             s => Some(Square::parse(s).ok_or_else(|| FenError::BadEnPassant(s.to_string()))?),
         };
         for counter in &fields[4..] {
-            counter.parse::<u32>().map_err(|_| FenError::BadCounter(counter.to_string()))?;
+            counter
+                .parse::<u32>()
+                .map_err(|_| FenError::BadCounter(counter.to_string()))?;
         }
-        let mut pos = Position { board, turn, ep_square };
+        let mut pos = Position {
+            board,
+            turn,
+            ep_square,
+        };
         pos.validate()?;
         if let Some(ep) = pos.ep_square {
             if pos.ep_captures(ep).is_empty() {
@@ -183,8 +196,11 @@ mod tests {
     #[test]
     fn counters_are_optional_and_ignored() {
         let normal = "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1";
-        for fen in ["4k3/8/8/8/8/8/4P3/4K3 b - -", "4k3/8/8/8/8/8/4P3/4K3 b - - 12", "4k3/8/8/8/8/8/4P3/4K3 b - - 7 42"]
-        {
+        for fen in [
+            "4k3/8/8/8/8/8/4P3/4K3 b - -",
+            "4k3/8/8/8/8/8/4P3/4K3 b - - 12",
+            "4k3/8/8/8/8/8/4P3/4K3 b - - 7 42",
+        ] {
             assert_eq!(Position::from_fen(fen).unwrap().to_fen(), normal);
         }
     }
@@ -207,8 +223,14 @@ mod tests {
     fn board_contents() {
         let pos = Position::from_fen("4k3/8/8/8/8/8/4P3/4K3 w - - 0 1").unwrap();
         let sq = |s| Square::parse(s).unwrap();
-        assert_eq!(pos.board.piece_at(sq("e2")), Some(Piece::new(Color::White, Role::Pawn)));
-        assert_eq!(pos.board.piece_at(sq("e8")), Some(Piece::new(Color::Black, Role::King)));
+        assert_eq!(
+            pos.board.piece_at(sq("e2")),
+            Some(Piece::new(Color::White, Role::Pawn))
+        );
+        assert_eq!(
+            pos.board.piece_at(sq("e8")),
+            Some(Piece::new(Color::Black, Role::King))
+        );
         assert_eq!(pos.board.occupied().count(), 3);
         assert_eq!(pos.turn, Color::White);
     }
@@ -220,14 +242,38 @@ mod tests {
         assert_eq!(err("4k3/8/8/8/8/8/4P3/4K3 w - - 0 1 x"), FenError::FieldCount(7));
         assert_eq!(err(""), FenError::FieldCount(0));
         assert_eq!(err("4k3/8/8/8/8/4P3/4K3 w - - 0 1"), FenError::RankCount(7));
-        assert_eq!(err("4k3/8/8/8/8/8/4P4/4K3 w - - 0 1"), FenError::RankLength { rank: 2, files: 9 });
-        assert_eq!(err("4k3/8/8/8/8/8/4P2/4K3 w - - 0 1"), FenError::RankLength { rank: 2, files: 7 });
-        assert_eq!(err("4k3/8/8/8/8/8/4X3/4K3 w - - 0 1"), FenError::BadBoardChar('X'));
-        assert_eq!(err("4k3/8/8/8/8/8/4P3/4K3 x - - 0 1"), FenError::BadTurn("x".into()));
-        assert_eq!(err("4k3/8/8/8/8/8/4P3/4K3 w ? - 0 1"), FenError::BadCastling("?".into()));
-        assert_eq!(err("4k3/8/8/8/8/8/4P3/4K3 w - e9 0 1"), FenError::BadEnPassant("e9".into()));
-        assert_eq!(err("4k3/8/8/8/8/8/4P3/4K3 w - - x 1"), FenError::BadCounter("x".into()));
-        assert_eq!(err("4k3/8/8/8/8/8/4P3/4K3 w - - 0 -1"), FenError::BadCounter("-1".into()));
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P4/4K3 w - - 0 1"),
+            FenError::RankLength { rank: 2, files: 9 }
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P2/4K3 w - - 0 1"),
+            FenError::RankLength { rank: 2, files: 7 }
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4X3/4K3 w - - 0 1"),
+            FenError::BadBoardChar('X')
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P3/4K3 x - - 0 1"),
+            FenError::BadTurn("x".into())
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P3/4K3 w ? - 0 1"),
+            FenError::BadCastling("?".into())
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P3/4K3 w - e9 0 1"),
+            FenError::BadEnPassant("e9".into())
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P3/4K3 w - - x 1"),
+            FenError::BadCounter("x".into())
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/4P3/4K3 w - - 0 -1"),
+            FenError::BadCounter("-1".into())
+        );
     }
 
     #[test]
@@ -251,17 +297,49 @@ mod tests {
         };
         assert_eq!(err("8/8/8/8/8/8/4P3/4K3 w - - 0 1"), MissingKing(Color::Black));
         assert_eq!(err("4k3/8/8/8/8/8/4P3/8 b - - 0 1"), MissingKing(Color::White));
-        assert_eq!(err("4k3/8/8/8/8/8/8/K3K3 w - - 0 1"), TooManyKings { color: Color::White, count: 2 });
-        assert_eq!(err("k3k3/8/8/8/8/8/8/4K3 w - - 0 1"), TooManyKings { color: Color::Black, count: 2 });
-        assert_eq!(err("3Pk3/8/8/8/8/8/8/4K3 b - - 0 1"), PawnOnBackrank(Square::parse("d8").unwrap()));
-        assert_eq!(err("4k3/8/8/8/8/8/8/p3K3 w - - 0 1"), PawnOnBackrank(Square::parse("a1").unwrap()));
+        assert_eq!(
+            err("4k3/8/8/8/8/8/8/K3K3 w - - 0 1"),
+            TooManyKings {
+                color: Color::White,
+                count: 2
+            }
+        );
+        assert_eq!(
+            err("k3k3/8/8/8/8/8/8/4K3 w - - 0 1"),
+            TooManyKings {
+                color: Color::Black,
+                count: 2
+            }
+        );
+        assert_eq!(
+            err("3Pk3/8/8/8/8/8/8/4K3 b - - 0 1"),
+            PawnOnBackrank(Square::parse("d8").unwrap())
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/8/p3K3 w - - 0 1"),
+            PawnOnBackrank(Square::parse("a1").unwrap())
+        );
         assert_eq!(err("8/8/8/8/8/8/3k4/4K3 b - - 0 1"), AdjacentKings);
         assert_eq!(err("4k3/8/8/8/8/8/8/4R2K w - - 0 1"), OppositeCheck(Color::Black));
-        assert_eq!(err("4k3/8/8/8/8/8/3p4/4K3 b - - 0 1"), OppositeCheck(Color::White));
-        assert_eq!(err("4k3/8/8/8/8/8/8/4K3 b - e3 0 1"), ImpossibleEnPassant(Square::parse("e3").unwrap()));
-        assert_eq!(err("4k3/8/8/3pP3/8/8/8/4K3 b - d6 0 1"), ImpossibleEnPassant(Square::parse("d6").unwrap()));
-        let message = Position::from_fen("4k3/8/8/8/8/8/8/4R2K w - - 0 1").unwrap_err().to_string();
-        assert_eq!(message, "illegal position: the side not to move (black) is in check");
+        assert_eq!(
+            err("4k3/8/8/8/8/8/3p4/4K3 b - - 0 1"),
+            OppositeCheck(Color::White)
+        );
+        assert_eq!(
+            err("4k3/8/8/8/8/8/8/4K3 b - e3 0 1"),
+            ImpossibleEnPassant(Square::parse("e3").unwrap())
+        );
+        assert_eq!(
+            err("4k3/8/8/3pP3/8/8/8/4K3 b - d6 0 1"),
+            ImpossibleEnPassant(Square::parse("d6").unwrap())
+        );
+        let message = Position::from_fen("4k3/8/8/8/8/8/8/4R2K w - - 0 1")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "illegal position: the side not to move (black) is in check"
+        );
     }
 
     #[test]

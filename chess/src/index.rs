@@ -198,8 +198,26 @@ pub fn locate(pos: &Position) -> Option<Location> {
         }
         key
     };
-    let index = SliceIndexer::new(slice).index(&p)?;
-    Some(Location { slice, index })
+    Some(Location { slice, index: index_of_board(&p, !material.has_pawns()) })
+}
+
+/// The index of a position already in table orientation (see [`SliceIndexer::index`]), without
+/// building an indexer: used on every lookup.
+#[inline]
+fn index_of_board(pos: &Position, pawnless: bool) -> u64 {
+    let mut idx: u64 = 0;
+    let mut men = 0u32;
+    for c in Color::ALL {
+        for r in [Role::King, Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
+            for sq in pos.board.by_piece(Piece::new(c, r)) {
+                let field = if men == 0 && pawnless { (sq.rank() * 4 + sq.file()) as u64 } else { sq.u8() as u64 };
+                idx = (idx << 6) | field;
+                men += 1;
+            }
+        }
+    }
+    let per_side = if pawnless { 16u64 << (6 * (men - 1)) } else { 1u64 << (6 * men) };
+    idx + pos.turn.index() as u64 * per_side
 }
 
 #[cfg(test)]
@@ -230,6 +248,7 @@ mod tests {
                         let loc = locate(&pos).unwrap();
                         assert_eq!(loc.slice, key);
                         assert_eq!(loc.index, i);
+                        assert_eq!(index_of_board(&pos, ix.is_pawnless()), i);
                     }
                 }
                 assert!(positions > 0);

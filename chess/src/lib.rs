@@ -25,7 +25,9 @@ pub mod value;
 
 pub use fen::FenError;
 pub use material::{Material, MaterialError};
+pub use movegen::{IllegalPosition, MoveList};
 pub use position::{Board, Move, Position};
+pub use san::MoveParseError;
 pub use slice::SliceKey;
 pub use types::{Bitboard, Color, Piece, Role, Square};
 pub use value::Value;

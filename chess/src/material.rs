@@ -123,26 +123,26 @@ impl Material {
         s
     }
 
-    /// The role indices of a side's men, in K Q R B N P order (Syzygy's comparison key).
-    fn side_key(&self, c: Color) -> Vec<usize> {
-        let mut v = Vec::new();
-        for r in Role::ALL {
-            for _ in 0..self.count(c, r) {
-                v.push(r.index());
-            }
-        }
-        v
-    }
-
     /// True if this material is in its table orientation: the stronger side is White.
     ///
     /// The rule is Syzygy's: the side with more men comes first; with as many men, the side whose
     /// men, listed K Q R B N P, compare smaller (stronger) comes first.
+    #[inline]
     pub fn is_normalized(&self) -> bool {
-        let w_len = self.side_key(Color::White).len();
-        let b_len = self.side_key(Color::Black).len();
-        // python-chess: swap if (len(w), key(b)) < (len(b), key(w))
-        (w_len, self.side_key(Color::Black)) >= (b_len, self.side_key(Color::White))
+        let w = &self.counts[0];
+        let b = &self.counts[1];
+        let (wn, bn): (u32, u32) = (w.iter().map(|&n| n as u32).sum(), b.iter().map(|&n| n as u32).sum());
+        if wn != bn {
+            return wn > bn;
+        }
+        // Equal length: compare the sorted role lists. The first role where the counts differ
+        // decides: the side with more of that (earlier, stronger) role has the smaller list.
+        for r in 0..6 {
+            if w[r] != b[r] {
+                return w[r] > b[r];
+            }
+        }
+        true
     }
 
     /// The table orientation of this material, and whether the colours had to be swapped.

@@ -53,7 +53,10 @@ impl MoveList {
 
     #[inline]
     pub const fn new() -> MoveList {
-        MoveList { len: 0, moves: [MaybeUninit::uninit(); MoveList::CAPACITY] }
+        MoveList {
+            len: 0,
+            moves: [MaybeUninit::uninit(); MoveList::CAPACITY],
+        }
     }
 
     /// Appends a move.
@@ -76,8 +79,9 @@ impl MoveList {
         // Safety: the first `len` elements were written by `push` (the only place `len` grows)
         // and `Move` is `Copy`, so there is nothing to drop. Leaving the array uninitialised
         // instead of filling 256 moves with a placeholder saves the 1.5 KiB memset that would
-        // otherwise dominate move generation in few-man positions (measured 2.1x faster
-        // `legal_moves` on KRPvKR positions).
+        // otherwise dominate move generation in few-man positions (measured: `legal_moves`
+        // 85 ns instead of 195 ns a call, over the positions of KRPvKR, KPvK and perft
+        // position 3 trees).
         unsafe { std::slice::from_raw_parts(self.moves.as_ptr().cast::<Move>(), self.len) }
     }
 }
@@ -177,7 +181,8 @@ impl Position {
     }
 
     /// All legal moves. Promotions come as four moves (Q, R, B, N); en passant only when
-    /// `ep_square` is set; never castling. A side to move without a king has no moves.
+    /// `ep_square` is set; never castling. The position should pass [`Position::validate`]
+    /// (a side to move without a king gets no moves; a pawn on a back rank may panic).
     pub fn legal_moves(&self) -> MoveList {
         let mut list = MoveList::new();
         self.generate(&mut list);
@@ -262,7 +267,11 @@ impl Position {
 
         let empty = !occupied;
         for from in b.by_role(Role::Pawn) & ours {
-            let allowed = if pinned.contains(from) { target & ray(king, from) } else { target };
+            let allowed = if pinned.contains(from) {
+                target & ray(king, from)
+            } else {
+                target
+            };
             for to in pawn_attacks(us, from) & theirs & allowed {
                 push_pawn_move(list, us, from, to, role_on(b, to));
             }
@@ -324,7 +333,9 @@ impl Position {
         let us = self.turn;
         let them = us.other();
         let b = &self.board;
-        let Some(king) = b.king_of(us) else { return Bitboard::EMPTY };
+        let Some(king) = b.king_of(us) else {
+            return Bitboard::EMPTY;
+        };
         if ep.relative_rank(us) != 5 {
             return Bitboard::EMPTY;
         }
@@ -362,7 +373,11 @@ impl Position {
             }
             None => board.shift(m.from, m.to, Piece::new(us, m.role)),
         }
-        let mut after = Position { board, turn: us.other(), ep_square: None };
+        let mut after = Position {
+            board,
+            turn: us.other(),
+            ep_square: None,
+        };
         if m.role == Role::Pawn && m.from.u8().abs_diff(m.to.u8()) == 16 {
             let ep = Square::new((m.from.u8() + m.to.u8()) / 2);
             if after.ep_captures(ep).any() {
@@ -394,7 +409,11 @@ impl Position {
             return Err(IllegalPosition::AdjacentKings);
         }
         let them = self.turn.other();
-        let their_king = if them == Color::White { white_king } else { black_king };
+        let their_king = if them == Color::White {
+            white_king
+        } else {
+            black_king
+        };
         if self.attackers_to(their_king, self.turn, b.occupied()).any() {
             return Err(IllegalPosition::OppositeCheck(them));
         }
@@ -402,7 +421,8 @@ impl Position {
             // The pawn that just moved two squares stands in front of `ep`, and passed over
             // `ep` from the empty square behind it.
             let possible = ep.relative_rank(self.turn) == 5
-                && b.by_piece(Piece::new(them, Role::Pawn)).contains(forward(them, ep))
+                && b.by_piece(Piece::new(them, Role::Pawn))
+                    .contains(forward(them, ep))
                 && !b.occupied().contains(ep)
                 && !b.occupied().contains(forward(self.turn, ep));
             if !possible {
@@ -417,10 +437,24 @@ impl Position {
 fn push_pawn_move(list: &mut MoveList, us: Color, from: Square, to: Square, capture: Option<Role>) {
     if to.relative_rank(us) == 7 {
         for promotion in Role::PROMOTIONS {
-            list.push(Move { role: Role::Pawn, from, to, capture, promotion: Some(promotion), en_passant: false });
+            list.push(Move {
+                role: Role::Pawn,
+                from,
+                to,
+                capture,
+                promotion: Some(promotion),
+                en_passant: false,
+            });
         }
     } else {
-        list.push(Move { role: Role::Pawn, from, to, capture, promotion: None, en_passant: false });
+        list.push(Move {
+            role: Role::Pawn,
+            from,
+            to,
+            capture,
+            promotion: None,
+            en_passant: false,
+        });
     }
 }
 
@@ -449,14 +483,25 @@ mod tests {
         // The colour-flipped and the a-h mirrored positions have the same trees.
         let depth = expected.len().min(4) as u32;
         let nodes = expected[depth as usize - 1];
-        assert_eq!(perft(&p.flip_colors(), depth), nodes, "{fen} flipped, depth {depth}");
-        assert_eq!(perft(&p.flip_file(), depth), nodes, "{fen} mirrored, depth {depth}");
+        assert_eq!(
+            perft(&p.flip_colors(), depth),
+            nodes,
+            "{fen} flipped, depth {depth}"
+        );
+        assert_eq!(
+            perft(&p.flip_file(), depth),
+            nodes,
+            "{fen} mirrored, depth {depth}"
+        );
     }
 
     /// Chessprogramming wiki, perft results, "Position 3".
     #[test]
     fn perft_cpw_position_3() {
-        check_perft("8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", &[14, 191, 2812, 43238, 674624]);
+        check_perft(
+            "8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1",
+            &[14, 191, 2812, 43238, 674624, 11030083],
+        );
     }
 
     /// Martin Sedlak's perft suite (TalkChess), the positions without castling.
@@ -521,12 +566,24 @@ mod tests {
             for to in targets {
                 let capture = b.piece_at(to).map(|p| p.role);
                 let promotions: &[Option<Role>] = if piece.role == Role::Pawn && to.relative_rank(us) == 7 {
-                    &[Some(Role::Queen), Some(Role::Rook), Some(Role::Bishop), Some(Role::Knight)]
+                    &[
+                        Some(Role::Queen),
+                        Some(Role::Rook),
+                        Some(Role::Bishop),
+                        Some(Role::Knight),
+                    ]
                 } else {
                     &[None]
                 };
                 for &promotion in promotions {
-                    moves.push(Move { role: piece.role, from, to, capture, promotion, en_passant: false });
+                    moves.push(Move {
+                        role: piece.role,
+                        from,
+                        to,
+                        capture,
+                        promotion,
+                        en_passant: false,
+                    });
                 }
             }
             if piece.role == Role::Pawn {
@@ -548,7 +605,9 @@ mod tests {
         moves.retain(|m| {
             let after = pos.play(m);
             let king = after.board.king_of(us).unwrap();
-            after.attackers_to(king, us.other(), after.board.occupied()).is_empty()
+            after
+                .attackers_to(king, us.other(), after.board.occupied())
+                .is_empty()
         });
         moves
     }
@@ -576,14 +635,22 @@ mod tests {
     #[test]
     fn legal_moves_agree_with_naive_generator_on_random_positions() {
         let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
-        let roles = [Role::Queen, Role::Rook, Role::Bishop, Role::Knight, Role::Pawn, Role::Pawn];
+        let roles = [
+            Role::Queen,
+            Role::Rook,
+            Role::Bishop,
+            Role::Knight,
+            Role::Pawn,
+            Role::Pawn,
+        ];
         let mut tested = 0;
         while tested < 3000 {
             let mut board = Board::empty();
             let mut used = Bitboard::EMPTY;
             let mut place = |board: &mut Board, piece: Piece, rng: &mut XorShift| loop {
                 let sq = Square::new((rng.next() % 64) as u8);
-                if !used.contains(sq) && !(piece.role == Role::Pawn && Bitboard::BACKRANKS.contains(sq)) {
+                let pawn_on_backrank = piece.role == Role::Pawn && Bitboard::BACKRANKS.contains(sq);
+                if !used.contains(sq) && !pawn_on_backrank {
                     used = used.with(sq);
                     board.set(sq, piece);
                     break;
@@ -607,7 +674,11 @@ mod tests {
             for m in fast.iter() {
                 let q = p.play(m);
                 assert_eq!(q.validate(), Ok(()), "{p} {}", m.uci());
-                assert_eq!(sorted(q.legal_moves().to_vec()), sorted(naive_legal_moves(&q)), "{q}");
+                assert_eq!(
+                    sorted(q.legal_moves().to_vec()),
+                    sorted(naive_legal_moves(&q)),
+                    "{q}"
+                );
             }
         }
     }
@@ -637,17 +708,30 @@ mod tests {
         // A pawn checking from its second rank is legal; the king takes it.
         let pawn_check = pos("7k/8/8/8/8/8/5p2/6K1 w - - 0 1");
         assert_eq!(pawn_check.checkers(), Square::parse("f2").unwrap().bb());
-        assert!(pawn_check.legal_moves().iter().any(|m| m.uci() == "g1f2" && m.capture == Some(Role::Pawn)));
+        assert!(pawn_check
+            .legal_moves()
+            .iter()
+            .any(|m| m.uci() == "g1f2" && m.capture == Some(Role::Pawn)));
     }
 
     #[test]
     fn play_sets_ep_square_only_when_capture_is_legal() {
         // After d7d5 white can take exd6.
         let p = pos("4k3/3p4/8/4P3/8/8/8/4K3 b - - 0 1");
-        let m = p.legal_moves().iter().copied().find(|m| m.uci() == "d7d5").unwrap();
+        let m = p
+            .legal_moves()
+            .iter()
+            .copied()
+            .find(|m| m.uci() == "d7d5")
+            .unwrap();
         let after = p.play(&m);
         assert_eq!(after.ep_square, Square::parse("d6"));
-        let ep = after.legal_moves().iter().copied().find(|m| m.en_passant).unwrap();
+        let ep = after
+            .legal_moves()
+            .iter()
+            .copied()
+            .find(|m| m.en_passant)
+            .unwrap();
         assert_eq!(ep.uci(), "e5d6");
         let taken = after.play(&ep);
         assert!(taken.board.piece_at(Square::parse("d5").unwrap()).is_none());
@@ -655,12 +739,22 @@ mod tests {
 
         // No white pawn beside d5: no ep square.
         let p = pos("4k3/3p4/8/8/4P3/8/8/4K3 b - - 0 1");
-        let m = p.legal_moves().iter().copied().find(|m| m.uci() == "d7d5").unwrap();
+        let m = p
+            .legal_moves()
+            .iter()
+            .copied()
+            .find(|m| m.uci() == "d7d5")
+            .unwrap();
         assert_eq!(p.play(&m).ep_square, None);
 
         // Both pawns would leave the fifth rank, opening it to the rook: no ep square.
         let p = pos("8/3p4/8/r3P2K/8/8/8/4k3 b - - 0 1");
-        let m = p.legal_moves().iter().copied().find(|m| m.uci() == "d7d5").unwrap();
+        let m = p
+            .legal_moves()
+            .iter()
+            .copied()
+            .find(|m| m.uci() == "d7d5")
+            .unwrap();
         let after = p.play(&m);
         assert_eq!(after.ep_square, None);
         assert!(after.legal_moves().iter().all(|m| !m.en_passant));
@@ -684,7 +778,11 @@ mod tests {
         let raw = |fen: &str| {
             // Build without validation, through a legal FEN of the same board.
             let (board, rest) = fen.split_once(' ').unwrap();
-            let turn = if rest.starts_with('w') { Color::White } else { Color::Black };
+            let turn = if rest.starts_with('w') {
+                Color::White
+            } else {
+                Color::Black
+            };
             let mut b = Board::empty();
             for (rank, row) in board.split('/').enumerate() {
                 let mut file = 0;
@@ -692,24 +790,36 @@ mod tests {
                     if let Some(d) = c.to_digit(10) {
                         file += d as u8;
                     } else {
-                        b.set(Square::from_coords(file, 7 - rank as u8), Piece::from_char(c).unwrap());
+                        b.set(
+                            Square::from_coords(file, 7 - rank as u8),
+                            Piece::from_char(c).unwrap(),
+                        );
                         file += 1;
                     }
                 }
             }
             Position::new(b, turn)
         };
-        assert_eq!(raw("8/8/8/8/8/8/8/4K3 w").validate(), Err(MissingKing(Color::Black)));
+        assert_eq!(
+            raw("8/8/8/8/8/8/8/4K3 w").validate(),
+            Err(MissingKing(Color::Black))
+        );
         assert_eq!(
             raw("4k3/8/8/8/8/8/8/K3K3 w").validate(),
-            Err(TooManyKings { color: Color::White, count: 2 })
+            Err(TooManyKings {
+                color: Color::White,
+                count: 2
+            })
         );
         assert_eq!(
             raw("4k2P/8/8/8/8/8/8/4K3 w").validate(),
             Err(PawnOnBackrank(Square::parse("h8").unwrap()))
         );
         assert_eq!(raw("8/8/8/8/8/8/3k4/4K3 w").validate(), Err(AdjacentKings));
-        assert_eq!(raw("4k3/8/8/8/8/8/8/4R2K w").validate(), Err(OppositeCheck(Color::Black)));
+        assert_eq!(
+            raw("4k3/8/8/8/8/8/8/4R2K w").validate(),
+            Err(OppositeCheck(Color::Black))
+        );
         assert_eq!(raw("4k3/8/8/8/8/8/8/4R2K b").validate(), Ok(()));
         // Double and triple check of the side to move are fine.
         assert_eq!(raw("4k3/8/8/8/8/3n4/8/r3K3 w").validate(), Ok(()));
@@ -718,16 +828,30 @@ mod tests {
         let mut p = raw("4k3/8/8/3pP3/8/8/8/4K3 w");
         for (ep, ok) in [("d6", true), ("e6", false), ("d3", false), ("c6", false)] {
             p.ep_square = Square::parse(ep);
-            let expected = if ok { Ok(()) } else { Err(ImpossibleEnPassant(Square::parse(ep).unwrap())) };
+            let expected = if ok {
+                Ok(())
+            } else {
+                Err(ImpossibleEnPassant(Square::parse(ep).unwrap()))
+            };
             assert_eq!(p.validate(), expected, "{ep}");
         }
         let mut blocked = raw("4k3/3n4/8/3pP3/8/8/8/4K3 w");
         blocked.ep_square = Square::parse("d6");
         assert!(blocked.validate().is_err());
 
-        assert_eq!(OppositeCheck(Color::Black).to_string(), "the side not to move (black) is in check");
+        assert_eq!(
+            OppositeCheck(Color::Black).to_string(),
+            "the side not to move (black) is in check"
+        );
         assert_eq!(MissingKing(Color::White).to_string(), "white has no king");
-        assert_eq!(TooManyKings { color: Color::White, count: 2 }.to_string(), "white has 2 kings");
+        assert_eq!(
+            TooManyKings {
+                color: Color::White,
+                count: 2
+            }
+            .to_string(),
+            "white has 2 kings"
+        );
         assert_eq!(
             ImpossibleEnPassant(Square::parse("e3").unwrap()).to_string(),
             "en-passant square e3 is not possible here"

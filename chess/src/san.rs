@@ -42,8 +42,10 @@ impl Position {
             s.push(m.role.upper());
             if m.role != Role::King {
                 let moves = self.legal_moves();
-                let mut rivals =
-                    moves.iter().filter(|o| o.role == m.role && o.to == m.to && o.from != m.from).peekable();
+                let mut rivals = moves
+                    .iter()
+                    .filter(|o| o.role == m.role && o.to == m.to && o.from != m.from)
+                    .peekable();
                 if rivals.peek().is_some() {
                     let (mut same_file, mut same_rank) = (false, false);
                     for o in rivals {
@@ -161,8 +163,8 @@ impl Position {
             m.role == role
                 && m.to == to
                 && m.promotion == promotion
-                && from_file.map_or(true, |f| m.from.file() == f)
-                && from_rank.map_or(true, |r| m.from.rank() == r)
+                && from_file.unwrap_or(m.from.file()) == m.from.file()
+                && from_rank.unwrap_or(m.from.rank()) == m.from.rank()
                 && (!capture || m.capture.is_some())
                 && (!pawn_push || m.capture.is_none())
         });
@@ -225,7 +227,10 @@ mod tests {
         // A pinned knight is no rival: no disambiguation.
         let fen = "4k3/4r3/8/8/8/8/4N3/1N2K3 w - - 0 1";
         assert_eq!(san_of(fen, "b1c3"), "Nc3");
-        assert_eq!(pos(fen).parse_san("Nc3").unwrap().from, Square::parse("b1").unwrap());
+        assert_eq!(
+            pos(fen).parse_san("Nc3").unwrap().from,
+            Square::parse("b1").unwrap()
+        );
     }
 
     #[test]
@@ -280,19 +285,34 @@ mod tests {
         let p = pos("4k3/8/8/3p4/8/2N5/4P3/4K3 w - - 0 1");
         assert_eq!(p.parse_uci("e2e5"), Err(MoveParseError::Illegal("e2e5".into())));
         assert_eq!(p.parse_uci("e2"), Err(MoveParseError::InvalidUci("e2".into())));
-        assert_eq!(p.parse_uci("e2e4k"), Err(MoveParseError::InvalidUci("e2e4k".into())));
+        assert_eq!(
+            p.parse_uci("e2e4k"),
+            Err(MoveParseError::InvalidUci("e2e4k".into()))
+        );
         assert_eq!(p.parse_uci("e2e4q"), Err(MoveParseError::Illegal("e2e4q".into())));
-        assert_eq!(p.parse_uci("z2e4"), Err(MoveParseError::InvalidUci("z2e4".into())));
+        assert_eq!(
+            p.parse_uci("z2e4"),
+            Err(MoveParseError::InvalidUci("z2e4".into()))
+        );
         assert_eq!(p.parse_san("e5"), Err(MoveParseError::Illegal("e5".into())));
         assert_eq!(p.parse_san("O-O"), Err(MoveParseError::Illegal("O-O".into())));
         assert_eq!(p.parse_san("Nd5?!").unwrap().uci(), "c3d5");
         assert_eq!(p.parse_san("Nxd5").unwrap().uci(), "c3d5");
         assert_eq!(p.parse_san("Nxe4"), Err(MoveParseError::Illegal("Nxe4".into())));
         assert_eq!(p.parse_san("Zd5"), Err(MoveParseError::InvalidSan("Zd5".into())));
-        assert_eq!(p.parse_san("e8=K"), Err(MoveParseError::InvalidSan("e8=K".into())));
-        assert_eq!(p.parse_san("Ne4=Q"), Err(MoveParseError::InvalidSan("Ne4=Q".into())));
+        assert_eq!(
+            p.parse_san("e8=K"),
+            Err(MoveParseError::InvalidSan("e8=K".into()))
+        );
+        assert_eq!(
+            p.parse_san("Ne4=Q"),
+            Err(MoveParseError::InvalidSan("Ne4=Q".into()))
+        );
         assert_eq!(p.parse_san(""), Err(MoveParseError::InvalidSan("".into())));
-        assert_eq!(p.parse_san("Nc3d5x"), Err(MoveParseError::InvalidSan("Nc3d5x".into())));
+        assert_eq!(
+            p.parse_san("Nc3d5x"),
+            Err(MoveParseError::InvalidSan("Nc3d5x".into()))
+        );
         // A pawn push is never read as a capture.
         let p = pos("4k3/8/8/3p4/4P3/8/8/4K3 w - - 0 1");
         assert_eq!(p.parse_san("d5"), Err(MoveParseError::Illegal("d5".into())));

@@ -1,0 +1,263 @@
+//! The slice solver (DESIGN §2).
+//!
+//! 1. *Exits*: every position's moves that leave the slice (captures, pawn moves, promotions)
+//!    are valued from the finished successor slices; the best exit is kept, with mates and
+//!    stalemates. Moves inside the slice are counted.
+//! 2. *Retrograde passes*, one per ply `n`: from the positions whose final value is exactly `n`
+//!    plies, un-move to their predecessors. A predecessor of a loss in `n` wins in `n + 1`; a
+//!    predecessor of a win loses one more inside move, and when it has none left it is lost
+//!    (in `n + 1` plies, or later if an exit loses more slowly).
+//! 3. *Finish*: what is still undecided is a draw.
+//!
+//! The result is a pure function of the slice and its successors: every pass decides exactly the
+//! positions of one distance, whatever the number of threads or the order of the work.
+
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
+
+use tracing::debug;
+use zermelo_chess::index::{Placement, SliceIndexer};
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::unmove::for_each_unmove;
+use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
+use zermelo_chess::{Position, Square};
+
+use crate::par::for_each_chunk;
+
+/// Values of positions outside the slice being solved.
+pub trait Successors: Sync {
+    /// The value, for the side to move, of a legal position reached by a move that leaves the
+    /// slice (it may have an en-passant square).
+    fn value_of(&self, pos: &Position) -> Result<Value, SolveError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SolveError {
+    #[error("successor slice {0} is not available")]
+    MissingSuccessor(SliceKey),
+    #[error("successor slice {slice} holds no value at index {index}, a legal position; it is corrupt")]
+    BadSuccessor { slice: SliceKey, index: u64 },
+    #[error("reading successor tables: {0}")]
+    Tables(#[from] crate::tables::TableError),
+    #[error("slice {0} has a mate distance over {MAX_PLIES} plies")]
+    TooDeep(SliceKey),
+}
+
+// In-memory states of undecided positions (final values are below 0x8000).
+/// Undecided and may still be lost; the low 14 bits hold the slowest losing exit (0 if none).
+const UNDECIDED: u16 = 0x8000;
+/// Undecided, cannot be lost (an exit holds the draw or better), no winning exit.
+const NO_LOSS: u16 = 0xc000;
+/// `NO_LOSS | n`: undecided with a winning exit in `n` plies; wins in `n` unless faster inside.
+const LEVEL_MASK: u16 = 0x3fff;
+
+#[inline]
+fn loss_possible(v: u16) -> bool {
+    v & 0xc000 == UNDECIDED
+}
+
+/// Cells of a slice for the passes: value and inside-move counter per index.
+struct Cells {
+    values: Vec<AtomicU16>,
+    counts: Vec<AtomicU8>,
+    /// Largest distance assigned so far (final or pending): the passes run up to it.
+    horizon: AtomicU32,
+}
+
+impl Cells {
+    fn set_final(&self, i: usize, plies: u32) {
+        self.values[i].store(plies as u16 + 2, Relaxed);
+        self.horizon.fetch_max(plies, Relaxed);
+    }
+}
+
+/// Solves one slice. `threads` is the number of threads for this slice; the output does not
+/// depend on it.
+pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Result<Vec<u16>, SolveError> {
+    let ix = SliceIndexer::new(*key);
+    let n = ix.size() as usize;
+    let cells = Cells {
+        values: (0..n).map(|_| AtomicU16::new(ILLEGAL)).collect(),
+        counts: (0..n).map(|_| AtomicU8::new(0)).collect(),
+        horizon: AtomicU32::new(0),
+    };
+    let chunk = 1 << 14;
+
+    // 1. Exits, mates, stalemates, inside-move counts.
+    for_each_chunk(n, chunk, threads, |range| {
+        for i in range {
+            init_position(&ix, &cells, i, succ)?;
+        }
+        Ok::<(), SolveError>(())
+    })?;
+
+    // 2. Retrograde passes, one per ply.
+    let mut plies: u32 = 0;
+    while plies <= cells.horizon.load(Relaxed) {
+        if plies as u16 > MAX_PLIES - 1 {
+            return Err(SolveError::TooDeep(*key));
+        }
+        let target = plies as u16 + 2;
+        let pending_win = NO_LOSS | plies as u16;
+        let is_win_level = plies % 2 == 1;
+        for_each_chunk(n, chunk, threads, |range| {
+            for i in range {
+                let mut v = cells.values[i].load(Relaxed);
+                if is_win_level && v == pending_win {
+                    cells.values[i].store(target, Relaxed);
+                    v = target;
+                }
+                if v == target {
+                    propagate(&ix, &cells, i, plies);
+                }
+            }
+            Ok::<(), SolveError>(())
+        })?;
+        plies += 1;
+    }
+    debug!(slice = %key, passes = plies, "slice solved");
+
+    // 3. Finish: undecided positions are draws.
+    Ok(cells
+        .values
+        .into_iter()
+        .map(|v| {
+            let v = v.into_inner();
+            if v >= UNDECIDED {
+                DRAW
+            } else {
+                v
+            }
+        })
+        .collect())
+}
+
+/// Looks at one index before the passes: illegal, final (no inside move), or undecided with its
+/// best exit and its count of inside moves.
+fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successors) -> Result<(), SolveError> {
+    let Some(pos) = ix.position(i as u64) else { return Ok(()) };
+    if pos.validate().is_err() {
+        return Ok(());
+    }
+    let moves = pos.legal_moves();
+    if moves.is_empty() {
+        if pos.is_check() {
+            cells.set_final(i, 0);
+        } else {
+            cells.values[i].store(DRAW, Relaxed);
+        }
+        return Ok(());
+    }
+    let mut inside: u32 = 0;
+    let mut best: Option<Value> = None;
+    let mut slowest_loss: u16 = 0;
+    for m in moves.iter() {
+        if m.leaves_slice() {
+            let v = succ.value_of(&pos.play(m))?.after_move();
+            if let Value::Loss(d) = v {
+                slowest_loss = slowest_loss.max(d);
+            }
+            best = Some(best.map_or(v, |b| b.max(v)));
+        } else {
+            inside += 1;
+        }
+    }
+    if inside == 0 {
+        // Only exits: the best of them is final.
+        match best.expect("a move exists") {
+            Value::Draw => cells.values[i].store(DRAW, Relaxed),
+            Value::Win(d) | Value::Loss(d) => cells.set_final(i, d as u32),
+        }
+        return Ok(());
+    }
+    cells.counts[i].store(inside as u8, Relaxed);
+    let state = match best {
+        None => UNDECIDED,
+        Some(Value::Loss(_)) => UNDECIDED | slowest_loss,
+        Some(Value::Draw) => NO_LOSS,
+        Some(Value::Win(d)) => {
+            cells.horizon.fetch_max(d as u32, Relaxed);
+            NO_LOSS | d
+        }
+    };
+    cells.values[i].store(state, Relaxed);
+    Ok(())
+}
+
+/// From a position whose final value is exactly `plies`, un-moves to its predecessors.
+fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
+    let placement = ix.placement(j as u64);
+    let pos = ix.position(j as u64).expect("a decided index is a position");
+    let n_men = ix.men().len();
+    let lost_here = plies % 2 == 0;
+    for_each_unmove(&pos, |_piece, now, before| {
+        let p = predecessor_index(ix, &placement, n_men, now, before);
+        let cell = &cells.values[p];
+        let v = cell.load(Relaxed);
+        if v < UNDECIDED {
+            return;
+        }
+        if lost_here {
+            // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
+            cells.set_final(p, plies + 1);
+        } else if loss_possible(v) {
+            // One more inside move is known to lose; with none left, the predecessor is lost.
+            if cells.counts[p].fetch_sub(1, Relaxed) == 1 {
+                let slowest_exit = (v & LEVEL_MASK) as u32;
+                cells.set_final(p, (plies + 1).max(slowest_exit));
+            }
+        }
+    });
+}
+
+/// The index of the predecessor where the man on `now` stood on `before`, the other side to move.
+#[inline]
+fn predecessor_index(ix: &SliceIndexer, pl: &Placement, n_men: usize, now: Square, before: Square) -> usize {
+    let mut squares = pl.squares;
+    let k = squares[..n_men].iter().position(|&s| s == now).expect("the man is in the placement");
+    squares[k] = before;
+    if k == 0 && ix.is_pawnless() {
+        // White's king left the quadrant: bring it back by a symmetry of the whole board.
+        if before.file() >= 4 {
+            for s in &mut squares[..n_men] {
+                *s = s.flip_file();
+            }
+        }
+        if squares[0].rank() >= 4 {
+            for s in &mut squares[..n_men] {
+                *s = s.flip_rank();
+            }
+        }
+    }
+    ix.index_of(&squares[..n_men], pl.turn.other()) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::SliceMap;
+
+    fn max_plies(values: &[u16], side: usize) -> u16 {
+        let half = values.len() / 2;
+        values[side * half..(side + 1) * half]
+            .iter()
+            .filter_map(|&r| Value::from_raw(r))
+            .map(|v| match v {
+                Value::Win(n) | Value::Loss(n) => n,
+                Value::Draw => 0,
+            })
+            .max()
+            .unwrap()
+    }
+
+    /// KQvK and KRvK need no other table (a capture of the lone piece leaves bare kings).
+    #[test]
+    fn kqk_and_krk_longest_mates() {
+        for (name, plies) in [("KQvK", 19), ("KRvK", 31)] {
+            let key = SliceKey::pawnless(name.parse().unwrap());
+            let v1 = solve_slice(&key, &SliceMap::new(), 1).unwrap();
+            assert_eq!(max_plies(&v1, 0), plies, "{name}");
+            let v2 = solve_slice(&key, &SliceMap::new(), 2).unwrap();
+            assert!(v1 == v2, "{name}: thread count changed the values");
+        }
+    }
+}
