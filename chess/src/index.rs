@@ -123,7 +123,7 @@ impl SliceIndexer {
             if board.occupied().contains(sq) {
                 return None;
             }
-            board.set(sq, piece);
+            board.put(sq, piece);
         }
         Some(Position::new(board, p.turn))
     }

@@ -60,6 +60,14 @@ impl Board {
         self.by_role[p.role as usize] |= sq.bb();
     }
 
+    /// Puts `p` on `sq`, which must be empty.
+    #[inline]
+    pub fn put(&mut self, sq: Square, p: Piece) {
+        debug_assert!(!self.occupied().contains(sq));
+        self.by_color[p.color as usize] |= sq.bb();
+        self.by_role[p.role as usize] |= sq.bb();
+    }
+
     /// Empties `sq`.
     #[inline]
     pub fn remove(&mut self, sq: Square) {

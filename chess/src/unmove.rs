@@ -15,17 +15,27 @@ pub fn for_each_unmove(pos: &Position, mut f: impl FnMut(Piece, Square, Square))
     let board = &pos.board;
     let occ = board.occupied();
     let Some(their_king) = board.king_of(victim) else { return };
-    for sq in board.by_color(mover) & !board.by_role(Role::Pawn) {
-        let piece = board.piece_at(sq).expect("occupied");
-        let targets = attacks::attacks(piece, sq, occ) & !occ;
-        for before in targets {
-            // In the predecessor the man stands on `before`; is the victim's king attacked?
-            let occ_before = (occ.without(sq)).with(before);
-            let mut pred = *board;
-            pred.shift(sq, before, piece);
-            let attacked = Position::new(pred, mover).attackers_to(their_king, mover, occ_before).any();
-            if !attacked {
-                f(piece, sq, before);
+    for now in board.by_color(mover) & !board.by_role(Role::Pawn) {
+        let piece = board.piece_at(now).expect("occupied");
+        let occ_without = occ.without(now);
+        // Squares from which this man would attack the victim's king: it may not come from there.
+        // (Leapers and sliders attack symmetrically; `before` is empty, so it blocks no line to
+        // itself.)
+        let checking = attacks::attacks(Piece::new(victim, piece.role), their_king, occ_without);
+        let targets = attacks::attacks(piece, now, occ) & !occ & !checking;
+        // Men uncovered by the move back: their check must be blocked by the square it came from.
+        let uncovered = pos.attackers_to(their_king, mover, occ_without);
+        if uncovered.is_empty() {
+            for before in targets {
+                f(piece, now, before);
+            }
+        } else {
+            for before in targets {
+                let blocked =
+                    uncovered.into_iter().all(|a| attacks::between(a, their_king).contains(before));
+                if blocked {
+                    f(piece, now, before);
+                }
             }
         }
     }

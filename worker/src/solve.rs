@@ -12,7 +12,9 @@
 //! The result is a pure function of the slice and its successors: every pass decides exactly the
 //! positions of one distance, whatever the number of threads or the order of the work.
 
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use tracing::debug;
 use zermelo_chess::index::{Placement, SliceIndexer};
@@ -55,18 +57,74 @@ fn loss_possible(v: u16) -> bool {
     v & 0xc000 == UNDECIDED
 }
 
-/// Cells of a slice for the passes: value and inside-move counter per index.
+/// Indices per pending-mask chunk.
+const CHUNK_SHIFT: u32 = 12;
+/// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
+const MASK_LEVELS: u32 = 512;
+
+/// Cells of a slice for the passes.
 struct Cells {
+    /// Value (final, or one of the undecided states) per index.
     values: Vec<AtomicU16>,
+    /// Inside moves not yet known to lose, per index.
     counts: Vec<AtomicU8>,
+    /// Frontier bitmaps: `frontier[p % 2]` holds the indices whose final value is `p` plies,
+    /// to un-move from in the pass of `p`.
+    frontier: [Vec<AtomicU64>; 2],
+    /// Per chunk of 2^CHUNK_SHIFT indices, a bit per distance at which some index of the chunk
+    /// becomes final other than through the pass before (mates, positions with only exits,
+    /// winning exits, losses slowed by an exit): those chunks are scanned at that distance.
+    pending: Vec<[AtomicU64; (MASK_LEVELS / 64) as usize]>,
+    /// Distances of MASK_LEVELS or more that have pending indices (rare: scanned whole).
+    far_pending: Mutex<BTreeSet<u32>>,
     /// Largest distance assigned so far (final or pending): the passes run up to it.
     horizon: AtomicU32,
 }
 
 impl Cells {
-    fn set_final(&self, i: usize, plies: u32) {
+    fn new(n: usize) -> Cells {
+        let words = n.div_ceil(64);
+        let chunks = n.div_ceil(1 << CHUNK_SHIFT);
+        let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect();
+        Cells {
+            values: (0..n).map(|_| AtomicU16::new(ILLEGAL)).collect(),
+            counts: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            frontier: [bitmap(), bitmap()],
+            pending: (0..chunks).map(|_| Default::default()).collect(),
+            far_pending: Default::default(),
+            horizon: AtomicU32::new(0),
+        }
+    }
+
+    /// Sets a final value found by the pass of `plies - 1`: it joins the next frontier.
+    #[inline]
+    fn set_next(&self, i: usize, plies: u32) {
         self.values[i].store(plies as u16 + 2, Relaxed);
+        // Atomic read-modify-writes are dear: skip them when they would change nothing.
+        let word = &self.frontier[plies as usize % 2][i / 64];
+        let bit = 1u64 << (i % 64);
+        if word.load(Relaxed) & bit == 0 {
+            word.fetch_or(bit, Relaxed);
+        }
+        if self.horizon.load(Relaxed) < plies {
+            self.horizon.fetch_max(plies, Relaxed);
+        }
+    }
+
+    /// Flags index `i` to be looked at when the passes reach distance `plies`.
+    fn set_pending(&self, i: usize, plies: u32) {
+        if plies < MASK_LEVELS {
+            self.pending[i >> CHUNK_SHIFT][(plies / 64) as usize].fetch_or(1 << (plies % 64), Relaxed);
+        } else {
+            self.far_pending.lock().expect("far pending lock").insert(plies);
+        }
         self.horizon.fetch_max(plies, Relaxed);
+    }
+
+    /// Sets a final value that joins the frontier when the passes reach its distance.
+    fn set_final_later(&self, i: usize, plies: u32) {
+        self.values[i].store(plies as u16 + 2, Relaxed);
+        self.set_pending(i, plies);
     }
 }
 
@@ -75,12 +133,8 @@ impl Cells {
 pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Result<Vec<u16>, SolveError> {
     let ix = SliceIndexer::new(*key);
     let n = ix.size() as usize;
-    let cells = Cells {
-        values: (0..n).map(|_| AtomicU16::new(ILLEGAL)).collect(),
-        counts: (0..n).map(|_| AtomicU8::new(0)).collect(),
-        horizon: AtomicU32::new(0),
-    };
-    let chunk = 1 << 14;
+    let cells = Cells::new(n);
+    let chunk = 1 << CHUNK_SHIFT;
 
     // 1. Exits, mates, stalemates, inside-move counts.
     for_each_chunk(n, chunk, threads, |range| {
@@ -91,22 +145,46 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
     })?;
 
     // 2. Retrograde passes, one per ply.
+    let words = cells.frontier[0].len();
     let mut plies: u32 = 0;
     while plies <= cells.horizon.load(Relaxed) {
-        if plies as u16 > MAX_PLIES - 1 {
+        if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
         }
         let target = plies as u16 + 2;
-        let pending_win = NO_LOSS | plies as u16;
-        let is_win_level = plies % 2 == 1;
-        for_each_chunk(n, chunk, threads, |range| {
-            for i in range {
-                let mut v = cells.values[i].load(Relaxed);
-                if is_win_level && v == pending_win {
-                    cells.values[i].store(target, Relaxed);
-                    v = target;
+        // Winning exits are wins in an odd number of plies; NO_LOSS itself has distance 0.
+        let pending_win = if plies % 2 == 1 { NO_LOSS | plies as u16 } else { u16::MAX };
+        let frontier = &cells.frontier[plies as usize % 2];
+        // Indices that become final at this distance other than through the last pass join the
+        // frontier: scan the chunks flagged for it.
+        let scan_all =
+            plies >= MASK_LEVELS && cells.far_pending.lock().expect("far pending lock").contains(&plies);
+        let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
+        for_each_chunk(cells.pending.len(), 16, threads, |chunks| {
+            for c in chunks {
+                let flagged = plies < MASK_LEVELS && cells.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                if !flagged && !scan_all {
+                    continue;
                 }
-                if v == target {
+                for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
+                    let v = cells.values[i].load(Relaxed);
+                    if v == pending_win {
+                        cells.values[i].store(target, Relaxed);
+                    }
+                    if v == target || v == pending_win {
+                        frontier[i / 64].fetch_or(1 << (i % 64), Relaxed);
+                    }
+                }
+            }
+            Ok::<(), SolveError>(())
+        })?;
+        // Un-move from the frontier; finals at `plies + 1` go to the other bitmap.
+        for_each_chunk(words, 64, threads, |range| {
+            for w in range {
+                let mut bits = frontier[w].swap(0, Relaxed);
+                while bits != 0 {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
                     propagate(&ix, &cells, i, plies);
                 }
             }
@@ -141,7 +219,7 @@ fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successo
     let moves = pos.legal_moves();
     if moves.is_empty() {
         if pos.is_check() {
-            cells.set_final(i, 0);
+            cells.set_final_later(i, 0);
         } else {
             cells.values[i].store(DRAW, Relaxed);
         }
@@ -165,7 +243,7 @@ fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successo
         // Only exits: the best of them is final.
         match best.expect("a move exists") {
             Value::Draw => cells.values[i].store(DRAW, Relaxed),
-            Value::Win(d) | Value::Loss(d) => cells.set_final(i, d as u32),
+            Value::Win(d) | Value::Loss(d) => cells.set_final_later(i, d as u32),
         }
         return Ok(());
     }
@@ -175,7 +253,7 @@ fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successo
         Some(Value::Loss(_)) => UNDECIDED | slowest_loss,
         Some(Value::Draw) => NO_LOSS,
         Some(Value::Win(d)) => {
-            cells.horizon.fetch_max(d as u32, Relaxed);
+            cells.set_pending(i, d as u32);
             NO_LOSS | d
         }
     };
@@ -198,12 +276,17 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
         }
         if lost_here {
             // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
-            cells.set_final(p, plies + 1);
+            cells.set_next(p, plies + 1);
         } else if loss_possible(v) {
-            // One more inside move is known to lose; with none left, the predecessor is lost.
+            // One more inside move is known to lose; with none left, the predecessor is lost,
+            // in `plies + 1` or later if an exit loses more slowly.
             if cells.counts[p].fetch_sub(1, Relaxed) == 1 {
                 let slowest_exit = (v & LEVEL_MASK) as u32;
-                cells.set_final(p, (plies + 1).max(slowest_exit));
+                if slowest_exit > plies + 1 {
+                    cells.set_final_later(p, slowest_exit);
+                } else {
+                    cells.set_next(p, plies + 1);
+                }
             }
         }
     });

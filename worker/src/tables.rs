@@ -113,7 +113,8 @@ impl ValueSource for TableDir {
 /// Whole slices held in memory: the successors of the slices being solved.
 #[derive(Default, Clone)]
 pub struct SliceMap {
-    slices: HashMap<SliceKey, Arc<[u16]>>,
+    /// Looked up on every exit of every position: a fast hash, not a DoS-resistant one.
+    slices: rustc_hash::FxHashMap<SliceKey, Arc<[u16]>>,
 }
 
 impl SliceMap {
