@@ -1,0 +1,155 @@
+//! The single-node build: the coordinator's plan, solved slice by slice with the worker's solver
+//! in one process, each material written to one table file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tracing::{info, info_span};
+use zermelo_chess::index::INDEX_LAYOUT;
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::Material;
+use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
+use zermelo_storage::{write_table, Metric, SliceData, TableMeta};
+use zermelo_worker::par::for_each_chunk;
+use zermelo_worker::tables::{SliceMap, TableDir, TableError};
+use zermelo_worker::{solve_slice, SolveError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Solve(#[from] SolveError),
+    #[error(transparent)]
+    Tables(#[from] TableError),
+    #[error(transparent)]
+    Storage(#[from] zermelo_storage::StorageError),
+    #[error("cannot create the tables directory {path}: {source}")]
+    CreateDir { path: String, source: std::io::Error },
+}
+
+/// What happened to one material.
+#[derive(Debug, Clone)]
+pub struct MaterialOutcome {
+    pub material: Material,
+    pub skipped: bool,
+    pub positions: u64,
+    pub seconds: f64,
+}
+
+/// Reports progress: called with (positions done, positions in the plan, current material).
+pub type Progress<'a> = &'a (dyn Fn(u64, u64, &Material) + Sync);
+
+/// Builds the tables of `targets` and of every material they convert into, skipping tables that
+/// are already complete and valid in `dir`.
+pub fn build(
+    targets: &[Material],
+    dir: &Path,
+    threads: usize,
+    progress: Progress<'_>,
+) -> Result<Vec<MaterialOutcome>, BuildError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|source| BuildError::CreateDir { path: dir.display().to_string(), source })?;
+    let tables = TableDir::new(dir);
+    let plan: Plan = plan(targets);
+    let total = plan.positions();
+    let mut done = 0u64;
+    let mut outcomes = Vec::new();
+    for mp in &plan.materials {
+        let start = Instant::now();
+        let _span = info_span!("material", material = %mp.material).entered();
+        if is_complete(&tables, mp) {
+            info!(positions = mp.positions, "table complete and valid, skipped");
+            done += mp.positions;
+            progress(done, total, &mp.material);
+            outcomes.push(MaterialOutcome {
+                material: mp.material,
+                skipped: true,
+                positions: mp.positions,
+                seconds: 0.0,
+            });
+            continue;
+        }
+        info!(slices = mp.slice_count(), positions = mp.positions, "solving");
+        let values = solve_material(&tables, mp, threads, &|d| progress(done + d, total, &mp.material))?;
+        let slices: Vec<SliceData<'_>> =
+            values.iter().map(|(k, v)| SliceData { key: *k, values: v }).collect();
+        let meta = TableMeta { material: mp.material.to_string(), metric: Metric::Dtm, index_layout: INDEX_LAYOUT };
+        let summary = write_table(&tables.path_of(&mp.material), &meta, &slices)?;
+        tables.forget(&mp.material);
+        done += mp.positions;
+        progress(done, total, &mp.material);
+        let seconds = start.elapsed().as_secs_f64();
+        info!(
+            positions = mp.positions,
+            bytes = summary.bytes,
+            seconds,
+            positions_per_second = (mp.positions as f64 / seconds.max(1e-9)) as u64,
+            "table written"
+        );
+        outcomes.push(MaterialOutcome { material: mp.material, skipped: false, positions: mp.positions, seconds });
+    }
+    Ok(outcomes)
+}
+
+/// True if the material's table is in the directory with exactly the planned slices and a good
+/// checksum.
+pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
+    let Ok(table) = tables.table(&mp.material) else { return false };
+    let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
+    expected.sort();
+    let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
+    found == expected && table.verify_checksum().is_ok()
+}
+
+/// Solves every slice of a material, wave by wave, and returns the values sorted by slice key.
+fn solve_material(
+    tables: &TableDir,
+    mp: &MaterialPlan,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<BTreeMap<[u64; 2], Arc<[u16]>>, BuildError> {
+    let mut map = SliceMap::new();
+    for s in &mp.external {
+        map.insert(*s, tables.load_slice(s)?);
+    }
+    let mut out: BTreeMap<[u64; 2], Arc<[u16]>> = BTreeMap::new();
+    let mut done = 0u64;
+    for wave in &mp.waves {
+        let solved: Vec<(SliceKey, Arc<[u16]>)> = if wave.len() >= 2 * threads.max(1) && threads > 1 {
+            // Many independent slices: one thread per slice.
+            let results: Mutex<Vec<(SliceKey, Arc<[u16]>)>> = Mutex::new(Vec::new());
+            let done_here = std::sync::atomic::AtomicU64::new(0);
+            for_each_chunk(wave.len(), 1, threads, |range| {
+                for i in range {
+                    let key = wave[i];
+                    let v: Arc<[u16]> = solve_slice(&key, &map, 1)?.into();
+                    let d = done_here.fetch_add(v.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    progress(done + d + v.len() as u64);
+                    results.lock().expect("results lock").push((key, v));
+                }
+                Ok::<(), SolveError>(())
+            })?;
+            let mut r = results.into_inner().expect("results lock");
+            r.sort_by_key(|(k, _)| k.raw());
+            r
+        } else {
+            let mut r = Vec::new();
+            let mut here = 0u64;
+            for key in wave {
+                let v: Arc<[u16]> = solve_slice(key, &map, threads)?.into();
+                here += v.len() as u64;
+                progress(done + here);
+                r.push((*key, v));
+            }
+            r
+        };
+        for (k, v) in solved {
+            done += v.len() as u64;
+            map.insert(k, v.clone());
+            out.insert(k.raw(), v);
+        }
+        progress(done);
+    }
+    Ok(out)
+}

@@ -1,0 +1,11 @@
+//! The `zermelo` command's library: the single-node build ([`build`]), probing ([`probe`]),
+//! table statistics ([`stats`]) and the independent verifier ([`verify`]).
+
+pub mod bench;
+pub mod build;
+pub mod probe;
+pub mod stats;
+pub mod verify;
+
+/// The most men this build solves.
+pub const MAX_MEN: u32 = 5;

@@ -1,0 +1,299 @@
+//! `zermelo`: builds, probes, counts and verifies exact chess endgame tables.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use tracing::error;
+use zermelo_chess::Material;
+use zermelo_cli::build::build;
+use zermelo_cli::probe::probe_fen;
+use zermelo_cli::stats::stats;
+use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
+use zermelo_cli::MAX_MEN;
+use zermelo_worker::tables::TableDir;
+
+/// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
+/// analysis, probes them and verifies them independently.
+#[derive(Parser, Debug)]
+#[command(name = "zermelo", version, propagate_version = true)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Build the tables of each MATERIAL and of every material it converts into (captures,
+    /// promotions), skipping tables already complete and valid in the directory.
+    Solve {
+        /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 5 men.
+        #[arg(required = true, value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Directory of the table files (created if missing).
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// Worker threads (default: all cores). The tables do not depend on it.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+    },
+    /// Print, for each FEN, the value of the position and of every move as one JSON line
+    /// (lichess tablebase API shape). FENs come from the arguments, or one per line on stdin.
+    Probe {
+        /// Directory of the table files.
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// Positions in FEN; read from stdin when none is given.
+        #[arg(value_name = "FEN")]
+        fens: Vec<String>,
+    },
+    /// Count a table: legal positions, wins, draws, losses and the longest mate for each side to
+    /// move, over every legal position on the whole board. Prints JSON.
+    Stats {
+        /// Directory of the table files.
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// The material, e.g. KPvK.
+        #[arg(value_name = "MATERIAL")]
+        material: String,
+    },
+    /// Check each table's checksums and re-derive every stored value from its successors with a
+    /// move generator independent of the solver. Exit 0 when all agree; otherwise print the first
+    /// wrong position as a FEN and exit 1.
+    Verify {
+        /// Directory of the table files.
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// Materials to verify.
+        #[arg(required = true, value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Threads (default: all cores).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+    },
+    /// Benchmark the build: solves the materials into a fresh temporary directory and prints wall
+    /// time, positions per second and peak memory. With --alone, the sub-tables are built first
+    /// and only the named materials are timed.
+    Bench {
+        /// Materials to build (default: KPvK).
+        #[arg(value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Time only the named materials, not their sub-tables.
+        #[arg(long)]
+        alone: bool,
+        /// Threads (default: all cores).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// Keep the tables in this directory instead of a temporary one.
+        #[arg(long, value_name = "DIR")]
+        tables: Option<PathBuf>,
+    },
+}
+
+/// A failure that ends the command: a message and an exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn input(message: impl Into<String>) -> Failure {
+        Failure { code: 2, message: message.into() }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let show_bar = std::io::stderr().is_terminal();
+    init_logging(cli.log_format, show_bar);
+    match run(cli.command, show_bar) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("zermelo: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, quiet_default: bool) {
+    use tracing_subscriber::EnvFilter;
+    // On a terminal the progress bar tells the story; logs default to warnings there.
+    let default = if quiet_default { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_env("ZERMELO_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.with_target(false).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn threads(requested: Option<usize>) -> Result<usize, Failure> {
+    match requested {
+        Some(0) => Err(Failure::input("--threads must be at least 1")),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+    }
+}
+
+fn parse_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
+    names
+        .iter()
+        .map(|n| Material::parse_table(n, MAX_MEN).map_err(|e| Failure::input(e.to_string())))
+        .collect()
+}
+
+fn progress_bar(show: bool, what: &str) -> Option<ProgressBar> {
+    if !show {
+        return None;
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg:>12} [{bar:40}] {percent:>3}% {human_pos}/{human_len} positions, eta {eta}")
+            .expect("progress template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    Some(bar)
+}
+
+fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
+    match command {
+        Command::Solve { materials, tables, threads: t } => {
+            let materials = parse_materials(&materials)?;
+            let threads = threads(t)?;
+            let bar = progress_bar(show_bar, "solving");
+            let bar_ref = Mutex::new(bar.clone());
+            let report = |done: u64, total: u64, m: &Material| {
+                if let Some(b) = bar_ref.lock().ok().and_then(|b| b.clone()) {
+                    b.set_length(total);
+                    b.set_position(done);
+                    b.set_message(m.to_string());
+                }
+            };
+            let start = Instant::now();
+            let outcomes = build(&materials, &tables, threads, &report).map_err(|e| Failure { code: 2, message: e.to_string() })?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            let built = outcomes.iter().filter(|o| !o.skipped).count();
+            let skipped = outcomes.len() - built;
+            eprintln!(
+                "zermelo: {} table(s) built, {} already complete, in {:.1} s ({})",
+                built,
+                skipped,
+                start.elapsed().as_secs_f64(),
+                tables.display()
+            );
+            Ok(0)
+        }
+        Command::Probe { tables, fens } => {
+            if !tables.is_dir() {
+                return Err(Failure::input(format!("tables directory {} does not exist", tables.display())));
+            }
+            let dir = TableDir::new(&tables);
+            let mut code = 0u8;
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let mut one = |fen: &str| -> Result<(), Failure> {
+                let fen = fen.trim();
+                if fen.is_empty() {
+                    return Ok(());
+                }
+                let line = match probe_fen(&dir, fen, MAX_MEN) {
+                    Ok(info) => serde_json::to_string(&info).expect("json"),
+                    Err(e) => {
+                        code = code.max(if e.is_corruption() { 2 } else { 1 });
+                        error!(fen, error = %e, "probe failed");
+                        serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
+                    }
+                };
+                writeln!(out, "{line}").map_err(|e| Failure { code: 2, message: format!("writing output: {e}") })
+            };
+            if fens.is_empty() {
+                for line in std::io::stdin().lock().lines() {
+                    let line = line.map_err(|e| Failure::input(format!("reading stdin: {e}")))?;
+                    one(&line)?;
+                }
+            } else {
+                for f in &fens {
+                    one(f)?;
+                }
+            }
+            Ok(code)
+        }
+        Command::Stats { tables, material } => {
+            let material = parse_materials(&[material])?[0];
+            let dir = TableDir::new(&tables);
+            let s = stats(&dir, &material).map_err(|e| Failure::input(e.to_string()))?;
+            println!("{}", serde_json::to_string_pretty(&s).expect("json"));
+            Ok(0)
+        }
+        Command::Verify { tables, materials, threads: t } => {
+            let materials = parse_materials(&materials)?;
+            let opts = VerifyOptions { threads: threads(t)? };
+            let mut code = 0;
+            for m in materials {
+                let bar = progress_bar(show_bar, &m.to_string());
+                let report = |done: u64, total: u64| {
+                    if let Some(b) = &bar {
+                        b.set_length(total);
+                        b.set_position(done);
+                    }
+                };
+                let start = Instant::now();
+                match verify_table(&tables, &m.to_string(), &opts, &report) {
+                    Ok(r) => {
+                        if let Some(b) = &bar {
+                            b.finish_and_clear();
+                        }
+                        println!(
+                            "{}: ok ({} slices, {} legal positions checked in {:.1} s)",
+                            r.material,
+                            r.slices,
+                            r.positions,
+                            start.elapsed().as_secs_f64()
+                        );
+                    }
+                    Err(e) => {
+                        if let Some(b) = &bar {
+                            b.finish_and_clear();
+                        }
+                        println!("{m}: FAILED: {e}");
+                        eprintln!("zermelo: verify {m}: {e}");
+                        code = if matches!(e, VerifyError::Mismatch { .. }) { code.max(1) } else { 2 };
+                    }
+                }
+            }
+            Ok(code)
+        }
+        Command::Bench { materials, alone, threads: t, tables } => {
+            let names = if materials.is_empty() { vec!["KPvK".to_string()] } else { materials };
+            let materials = parse_materials(&names)?;
+            let threads = threads(t)?;
+            zermelo_cli::bench::run(&materials, alone, threads, tables.as_deref()).map_err(|e| Failure { code: 2, message: e })?;
+            Ok(0)
+        }
+    }
+}

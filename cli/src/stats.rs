@@ -1,0 +1,85 @@
+//! Counting a table: legal positions, wins, draws, losses and the longest mate, for each side to
+//! move, over every legal position of the whole board (not only the stored canonical part).
+
+use serde::Serialize;
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::{Bitboard, Color, Material, Role, Value};
+use zermelo_worker::tables::{TableDir, TableError};
+
+/// Counts for one side to move; win/draw/loss from its point of view.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SideStats {
+    pub legal: u64,
+    pub win: u64,
+    pub draw: u64,
+    pub loss: u64,
+    /// The longest mate distance in plies, won or lost (0 if none).
+    pub max_dtm: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub material: String,
+    pub white: SideStats,
+    pub black: SideStats,
+}
+
+/// How many real positions each stored index stands for, times `labels` (see [`labels`]).
+fn weight(key: &SliceKey) -> u64 {
+    if !key.material.has_pawns() {
+        4 // White's king on the quadrant: each index is one of four mirror images.
+    } else if key.is_self_mirror() {
+        1 // Both halves are stored.
+    } else {
+        2 // The index and its mirror image in the slice not stored.
+    }
+}
+
+/// How many indices each position has because men of the same kind are labelled.
+fn labels(material: &Material) -> u64 {
+    let fact = |n: u8| (1..=n as u64).product::<u64>();
+    Color::ALL
+        .iter()
+        .flat_map(|&c| [Role::Queen, Role::Rook, Role::Bishop, Role::Knight].map(|r| fact(material.count(c, r))))
+        .product()
+}
+
+/// Counts a material's table.
+pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError> {
+    let table = tables.table(material)?;
+    let mut sides = [[0u64; 4]; 2];
+    let mut max = [0u32; 2];
+    for (i, entry) in table.slices().iter().enumerate() {
+        let key = SliceKey { material: *material, white_pawns: Bitboard(entry.key[0]), black_pawns: Bitboard(entry.key[1]) };
+        let w = weight(&key);
+        let values = table.read_slice(i)?;
+        let half = values.len() / 2;
+        for (side, vals) in [&values[..half], &values[half..]].into_iter().enumerate() {
+            for &raw in vals {
+                let Some(v) = Value::from_raw(raw) else { continue };
+                let slot = match v {
+                    Value::Win(n) => {
+                        max[side] = max[side].max(n as u32);
+                        1
+                    }
+                    Value::Draw => 2,
+                    Value::Loss(n) => {
+                        max[side] = max[side].max(n as u32);
+                        3
+                    }
+                };
+                sides[side][0] += w;
+                sides[side][slot] += w;
+            }
+        }
+    }
+    let l = labels(material);
+    let side = |s: usize| SideStats {
+        legal: sides[s][0] / l,
+        win: sides[s][1] / l,
+        draw: sides[s][2] / l,
+        loss: sides[s][3] / l,
+        max_dtm: max[s],
+    };
+    Ok(Stats { material: material.to_string(), white: side(0), black: side(1) })
+}

@@ -1,0 +1,511 @@
+//! A 0x88 mailbox board and its move generator, written for the verifier alone.
+//!
+//! Nothing here comes from `zermelo_chess`: squares are 0x88 numbers (`rank * 16 + file`, a
+//! square is on the board iff `square & 0x88 == 0`), the board is an array of 128 cells, and
+//! moves are found by stepping through offset lists. It is slow next to bitboards and meant to
+//! be: the verifier wants a second opinion that shares no code, and no cleverness, with the
+//! solver.
+
+use std::fmt::Write as _;
+
+/// A side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Color {
+    White = 0,
+    Black = 1,
+}
+
+impl Color {
+    pub(super) fn other(self) -> Color {
+        match self {
+            Color::White => Color::Black,
+            Color::Black => Color::White,
+        }
+    }
+
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(super) fn from_index(i: usize) -> Color {
+        if i == 0 {
+            Color::White
+        } else {
+            Color::Black
+        }
+    }
+}
+
+/// Kinds of men, numbered in the order of material names ("KQRBNP").
+pub(super) const KING: u8 = 0;
+pub(super) const QUEEN: u8 = 1;
+pub(super) const ROOK: u8 = 2;
+pub(super) const BISHOP: u8 = 3;
+pub(super) const KNIGHT: u8 = 4;
+pub(super) const PAWN: u8 = 5;
+/// The letters of the kinds, upper case, indexed by kind.
+pub(super) const KIND_LETTERS: [u8; 6] = *b"KQRBNP";
+
+const PROMOTIONS: [u8; 4] = [QUEEN, ROOK, BISHOP, KNIGHT];
+
+/// A board cell: 0 is empty, otherwise `1 + kind + 8 * colour`.
+pub(super) fn cell(color: Color, kind: u8) -> u8 {
+    1 + kind + 8 * color as u8
+}
+
+/// The colour of a non-empty cell.
+pub(super) fn cell_color(c: u8) -> Color {
+    Color::from_index(usize::from(c >> 3))
+}
+
+/// The kind of a non-empty cell.
+pub(super) fn cell_kind(c: u8) -> u8 {
+    (c & 7) - 1
+}
+
+/// The 0x88 square of a square numbered 0..64 (a1 = 0, b1 = 1, ..., h8 = 63).
+pub(super) fn sq88(sq64: u8) -> u8 {
+    sq64 + (sq64 & !7)
+}
+
+/// The square `d` steps from `sq`, if it is on the board. Off-board sums land on a number with
+/// bit 0x80 or 0x08 set, wrapping included (`sq` is at most 0x77 and `|d|` at most 33).
+fn step(sq: u8, d: i8) -> Option<u8> {
+    let t = sq.wrapping_add(d as u8);
+    (t & 0x88 == 0).then_some(t)
+}
+
+const KING_STEPS: [i8; 8] = [1, -1, 16, -16, 15, -15, 17, -17];
+const KNIGHT_STEPS: [i8; 8] = [33, 31, 18, 14, -33, -31, -18, -14];
+const ROOK_RAYS: [i8; 4] = [1, -1, 16, -16];
+const BISHOP_RAYS: [i8; 4] = [15, -15, 17, -17];
+const QUEEN_RAYS: [i8; 8] = [1, -1, 16, -16, 15, -15, 17, -17];
+
+/// The algebraic name of a 0x88 square ("e4").
+pub(super) fn square_name(sq: u8) -> String {
+    let file = (b'a' + (sq & 7)) as char;
+    let rank = (b'1' + (sq >> 4)) as char;
+    format!("{file}{rank}")
+}
+
+/// A position: the board, the side to move and an en-passant square.
+///
+/// `ep` is set only after a double push that the side to move can legally capture en passant,
+/// so two positions with the same men and side to move are the same position iff their `ep`
+/// agree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Position {
+    board: [u8; 128],
+    turn: Color,
+    ep: Option<u8>,
+    /// The 0x88 squares of the kings, by colour.
+    kings: [u8; 2],
+}
+
+impl Position {
+    /// A position from its men (`(colour, kind, 0..64 square)`), or `None` if two men share a
+    /// square, a side has not exactly one king, or a pawn stands on the first or last rank.
+    /// Whether the result is legal is [`is_legal`](Position::is_legal)'s question.
+    pub(super) fn from_men(men: &[(Color, u8, u8)], turn: Color) -> Option<Position> {
+        let mut board = [0u8; 128];
+        let mut kings = [None, None];
+        for &(color, kind, sq) in men {
+            let s = sq88(sq);
+            if board[usize::from(s)] != 0 {
+                return None;
+            }
+            if kind == PAWN && !(1..=6).contains(&(s >> 4)) {
+                return None;
+            }
+            if kind == KING {
+                if kings[color.index()].is_some() {
+                    return None;
+                }
+                kings[color.index()] = Some(s);
+            }
+            board[usize::from(s)] = cell(color, kind);
+        }
+        Some(Position { board, turn, ep: None, kings: [kings[0]?, kings[1]?] })
+    }
+
+    pub(super) fn turn(&self) -> Color {
+        self.turn
+    }
+
+    pub(super) fn ep(&self) -> Option<u8> {
+        self.ep
+    }
+
+    /// The cell at a 0x88 square.
+    pub(super) fn at(&self, sq: u8) -> u8 {
+        self.board[usize::from(sq)]
+    }
+
+    /// Calls `f(colour, kind, 0..64 square)` for every man, in square order.
+    pub(super) fn for_each_man(&self, mut f: impl FnMut(Color, u8, u8)) {
+        for rank in 0..8u8 {
+            let row = &self.board[usize::from(rank) * 16..usize::from(rank) * 16 + 8];
+            if row.iter().all(|&c| c == 0) {
+                continue;
+            }
+            for (file, &c) in row.iter().enumerate() {
+                if c != 0 {
+                    f(cell_color(c), cell_kind(c), rank * 8 + file as u8);
+                }
+            }
+        }
+    }
+
+    /// Whether any man of `by` attacks `sq`, looking outwards from `sq`.
+    pub(super) fn attacked(&self, sq: u8, by: Color) -> bool {
+        let is = |t: Option<u8>, kinds: &[u8]| {
+            t.is_some_and(|t| {
+                let c = self.at(t);
+                c != 0 && cell_color(c) == by && kinds.contains(&cell_kind(c))
+            })
+        };
+        // A white pawn on s attacks s + 15 and s + 17, so it attacks sq from sq - 15, sq - 17.
+        let pawn_from: [i8; 2] = match by {
+            Color::White => [-15, -17],
+            Color::Black => [15, 17],
+        };
+        if pawn_from.iter().any(|&d| is(step(sq, d), &[PAWN])) {
+            return true;
+        }
+        if KNIGHT_STEPS.iter().any(|&d| is(step(sq, d), &[KNIGHT])) {
+            return true;
+        }
+        if KING_STEPS.iter().any(|&d| is(step(sq, d), &[KING])) {
+            return true;
+        }
+        for (rays, kinds) in [(&ROOK_RAYS, [ROOK, QUEEN]), (&BISHOP_RAYS, [BISHOP, QUEEN])] {
+            for &d in rays {
+                let mut t = step(sq, d);
+                while let Some(s) = t {
+                    let c = self.at(s);
+                    if c != 0 {
+                        if cell_color(c) == by && kinds.contains(&cell_kind(c)) {
+                            return true;
+                        }
+                        break;
+                    }
+                    t = step(s, d);
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether the side to move is in check.
+    pub(super) fn in_check(&self) -> bool {
+        self.attacked(self.kings[self.turn.index()], self.turn.other())
+    }
+
+    /// The table's legality rule: kings not adjacent and the side not to move not in check.
+    /// (Distinct squares, one king a side and pawns on ranks 2 to 7 hold by construction.)
+    pub(super) fn is_legal(&self) -> bool {
+        let [w, b] = self.kings;
+        let rank_gap = (w >> 4).abs_diff(b >> 4);
+        let file_gap = (w & 7).abs_diff(b & 7);
+        if rank_gap <= 1 && file_gap <= 1 {
+            return false;
+        }
+        let them = self.turn.other();
+        !self.attacked(self.kings[them.index()], self.turn)
+    }
+
+    /// Calls `f` on every position reachable by one legal move and returns how many there were.
+    /// Stops at the first error `f` returns.
+    pub(super) fn for_each_child<E>(&self, mut f: impl FnMut(&Position) -> Result<(), E>) -> Result<usize, E> {
+        let us = self.turn;
+        let mut n = 0;
+        let mut emit = |child: Option<Position>| -> Result<(), E> {
+            if let Some(child) = child {
+                n += 1;
+                f(&child)?;
+            }
+            Ok(())
+        };
+        for from in 0..128u8 {
+            if from & 0x88 != 0 {
+                continue;
+            }
+            let c = self.at(from);
+            if c == 0 || cell_color(c) != us {
+                continue;
+            }
+            match cell_kind(c) {
+                KING => {
+                    for &d in &KING_STEPS {
+                        if let Some(to) = step(from, d).filter(|&t| self.can_land(t)) {
+                            emit(self.play(from, to, None, false))?;
+                        }
+                    }
+                }
+                KNIGHT => {
+                    for &d in &KNIGHT_STEPS {
+                        if let Some(to) = step(from, d).filter(|&t| self.can_land(t)) {
+                            emit(self.play(from, to, None, false))?;
+                        }
+                    }
+                }
+                PAWN => self.pawn_moves(from, &mut emit)?,
+                kind => {
+                    let rays: &[i8] = match kind {
+                        ROOK => &ROOK_RAYS,
+                        BISHOP => &BISHOP_RAYS,
+                        _ => &QUEEN_RAYS,
+                    };
+                    for &d in rays {
+                        let mut t = step(from, d);
+                        while let Some(to) = t {
+                            if !self.can_land(to) {
+                                break;
+                            }
+                            emit(self.play(from, to, None, false))?;
+                            if self.at(to) != 0 {
+                                break;
+                            }
+                            t = step(to, d);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Whether the side to move may move a man to `to`: empty, or an enemy man other than the
+    /// king (a legal position never offers the king).
+    fn can_land(&self, to: u8) -> bool {
+        let c = self.at(to);
+        c == 0 || (cell_color(c) != self.turn && cell_kind(c) != KING)
+    }
+
+    fn pawn_moves<E>(
+        &self,
+        from: u8,
+        emit: &mut impl FnMut(Option<Position>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (forward, start_rank): (i8, u8) = match self.turn {
+            Color::White => (16, 1),
+            Color::Black => (-16, 6),
+        };
+        if let Some(one) = step(from, forward).filter(|&t| self.at(t) == 0) {
+            self.pawn_to(from, one, emit)?;
+            if from >> 4 == start_rank {
+                if let Some(two) = step(one, forward).filter(|&t| self.at(t) == 0) {
+                    emit(self.play(from, two, None, false))?;
+                }
+            }
+        }
+        for side in [-1i8, 1] {
+            let Some(to) = step(from, forward + side) else { continue };
+            let c = self.at(to);
+            if c != 0 && cell_color(c) != self.turn && cell_kind(c) != KING {
+                self.pawn_to(from, to, emit)?;
+            } else if c == 0 && self.ep == Some(to) {
+                emit(self.play(from, to, None, true))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A pawn's push or capture to `to`: four promotions on the last rank, one move elsewhere.
+    fn pawn_to<E>(
+        &self,
+        from: u8,
+        to: u8,
+        emit: &mut impl FnMut(Option<Position>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let last_rank = match self.turn {
+            Color::White => 7,
+            Color::Black => 0,
+        };
+        if to >> 4 == last_rank {
+            for p in PROMOTIONS {
+                emit(self.play(from, to, Some(p), false))?;
+            }
+            Ok(())
+        } else {
+            emit(self.play(from, to, None, false))
+        }
+    }
+
+    /// The position after moving the man on `from` to `to` (promoting it to `promotion`, taking
+    /// the pawn beside `to` if `en_passant`), or `None` if that leaves the mover's king attacked.
+    /// After a double push the child gets an en-passant square iff the capture is legal.
+    fn play(&self, from: u8, to: u8, promotion: Option<u8>, en_passant: bool) -> Option<Position> {
+        let us = self.turn;
+        let mut child = self.clone();
+        let man = child.board[usize::from(from)];
+        child.board[usize::from(from)] = 0;
+        child.board[usize::from(to)] = match promotion {
+            Some(kind) => cell(us, kind),
+            None => man,
+        };
+        if en_passant {
+            // The captured pawn stands behind `to`, seen from the capturer.
+            let behind = match us {
+                Color::White => to - 16,
+                Color::Black => to + 16,
+            };
+            child.board[usize::from(behind)] = 0;
+        }
+        if cell_kind(man) == KING {
+            child.kings[us.index()] = to;
+        }
+        child.turn = us.other();
+        child.ep = None;
+        if child.attacked(child.kings[us.index()], us.other()) {
+            return None;
+        }
+        if cell_kind(man) == PAWN && from.abs_diff(to) == 32 {
+            let passed = (from + to) / 2;
+            child.ep = Some(passed);
+            if !child.has_legal_en_passant() {
+                child.ep = None;
+            }
+        }
+        Some(child)
+    }
+
+    /// Whether the side to move has a legal en-passant capture onto `self.ep`.
+    fn has_legal_en_passant(&self) -> bool {
+        let Some(target) = self.ep else { return false };
+        // A capturer of the side to move stands diagonally behind the target, seen from it.
+        let from_steps: [i8; 2] = match self.turn {
+            Color::White => [-15, -17],
+            Color::Black => [15, 17],
+        };
+        from_steps.iter().any(|&d| {
+            step(target, d).is_some_and(|from| {
+                self.at(from) == cell(self.turn, PAWN) && self.play(from, target, None, true).is_some()
+            })
+        })
+    }
+
+    /// The position with colours swapped: ranks mirrored, each man's colour and the side to
+    /// move flipped. Same value as `self`.
+    #[cfg(test)]
+    pub(super) fn color_swapped(&self) -> Position {
+        self.transformed(0x70, true)
+    }
+
+    /// The position mirrored left to right.
+    #[cfg(test)]
+    pub(super) fn file_mirrored(&self) -> Position {
+        self.transformed(0x07, false)
+    }
+
+    /// The position mirrored top to bottom, colours kept (a symmetry of pawnless positions).
+    #[cfg(test)]
+    pub(super) fn rank_mirrored(&self) -> Position {
+        self.transformed(0x70, false)
+    }
+
+    /// XORs every square with `mask` (0x07 mirrors files, 0x70 ranks), swapping colours too if
+    /// asked.
+    #[cfg(test)]
+    fn transformed(&self, mask: u8, swap_colors: bool) -> Position {
+        let mut board = [0u8; 128];
+        for sq in (0..128u8).filter(|s| s & 0x88 == 0) {
+            let c = self.at(sq);
+            if c != 0 {
+                let color = if swap_colors { cell_color(c).other() } else { cell_color(c) };
+                board[usize::from(sq ^ mask)] = cell(color, cell_kind(c));
+            }
+        }
+        let mut kings = [self.kings[0] ^ mask, self.kings[1] ^ mask];
+        if swap_colors {
+            kings.swap(0, 1);
+        }
+        Position {
+            board,
+            turn: if swap_colors { self.turn.other() } else { self.turn },
+            ep: self.ep.map(|s| s ^ mask),
+            kings,
+        }
+    }
+
+    /// The position as FEN (no castling, the en-passant square if any, clocks `0 1`).
+    pub(super) fn fen(&self) -> String {
+        let mut out = String::new();
+        for rank in (0..8u8).rev() {
+            let mut empty = 0;
+            for file in 0..8u8 {
+                let c = self.at(rank * 16 + file);
+                if c == 0 {
+                    empty += 1;
+                    continue;
+                }
+                if empty > 0 {
+                    let _ = write!(out, "{empty}");
+                    empty = 0;
+                }
+                let letter = KIND_LETTERS[usize::from(cell_kind(c))] as char;
+                out.push(if cell_color(c) == Color::White { letter } else { letter.to_ascii_lowercase() });
+            }
+            if empty > 0 {
+                let _ = write!(out, "{empty}");
+            }
+            if rank > 0 {
+                out.push('/');
+            }
+        }
+        out.push_str(if self.turn == Color::White { " w - " } else { " b - " });
+        match self.ep {
+            Some(sq) => out.push_str(&square_name(sq)),
+            None => out.push('-'),
+        }
+        out.push_str(" 0 1");
+        out
+    }
+
+    /// Parses a FEN without castling rights (tests only). The en-passant field is kept only if
+    /// the capture is legal, as [`play`](Position::play) would set it.
+    #[cfg(test)]
+    pub(super) fn from_fen(fen: &str) -> Option<Position> {
+        let mut fields = fen.split_whitespace();
+        let board = fields.next()?;
+        let turn = match fields.next()? {
+            "w" => Color::White,
+            "b" => Color::Black,
+            _ => return None,
+        };
+        if fields.next()? != "-" {
+            return None;
+        }
+        let ep = fields.next()?;
+        let mut men = Vec::new();
+        for (i, row) in board.split('/').enumerate() {
+            let rank = 7u8.checked_sub(i as u8)?;
+            let mut file = 0u8;
+            for ch in row.chars() {
+                if let Some(d) = ch.to_digit(10) {
+                    file += d as u8;
+                    continue;
+                }
+                let kind = KIND_LETTERS.iter().position(|&l| l as char == ch.to_ascii_uppercase())? as u8;
+                let color = if ch.is_ascii_uppercase() { Color::White } else { Color::Black };
+                if file >= 8 {
+                    return None;
+                }
+                men.push((color, kind, rank * 8 + file));
+                file += 1;
+            }
+        }
+        let mut pos = Position::from_men(&men, turn)?;
+        if ep != "-" {
+            let b = ep.as_bytes();
+            if b.len() != 2 {
+                return None;
+            }
+            pos.ep = Some((b[1].checked_sub(b'1')?) * 16 + b[0].checked_sub(b'a')?);
+            if !pos.has_legal_en_passant() {
+                pos.ep = None;
+            }
+        }
+        Some(pos)
+    }
+}

@@ -1,0 +1,608 @@
+//! `zermelo verify`: re-derives every value of a table from its successors, with its own rules.
+//!
+//! The verifier shares no chess code with the solver. It has its own 0x88 mailbox move
+//! generator ([`board`]), its own reading of material names and slice keys ([`material`]) and
+//! its own position index ([`index`]), all written from the table format's description; of the
+//! project it uses only `zermelo_storage` to read the bytes. A bug in the solver's move
+//! generation, attacks, index or symmetries therefore shows up here as a disagreement instead of
+//! being repeated.
+//!
+//! # What is checked
+//!
+//! For the table of one material:
+//! 1. the file's own checksums (footer, every block, every slice hash), its index layout (1),
+//!    its material (normalized, matching the file name), and that it holds exactly the
+//!    canonical slices of the material, sorted, each with `2 * per_side` values;
+//! 2. at every index: an illegal position (or two men on one square) stores 0; a legal one
+//!    stores the value derived from its children. A position without moves is checkmated (loss
+//!    in 0) if in check, else stalemate (draw). Otherwise each child's value is read (from this
+//!    table or the other tables in the same folder; bare kings are a draw; a child with an
+//!    en-passant right is itself derived from its children, since tables hold no such
+//!    positions) and the best is kept: a child's loss in n is a win in n + 1, a child's win in n
+//!    a loss in n + 1, a draw a draw; the quickest win beats any draw, which beats any loss, and
+//!    the slowest loss is the best loss.
+//!
+//! # Why local consistency is enough
+//!
+//! Take the tables this one leads into as exact (each is verified on its own) and suppose every
+//! position of this table agrees with its children. Then for every n, by strong induction, a
+//! position is stored as a win (or a loss) in n plies iff it truly is one. For n = 0: stored as
+//! checkmated iff it has no move and is in check, which is the truth. For n > 0: stored as a
+//! win in n iff some child is stored as a loss in n - 1 and none as a loss in fewer, iff (by
+//! induction, both ways) some child truly is a loss in n - 1 and none a loss in fewer, iff it
+//! truly is a win in n; losses likewise (every child a win, the slowest in n - 1). What is
+//! neither a win nor a loss in any number of plies is a draw, stored or true. So a table that
+//! passes, over successors that pass, is exact.
+//!
+//! # Determinism
+//!
+//! The work is cut into units (a slice, or a range of 65,536 indices of a large slice) taken in
+//! order by `threads` scoped threads. A failure in unit u stops the units after u but lets the
+//! ones before it finish, and the failure of the lowest unit wins: the report names the first
+//! wrong index in (slice, index) order whatever the thread count.
+
+mod board;
+mod index;
+mod material;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use zermelo_storage::{table_file_name, Metric, StorageError, Table};
+
+use board::Position;
+use index::{locate, Decoded, Decoder, Location, LAYOUT};
+use material::Material;
+pub use material::{MaterialNameError, Pawns};
+
+/// How to verify.
+#[derive(Clone, Debug)]
+pub struct VerifyOptions {
+    /// Worker threads; 0 means one per available CPU.
+    pub threads: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> VerifyOptions {
+        VerifyOptions { threads: 0 }
+    }
+}
+
+/// What a successful verification covered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The normalized material name (`"KQvKR"`).
+    pub material: String,
+    /// Slices checked.
+    pub slices: usize,
+    /// Legal positions checked against their children.
+    pub positions: u64,
+    /// Indices checked (legal positions plus illegal ones stored as 0).
+    pub indices: u64,
+}
+
+/// Why a table failed verification, or could not be verified.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The material name given is not one.
+    #[error("bad material name {name:?}: {reason}")]
+    BadMaterial { name: String, reason: MaterialNameError },
+    /// A table this verification needs is not in the folder.
+    #[error("missing table {}", file.display())]
+    MissingTable { file: PathBuf },
+    /// A table file could not be read, or its bytes are corrupt.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A table uses a position index this verifier does not know.
+    #[error("table {} has index layout {found}, this verifier reads layout {}", file.display(), LAYOUT)]
+    WrongLayout { file: PathBuf, found: u32 },
+    /// A table's header names another material than its file name, or a non-normalized one.
+    #[error("table {} holds material {found:?}, expected {expected:?}", file.display())]
+    WrongMaterial { file: PathBuf, found: String, expected: String },
+    /// A canonical slice is missing from a table.
+    #[error("table {material} lacks slice ({key})")]
+    MissingSlice { material: String, key: Pawns },
+    /// A table holds a slice that is not a canonical slice of its material.
+    #[error("table {material} holds slice ({key}), which is not a canonical slice of it")]
+    UnexpectedSlice { material: String, key: Pawns },
+    /// A table's slices are not in strictly ascending key order.
+    #[error("table {material} has its slices out of order at slice ({key})")]
+    UnsortedSlices { material: String, key: Pawns },
+    /// A slice holds a wrong number of values.
+    #[error("table {material}, slice ({key}): {count} values, expected {expected}")]
+    WrongSliceSize { material: String, key: Pawns, count: u64, expected: u64 },
+    /// A stored value disagrees with the one derived from the position's children.
+    #[error("table {material}: position {fen}: stored: {stored}, derived: {derived}")]
+    Mismatch { material: String, fen: String, stored: String, derived: String },
+    /// A legal position's legal child is stored as illegal (0).
+    #[error(
+        "table {material}: position {fen}: its successor {successor} is stored as illegal in table {successor_material}"
+    )]
+    IllegalSuccessor { material: String, fen: String, successor: String, successor_material: String },
+}
+
+/// Indices per work unit, for slices larger than that.
+const UNIT_INDICES: u64 = 1 << 16;
+
+/// Values kept in the slice cache beyond the ones in use (1 GiB).
+const CACHE_VALUES: u64 = 1 << 29;
+
+/// Verifies the table of `material` (any case, any order within a side) in `dir`, reading the
+/// tables it leads into from the same folder. `progress(done, total)` is called, from any
+/// thread, after each unit of work with the indices checked so far.
+///
+/// Returns the first wrong index in (slice, index) order, whatever the thread count.
+pub fn verify_table(
+    dir: &Path,
+    material: &str,
+    opts: &VerifyOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<VerifyReport, VerifyError> {
+    let parsed = Material::parse(material)
+        .map_err(|reason| VerifyError::BadMaterial { name: material.to_owned(), reason })?;
+    let material = parsed.normalized();
+    let name = material.to_string();
+    let library = Library::new(dir);
+    let table = library.table(material)?;
+    tracing::info!(material = %name, slices = table.slices().len(), "verifying table");
+    table.verify_checksum()?;
+    check_slice_set(&table, material)?;
+
+    let per_slice = 2 * material.per_side();
+    let keys: Vec<[u64; 2]> = table.slices().iter().map(|e| e.key).collect();
+    let mut units = Vec::new();
+    for slice in 0..keys.len() {
+        let mut start = 0;
+        while start < per_slice {
+            let end = (start + UNIT_INDICES).min(per_slice);
+            units.push(Unit { slice, start, end });
+            start = end;
+        }
+    }
+    let total = per_slice * keys.len() as u64;
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+
+    let shared = Shared {
+        library: &library,
+        material,
+        keys: &keys,
+        units: &units,
+        next: AtomicUsize::new(0),
+        stop_after: AtomicUsize::new(usize::MAX),
+        failure: Mutex::new(None),
+        done: AtomicU64::new(0),
+        positions: AtomicU64::new(0),
+        progress,
+        total,
+    };
+    progress(0, total);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(units.len()).max(1) {
+            s.spawn(|| shared.work());
+        }
+    });
+    if let Some((_, error)) = lock(&shared.failure).take() {
+        return Err(error);
+    }
+    let report = VerifyReport {
+        material: name,
+        slices: keys.len(),
+        positions: shared.positions.load(Ordering::Relaxed),
+        indices: total,
+    };
+    tracing::info!(material = %report.material, positions = report.positions, "table verified");
+    Ok(report)
+}
+
+/// Checks that `table` holds exactly the canonical slices of `material`, in order, each of the
+/// right size.
+fn check_slice_set(table: &Table, material: Material) -> Result<(), VerifyError> {
+    let name = material.to_string();
+    let entries = table.slices();
+    for pair in entries.windows(2) {
+        if pair[0].key >= pair[1].key {
+            return Err(VerifyError::UnsortedSlices { material: name, key: Pawns(pair[1].key) });
+        }
+    }
+    let expected = material.canonical_keys();
+    let (mut i, mut j) = (0, 0);
+    while i < entries.len() || j < expected.len() {
+        match (entries.get(i), expected.get(j)) {
+            (Some(e), Some(&k)) if e.key == k => {
+                i += 1;
+                j += 1;
+            }
+            (Some(e), Some(&k)) if e.key > k => {
+                return Err(VerifyError::MissingSlice { material: name, key: Pawns(k) })
+            }
+            (None, Some(&k)) => return Err(VerifyError::MissingSlice { material: name, key: Pawns(k) }),
+            (Some(e), _) => return Err(VerifyError::UnexpectedSlice { material: name, key: Pawns(e.key) }),
+            (None, None) => unreachable!("the loop runs while one side has keys left"),
+        }
+    }
+    let per_slice = 2 * material.per_side();
+    if let Some(e) = entries.iter().find(|e| e.count != per_slice) {
+        return Err(VerifyError::WrongSliceSize {
+            material: name,
+            key: Pawns(e.key),
+            count: e.count,
+            expected: per_slice,
+        });
+    }
+    Ok(())
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (a cache, a slot).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A range of indices of one slice of the table being verified.
+#[derive(Clone, Copy, Debug)]
+struct Unit {
+    slice: usize,
+    start: u64,
+    end: u64,
+}
+
+/// What the threads share.
+struct Shared<'a> {
+    library: &'a Library<'a>,
+    material: Material,
+    keys: &'a [[u64; 2]],
+    units: &'a [Unit],
+    /// The next unit to take.
+    next: AtomicUsize,
+    /// Units after this one are skipped: an earlier one has failed.
+    stop_after: AtomicUsize,
+    /// The failure of the lowest failed unit so far.
+    failure: Mutex<Option<(usize, VerifyError)>>,
+    done: AtomicU64,
+    positions: AtomicU64,
+    progress: &'a (dyn Fn(u64, u64) + Sync),
+    total: u64,
+}
+
+impl Shared<'_> {
+    /// One thread's loop: take units in order until none is left or one before has failed.
+    fn work(&self) {
+        let mut worker: Option<Worker<'_>> = None;
+        loop {
+            let u = self.next.fetch_add(1, Ordering::Relaxed);
+            if u >= self.units.len() || u > self.stop_after.load(Ordering::Relaxed) {
+                return;
+            }
+            let unit = self.units[u];
+            let key = self.keys[unit.slice];
+            let result = match &mut worker {
+                Some(w) if w.key == key => Ok(()),
+                _ => Worker::new(self.library, self.material, key).map(|w| {
+                    worker = Some(w);
+                }),
+            };
+            let result = result.and_then(|()| {
+                let w = worker.as_mut().expect("set just above");
+                w.check_range(unit.start, unit.end, || self.stop_after.load(Ordering::Relaxed) < u)
+            });
+            match result {
+                Ok(positions) => {
+                    self.positions.fetch_add(positions, Ordering::Relaxed);
+                    let done = self.done.fetch_add(unit.end - unit.start, Ordering::Relaxed);
+                    (self.progress)(done + unit.end - unit.start, self.total);
+                }
+                Err(error) => {
+                    let mut failure = lock(&self.failure);
+                    if failure.as_ref().map_or(true, |(f, _)| u < *f) {
+                        *failure = Some((u, error));
+                    }
+                    self.stop_after.fetch_min(u, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Verifies indices of one slice: holds the slice's values and the successor slices it read.
+struct Worker<'a> {
+    library: &'a Library<'a>,
+    material: Material,
+    key: [u64; 2],
+    decoder: Decoder,
+    values: Arc<Vec<u16>>,
+    /// Successor slices read so far for this slice.
+    successors: HashMap<(Material, [u64; 2]), Arc<Vec<u16>>>,
+}
+
+/// Why a child's value could not be read.
+enum Fault {
+    Error(VerifyError),
+    /// A successor (this FEN, in this table) is stored as illegal.
+    IllegalSuccessor { successor: String, table: String },
+}
+
+impl From<VerifyError> for Fault {
+    fn from(e: VerifyError) -> Fault {
+        Fault::Error(e)
+    }
+}
+
+impl<'a> Worker<'a> {
+    fn new(library: &'a Library<'a>, material: Material, key: [u64; 2]) -> Result<Worker<'a>, VerifyError> {
+        Ok(Worker {
+            library,
+            material,
+            key,
+            decoder: Decoder::new(&material, key),
+            values: library.slice(material, key)?,
+            successors: HashMap::new(),
+        })
+    }
+
+    /// Checks indices `start..end` of the slice; returns how many were legal positions.
+    /// `abandon()` is polled now and then: the result no longer matters when it says so.
+    fn check_range(&mut self, start: u64, end: u64, abandon: impl Fn() -> bool) -> Result<u64, VerifyError> {
+        let mut positions = 0;
+        for index in start..end {
+            if index % 4096 == 0 && abandon() {
+                return Ok(positions);
+            }
+            let stored = u32::from(self.values[index as usize]);
+            let pos = match self.decoder.decode(index) {
+                Decoded::Position(pos) if pos.is_legal() => pos,
+                Decoded::Position(pos) => {
+                    if stored != value::ILLEGAL {
+                        return Err(self.mismatch(pos.fen(), stored, value::ILLEGAL));
+                    }
+                    continue;
+                }
+                Decoded::Collision { square } => {
+                    if stored != value::ILLEGAL {
+                        let what = format!("index {index} of slice ({}): two men on square {square}", Pawns(self.key));
+                        return Err(self.mismatch(what, stored, value::ILLEGAL));
+                    }
+                    continue;
+                }
+            };
+            positions += 1;
+            let derived = match self.derive(&pos) {
+                Ok(v) => v,
+                Err(Fault::Error(e)) => return Err(e),
+                Err(Fault::IllegalSuccessor { successor, table }) => {
+                    return Err(VerifyError::IllegalSuccessor {
+                        material: self.material.to_string(),
+                        fen: pos.fen(),
+                        successor,
+                        successor_material: table,
+                    })
+                }
+            };
+            if derived != stored {
+                return Err(self.mismatch(pos.fen(), stored, derived));
+            }
+        }
+        Ok(positions)
+    }
+
+    fn mismatch(&self, fen: String, stored: u32, derived: u32) -> VerifyError {
+        VerifyError::Mismatch {
+            material: self.material.to_string(),
+            fen,
+            stored: value::describe(stored),
+            derived: value::describe(derived),
+        }
+    }
+
+    /// The value of a legal position from its children.
+    fn derive(&mut self, pos: &Position) -> Result<u32, Fault> {
+        let mut best: Option<u32> = None;
+        pos.for_each_child(|child| {
+            let v = value::from_child(self.value(child)?);
+            best = Some(best.map_or(v, |b| value::better(b, v)));
+            Ok::<(), Fault>(())
+        })?;
+        Ok(match best {
+            Some(v) => v,
+            None if pos.in_check() => value::CHECKMATED,
+            None => value::DRAW,
+        })
+    }
+
+    /// The value of a legal position: derived if it has an en-passant right (no table holds
+    /// it), else read.
+    fn value(&mut self, pos: &Position) -> Result<u32, Fault> {
+        if pos.ep().is_some() {
+            return self.derive(pos);
+        }
+        let (material, key, index) = match locate(pos) {
+            Location::BareKings => return Ok(value::DRAW),
+            Location::Stored { material, key, index } => (material, key, index),
+        };
+        let stored = if material == self.material && key == self.key {
+            self.values[index as usize]
+        } else {
+            let values = match self.successors.get(&(material, key)) {
+                Some(v) => v,
+                None => {
+                    let v = self.library.slice(material, key)?;
+                    self.successors.entry((material, key)).or_insert(v)
+                }
+            };
+            values[index as usize]
+        };
+        if u32::from(stored) == value::ILLEGAL {
+            return Err(Fault::IllegalSuccessor { successor: pos.fen(), table: material.to_string() });
+        }
+        Ok(u32::from(stored))
+    }
+}
+
+/// The tables of one folder, opened on first use, and a cache of their slices.
+struct Library<'a> {
+    dir: &'a Path,
+    tables: Mutex<HashMap<Material, Arc<Table>>>,
+    cache: Mutex<SliceCache>,
+}
+
+/// One cached slice: filled by the first thread that needs it while the others wait on it.
+type CacheSlot = Arc<Mutex<Option<Arc<Vec<u16>>>>>;
+
+#[derive(Default)]
+struct SliceCache {
+    slots: HashMap<(Material, [u64; 2]), (CacheSlot, u64)>,
+    /// Values held by filled slots.
+    values: u64,
+    /// Use counter, for evicting the least recently used.
+    tick: u64,
+}
+
+impl<'a> Library<'a> {
+    fn new(dir: &'a Path) -> Library<'a> {
+        Library { dir, tables: Mutex::new(HashMap::new()), cache: Mutex::new(SliceCache::default()) }
+    }
+
+    /// The table of `material` (normalized), opened and checked (layout, material) on first use.
+    fn table(&self, material: Material) -> Result<Arc<Table>, VerifyError> {
+        let mut tables = lock(&self.tables);
+        if let Some(t) = tables.get(&material) {
+            return Ok(Arc::clone(t));
+        }
+        let name = material.to_string();
+        let file = self.dir.join(table_file_name(&name));
+        if !file.exists() {
+            return Err(VerifyError::MissingTable { file });
+        }
+        let table = Table::open(&file)?;
+        let meta = table.meta();
+        match meta.metric {
+            Metric::Dtm => {}
+        }
+        if meta.index_layout != LAYOUT {
+            return Err(VerifyError::WrongLayout { file, found: meta.index_layout });
+        }
+        if meta.material != name {
+            return Err(VerifyError::WrongMaterial { file, found: meta.material.clone(), expected: name });
+        }
+        let table = Arc::new(table);
+        tables.insert(material, Arc::clone(&table));
+        Ok(table)
+    }
+
+    /// The values of slice `key` of `material` (normalized), checked to have the right length.
+    fn slice(&self, material: Material, key: [u64; 2]) -> Result<Arc<Vec<u16>>, VerifyError> {
+        let slot = {
+            let mut cache = lock(&self.cache);
+            cache.tick += 1;
+            let tick = cache.tick;
+            let entry = cache.slots.entry((material, key)).or_insert_with(|| (CacheSlot::default(), 0));
+            entry.1 = tick;
+            Arc::clone(&entry.0)
+        };
+        let mut filled = lock(&slot);
+        if let Some(values) = &*filled {
+            return Ok(Arc::clone(values));
+        }
+        let table = self.table(material)?;
+        let name = material.to_string();
+        let i = table.find_slice(key).ok_or(VerifyError::MissingSlice { material: name.clone(), key: Pawns(key) })?;
+        let values = table.read_slice(i)?;
+        let expected = 2 * material.per_side();
+        if values.len() as u64 != expected {
+            return Err(VerifyError::WrongSliceSize {
+                material: name,
+                key: Pawns(key),
+                count: values.len() as u64,
+                expected,
+            });
+        }
+        let values = Arc::new(values);
+        *filled = Some(Arc::clone(&values));
+        drop(filled);
+        lock(&self.cache).added(expected, (material, key));
+        Ok(values)
+    }
+}
+
+impl SliceCache {
+    /// Accounts for `count` new values in slot `keep`, evicting the least recently used slots
+    /// (never `keep`) down to half the budget once over it. Evicted slices stay alive while a
+    /// worker holds them.
+    fn added(&mut self, count: u64, keep: (Material, [u64; 2])) {
+        self.values += count;
+        if self.values <= CACHE_VALUES {
+            return;
+        }
+        let mut by_age: Vec<((Material, [u64; 2]), u64)> =
+            self.slots.iter().filter(|(k, _)| **k != keep).map(|(k, (_, tick))| (*k, *tick)).collect();
+        by_age.sort_unstable_by_key(|&(_, tick)| tick);
+        for (k, _) in by_age {
+            if self.values <= CACHE_VALUES / 2 {
+                break;
+            }
+            if let Some((slot, _)) = self.slots.remove(&k) {
+                if let Some(v) = &*lock(&slot) {
+                    self.values -= v.len() as u64;
+                }
+            }
+        }
+    }
+}
+
+/// Stored values as numbers: 0 illegal, 1 draw, 2 + n mate in n plies (n even: the side to move
+/// is mated; n odd: it mates). Derived values are `u32` so that a corrupt 65535 cannot overflow.
+mod value {
+    pub(super) const ILLEGAL: u32 = 0;
+    pub(super) const DRAW: u32 = 1;
+    /// Loss in 0 plies: checkmated now.
+    pub(super) const CHECKMATED: u32 = 2;
+
+    /// The value of a position for its mover, given the value of a child for the child's mover.
+    pub(super) fn from_child(child: u32) -> u32 {
+        if child == DRAW {
+            DRAW
+        } else {
+            child + 1
+        }
+    }
+
+    /// How good a value is for the side to move: quicker wins, then draws, then slower losses.
+    fn score(v: u32) -> i64 {
+        debug_assert!(v != ILLEGAL);
+        if v == DRAW {
+            return 0;
+        }
+        let plies = i64::from(v - 2);
+        if plies % 2 == 1 {
+            i64::from(u32::MAX) - plies
+        } else {
+            plies - i64::from(u32::MAX)
+        }
+    }
+
+    /// The better of two values for the side to move.
+    pub(super) fn better(a: u32, b: u32) -> u32 {
+        if score(b) > score(a) {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// A value in words: `"win in 7 plies"`.
+    pub(super) fn describe(v: u32) -> String {
+        match v {
+            ILLEGAL => "illegal".to_owned(),
+            DRAW => "draw".to_owned(),
+            CHECKMATED => "checkmated (loss in 0 plies)".to_owned(),
+            v if (v - 2) % 2 == 1 => format!("win in {} plies", v - 2),
+            v => format!("loss in {} plies", v - 2),
+        }
+    }
+}

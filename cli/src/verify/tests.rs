@@ -1,0 +1,806 @@
+//! Tests of the verifier: perft for the mailbox generator, the index both ways and its
+//! symmetries, and end-to-end runs on small tables built here by brute force.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use zermelo_storage::{table_file_name, write_table, Metric, SliceData, Table, TableMeta};
+
+use super::board::{Color, Position};
+use super::index::{locate, Decoded, Decoder, Location};
+use super::material::{mirror, Material, MaterialNameError};
+use super::{value, verify_table, Library, VerifyError, VerifyOptions, VerifyReport};
+
+// ---------------------------------------------------------------------------------------------
+// Move generation
+
+fn perft(pos: &Position, depth: u32) -> u64 {
+    if depth == 0 {
+        return 1;
+    }
+    let mut nodes = 0;
+    let moves = pos
+        .for_each_child(|child| {
+            if depth > 1 {
+                nodes += perft(child, depth - 1);
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    if depth == 1 {
+        moves as u64
+    } else {
+        nodes
+    }
+}
+
+fn fen(s: &str) -> Position {
+    Position::from_fen(s).unwrap_or_else(|| panic!("bad test FEN {s}"))
+}
+
+/// Published perft counts of castling-free positions (chessprogramming.org "Perft Results",
+/// position 3, and Martin Sedlak's suite of rule corner cases).
+const PERFT: &[(&str, &[u64])] = &[
+    // Position 3 (the brief quoted it without Black's king on h4).
+    ("8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", &[14, 191, 2812, 43238, 674624]),
+    ("n1n5/PPPk4/8/8/8/8/4Kppp/5N1N b - - 0 1", &[24, 496, 9483, 182838]),
+    // Avoid an en-passant capture that exposes the king; an en-passant capture giving check.
+    ("3k4/3p4/8/K1P4r/8/8/8/8 b - - 0 1", &[0, 0, 0, 0, 0, 1134888]),
+    ("8/8/1k6/2b5/2pP4/8/5K2/8 b - d3 0 1", &[0, 0, 0, 0, 0, 1440467]),
+    ("8/8/4k3/8/2p5/8/B2P2K1/8 w - - 0 1", &[0, 0, 0, 0, 0, 1015133]),
+    // Promotions out of and into check, stalemate and checkmate.
+    ("2K2r2/4P3/8/8/8/8/8/3k4 w - - 0 1", &[0, 0, 0, 0, 0, 3821001]),
+    ("8/8/1P2K3/8/2n5/1q6/8/5k2 b - - 0 1", &[0, 0, 0, 0, 1004658]),
+    ("4k3/1P6/8/8/8/8/K7/8 w - - 0 1", &[0, 0, 0, 0, 0, 217342]),
+    ("8/P1k5/K7/8/8/8/8/8 w - - 0 1", &[0, 0, 0, 0, 0, 92683]),
+    ("K1k5/8/P7/8/8/8/8/8 w - - 0 1", &[0, 0, 0, 0, 0, 2217]),
+    ("8/k1P5/8/1K6/8/8/8/8 w - - 0 1", &[0, 0, 0, 0, 0, 0, 567584]),
+    ("8/8/2k5/5q2/5n2/8/5K2/8 b - - 0 1", &[0, 0, 0, 23527]),
+];
+
+#[test]
+fn perft_matches_published_counts() {
+    for &(f, counts) in PERFT {
+        let pos = fen(f);
+        for (d, &expected) in counts.iter().enumerate() {
+            // 0 marks a depth whose count the source does not give.
+            if expected != 0 {
+                assert_eq!(perft(&pos, d as u32 + 1), expected, "perft {} of {f}", d + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn fen_round_trips() {
+    for &(f, _) in PERFT {
+        assert_eq!(fen(f).fen(), f);
+    }
+}
+
+#[test]
+fn en_passant_right_only_when_the_capture_is_legal() {
+    // After e2-e4 Black's d4 pawn can take en passant.
+    let children = |p: &Position| {
+        let mut out = Vec::new();
+        p.for_each_child(|c| {
+            out.push(c.fen());
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        out
+    };
+    let free = fen("4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1");
+    assert!(children(&free).contains(&"4k3/8/8/8/3pP3/8/8/4K3 b - e3 0 1".to_owned()));
+    // With Black's king on a4 and a white rook on h4, taking would expose the king: no right.
+    let pinned = fen("8/8/8/8/k2p3R/8/4P3/4K3 w - - 0 1");
+    assert!(children(&pinned).contains(&"8/8/8/8/k2pP2R/8/8/4K3 b - - 0 1".to_owned()));
+    // No black pawn beside the pushed one: no right.
+    let alone = fen("4k3/8/8/8/8/8/4P3/4K3 w - - 0 1");
+    assert!(children(&alone).contains(&"4k3/8/8/8/4P3/8/8/4K3 b - - 0 1".to_owned()));
+}
+
+#[test]
+fn legality_follows_the_table_convention() {
+    // Side to move in check: legal, even from a pawn on its second rank (a check no game reaches).
+    assert!(fen("8/8/8/8/8/8/3p4/4K2k w - - 0 1").is_legal());
+    // Side not to move in check: illegal.
+    assert!(!fen("8/8/8/8/8/8/3p4/4K2k b - - 0 1").is_legal());
+    // Adjacent kings: illegal whoever moves.
+    assert!(!fen("8/8/8/8/8/8/8/4Kk2 w - - 0 1").is_legal());
+    // Both kings in check: illegal.
+    assert!(!fen("4r3/8/8/8/8/8/7R/4K2k w - - 0 1").is_legal());
+    // Two checkers, no game could reach it: legal for the side to move.
+    assert!(fen("4r3/8/8/8/8/8/2n5/4K2k w - - 0 1").is_legal());
+    // A rook behind its own king gives no check through it.
+    assert!(fen("4r3/8/8/8/8/8/8/1R2K2k w - - 0 1").is_legal());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Materials, slices, index
+
+#[test]
+fn material_names_normalize_like_syzygy() {
+    let norm = |s: &str| Material::parse(s).unwrap().normalized().to_string();
+    assert_eq!(norm("KPvK"), "KPvK");
+    assert_eq!(norm("kvkp"), "KPvK");
+    assert_eq!(norm("KRvKQ"), "KQvKR");
+    assert_eq!(norm("KRvKRP"), "KRPvKR");
+    assert_eq!(norm("KPQvK"), "KQPvK");
+    assert_eq!(norm("KNvKB"), "KBvKN");
+    assert_eq!(norm("KRvKBN"), "KBNvKR");
+    assert_eq!(norm("KRvKR"), "KRvKR");
+    assert!(Material::parse("KvKQ").unwrap().needs_swap());
+    assert!(!Material::parse("KQvKQ").unwrap().needs_swap());
+    assert_eq!(Material::parse("KQK"), Err(MaterialNameError::NoSeparator));
+    assert_eq!(Material::parse("KXvK"), Err(MaterialNameError::BadLetter('X')));
+    assert_eq!(Material::parse("QvK"), Err(MaterialNameError::Kings));
+    assert_eq!(Material::parse("KKvK"), Err(MaterialNameError::Kings));
+    assert_eq!(Material::parse("kvk"), Err(MaterialNameError::BareKings));
+}
+
+#[test]
+fn canonical_slices_are_counted_right() {
+    let keys = |s: &str| Material::parse(s).unwrap().canonical_keys();
+    assert_eq!(keys("KQvK"), vec![[0, 0]]);
+    // One pawn: files a-d only.
+    assert_eq!(keys("KPvK").len(), 24);
+    // Two pawns of different colours: no placement mirrors to itself.
+    assert_eq!(keys("KPvKP").len(), 48 * 47 / 2);
+    // Two white pawns: 1128 placements, 24 of them symmetric.
+    assert_eq!(keys("KPPvK").len(), (1128 - 24) / 2 + 24);
+    for k in keys("KPPvKP") {
+        assert!(k <= [mirror(k[0]), mirror(k[1])]);
+    }
+    assert_eq!(mirror(1), 1 << 7);
+    assert_eq!(mirror(1 << 9), 1 << 14);
+}
+
+/// A few thousand indices spread over all slices of `material`.
+fn sample_positions(material: &str, step: u64) -> Vec<(Material, [u64; 2], u64, Position)> {
+    let m = Material::parse(material).unwrap().normalized();
+    let mut out = Vec::new();
+    for key in m.canonical_keys() {
+        let d = Decoder::new(&m, key);
+        let mut i = key[0].wrapping_mul(7).wrapping_add(key[1]) % step;
+        while i < d.len() {
+            if let Decoded::Position(p) = d.decode(i) {
+                if p.is_legal() {
+                    out.push((m, key, i, p));
+                }
+            }
+            i += step;
+        }
+    }
+    out
+}
+
+#[test]
+fn locate_inverts_decode() {
+    // Distinct men: every legal index decodes to a position that locates back to it.
+    for (material, step) in [("KRvK", 1), ("KQvKR", 97), ("KPvK", 1), ("KPvKN", 331), ("KPPvKP", 8191)] {
+        for (m, key, i, p) in sample_positions(material, step) {
+            assert_eq!(locate(&p), Location::Stored { material: m, key, index: i }, "{material} {}", p.fen());
+        }
+    }
+    // Two rooks: the index may hold them in the other order; locating gives the sorted one,
+    // which decodes to the same position.
+    for (m, key, i, p) in sample_positions("KRRvK", 13) {
+        let Location::Stored { material, key: k, index } = locate(&p) else { panic!() };
+        assert_eq!((material, k), (m, key));
+        assert_eq!(Decoder::new(&m, key).decode(index), Decoded::Position(p.clone()));
+        if index != i {
+            assert!(index < i, "the lower square takes the earlier field");
+        }
+    }
+}
+
+#[test]
+fn symmetric_positions_share_an_index() {
+    for (material, step) in [("KQvKR", 61), ("KBNvK", 4099), ("KRvKR", 37)] {
+        for (m, _, _, p) in sample_positions(material, step) {
+            let here = locate(&p);
+            let mut images = vec![p.file_mirrored(), p.rank_mirrored(), p.file_mirrored().rank_mirrored()];
+            // With the same men on both sides, both colourings are stored (each side to move).
+            if m.swapped() != m {
+                images.extend([p.color_swapped(), p.color_swapped().file_mirrored()]);
+            }
+            for q in images {
+                assert_eq!(locate(&q), here, "{} vs {}", p.fen(), q.fen());
+            }
+        }
+    }
+    // KRvKR: the colour-swapped image is White's turn where this is Black's.
+    let p = fen("8/8/8/5r2/8/8/2k5/KR6 w - - 0 1");
+    let (Location::Stored { index: a, .. }, Location::Stored { index: b, .. }) =
+        (locate(&p), locate(&p.color_swapped()))
+    else {
+        panic!()
+    };
+    let per_side = Material::parse("KRvKR").unwrap().per_side();
+    assert_eq!((a < per_side, b < per_side), (true, false));
+    for (material, step) in [("KPvK", 7), ("KPvKP", 257), ("KPPvKP", 4097), ("KRPvKR", 65537)] {
+        for (m, key, _, p) in sample_positions(material, step) {
+            let here = locate(&p);
+            let swaps = m.swapped() != m;
+            if swaps {
+                assert_eq!(locate(&p.color_swapped()), here, "{}", p.fen());
+            }
+            if key != [mirror(key[0]), mirror(key[1])] {
+                assert_eq!(locate(&p.file_mirrored()), here, "{}", p.fen());
+                if swaps {
+                    assert_eq!(locate(&p.file_mirrored().color_swapped()), here, "{}", p.fen());
+                }
+            } else {
+                // A self-mirror slice stores both images, each where it stands.
+                let Location::Stored { key: k, .. } = locate(&p.file_mirrored()) else { panic!() };
+                assert_eq!(k, key);
+            }
+        }
+    }
+    assert_eq!(locate(&fen("8/8/8/8/8/8/8/4K2k w - - 0 1")), Location::BareKings);
+}
+
+#[test]
+fn values_order_and_read_right() {
+    use value::*;
+    let win = |n: u32| 2 + n;
+    let loss = |n: u32| 2 + n;
+    assert_eq!(from_child(CHECKMATED), win(1));
+    assert_eq!(from_child(win(1)), loss(2));
+    assert_eq!(from_child(DRAW), DRAW);
+    assert_eq!(better(win(3), win(5)), win(3));
+    assert_eq!(better(DRAW, win(9)), win(9));
+    assert_eq!(better(DRAW, loss(2)), DRAW);
+    assert_eq!(better(loss(2), loss(8)), loss(8));
+    assert_eq!(better(CHECKMATED, loss(4)), loss(4));
+    assert_eq!(describe(win(7)), "win in 7 plies");
+    assert_eq!(describe(loss(4)), "loss in 4 plies");
+    assert_eq!(describe(DRAW), "draw");
+    assert_eq!(describe(0), "illegal");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A brute-force table builder (tests only)
+
+/// Not yet known, during a build.
+const UNKNOWN: u32 = u32::MAX;
+
+/// Builds the table of `name` in `dir` by retrograde analysis, from the tables it leads into
+/// (already in `dir`), writes it and returns its slices. Only for materials where one side has
+/// pawns (no en passant). Slices are built successors first (pushes raise the sum of pawn ranks
+/// counted from each side's own first rank).
+fn build_table(dir: &Path, name: &str, threads: usize) -> Vec<([u64; 2], Vec<u16>)> {
+    let material = Material::parse(name).unwrap().normalized();
+    let library = Library::new(dir);
+    let mut keys = material.canonical_keys();
+    let advance =
+        |k: &[u64; 2]| (0..64).map(|s| (k[0] >> s & 1) * (s / 8) + (k[1] >> s & 1) * (7 - s / 8)).sum::<u64>();
+    keys.sort_by_key(|k| std::cmp::Reverse(advance(k)));
+    let mut done: HashMap<[u64; 2], Vec<u16>> = HashMap::new();
+    for &key in &keys {
+        let values = build_slice(&library, material, key, &done, threads);
+        done.insert(key, values);
+    }
+    let mut slices: Vec<([u64; 2], Vec<u16>)> = done.into_iter().collect();
+    slices.sort_by_key(|s| s.0);
+    write(dir, &material.to_string(), &slices);
+    slices
+}
+
+/// What a position's moves out of its slice offer it, and how many moves stay inside.
+#[derive(Clone, Copy, Default)]
+struct Exits {
+    legal: bool,
+    moves: u32,
+    inside: u32,
+    /// The quickest win an exit gives, in plies.
+    win: Option<u32>,
+    draw: bool,
+    /// The slowest loss the exits give, in plies (0 if none).
+    loss: u32,
+}
+
+/// One slice by retrograde analysis: exits first, then levels n = 0, 1, ... where the positions
+/// that win or lose in exactly n plies are fixed and their predecessors inside the slice told.
+fn build_slice(
+    library: &Library<'_>,
+    material: Material,
+    key: [u64; 2],
+    done: &HashMap<[u64; 2], Vec<u16>>,
+    threads: usize,
+) -> Vec<u16> {
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+    type Memo = HashMap<(Material, [u64; 2]), std::sync::Arc<Vec<u16>>>;
+    let decoder = Decoder::new(&material, key);
+    let n = decoder.len() as usize;
+    let chunk = n.div_ceil(threads);
+    // Calls `f(index, position, in-slice child index or the child's stored value)` per move.
+    let each_move = |memo: &mut Memo, i: usize, f: &mut dyn FnMut(Result<u32, u32>)| -> Option<(Position, u32)> {
+        let Decoded::Position(p) = decoder.decode(i as u64) else { return None };
+        if !p.is_legal() {
+            return None;
+        }
+        let moves = p
+            .for_each_child(|c| {
+                assert!(c.ep().is_none(), "the builder handles no en passant");
+                f(match locate(c) {
+                    Location::BareKings => Err(value::DRAW),
+                    Location::Stored { material: m, key: k, index } if m == material && k == key => Ok(index as u32),
+                    Location::Stored { material: m, key: k, index } if m == material => {
+                        Err(u32::from(done[&k][index as usize]))
+                    }
+                    Location::Stored { material: m, key: k, index } => {
+                        let slice = memo.entry((m, k)).or_insert_with(|| library.slice(m, k).unwrap());
+                        Err(u32::from(slice[index as usize]))
+                    }
+                });
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        Some((p, moves as u32))
+    };
+
+    // Pass 1: exits, and how many predecessors each position has inside the slice.
+    let in_degree: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    let mut exits = vec![Exits::default(); n];
+    std::thread::scope(|s| {
+        for (c, part) in exits.chunks_mut(chunk).enumerate() {
+            let (each_move, in_degree) = (&each_move, &in_degree);
+            s.spawn(move || {
+                let mut memo = Memo::new();
+                for (j, e) in part.iter_mut().enumerate() {
+                    let mut x = Exits::default();
+                    let found = each_move(&mut memo, c * chunk + j, &mut |child| match child {
+                        Ok(ci) => {
+                            x.inside += 1;
+                            in_degree[ci as usize].fetch_add(1, Relaxed);
+                        }
+                        Err(v) => match value::from_child(v) {
+                            value::DRAW => x.draw = true,
+                            mine if (mine - 2) % 2 == 1 => x.win = Some(x.win.map_or(mine - 2, |w| w.min(mine - 2))),
+                            mine => x.loss = x.loss.max(mine - 2),
+                        },
+                    });
+                    if let Some((p, moves)) = found {
+                        x.legal = true;
+                        x.moves = moves;
+                        // A mover without moves is checkmated (loss in 0) or stalemated.
+                        if moves == 0 && !p.in_check() {
+                            x.draw = true;
+                        }
+                        *e = x;
+                    }
+                }
+            });
+        }
+    });
+
+    // Pass 2: predecessor lists (compressed rows).
+    let mut start = vec![0u64; n + 1];
+    for i in 0..n {
+        start[i + 1] = start[i] + u64::from(in_degree[i].load(Relaxed));
+    }
+    let cursor: Vec<AtomicU64> = start[..n].iter().map(|&s| AtomicU64::new(s)).collect();
+    let preds: Vec<AtomicU32> = (0..start[n]).map(|_| AtomicU32::new(0)).collect();
+    std::thread::scope(|s| {
+        for c in 0..threads {
+            let (each_move, cursor, preds) = (&each_move, &cursor, &preds);
+            s.spawn(move || {
+                let mut memo = Memo::new();
+                for i in c * chunk..((c + 1) * chunk).min(n) {
+                    each_move(&mut memo, i, &mut |child| {
+                        if let Ok(ci) = child {
+                            let at = cursor[ci as usize].fetch_add(1, Relaxed);
+                            preds[at as usize].store(i as u32, Relaxed);
+                        }
+                    });
+                }
+            });
+        }
+    });
+    let preds: Vec<u32> = preds.into_iter().map(AtomicU32::into_inner).collect();
+
+    // Levels. A loss waits until every child inside the slice is a known win.
+    let mut values = vec![UNKNOWN; n];
+    let mut remaining: Vec<u32> = exits.iter().map(|e| e.inside).collect();
+    let mut slowest: Vec<u32> = exits.iter().map(|e| e.loss).collect();
+    let mut levels: Vec<Vec<u32>> = Vec::new();
+    let push = |levels: &mut Vec<Vec<u32>>, level: u32, i: usize| {
+        if levels.len() <= level as usize {
+            levels.resize(level as usize + 1, Vec::new());
+        }
+        levels[level as usize].push(i as u32);
+    };
+    for (i, e) in exits.iter().enumerate() {
+        if !e.legal {
+            values[i] = value::ILLEGAL;
+        } else if let Some(w) = e.win {
+            push(&mut levels, w, i);
+        } else if e.inside == 0 && !e.draw {
+            push(&mut levels, e.loss, i); // checkmate (no moves) is a loss in 0
+        }
+    }
+    let mut level = 0;
+    while level < levels.len() {
+        let here = std::mem::take(&mut levels[level]);
+        for i in here {
+            let i = i as usize;
+            if values[i] != UNKNOWN {
+                continue;
+            }
+            values[i] = 2 + level as u32;
+            for &q in &preds[start[i] as usize..start[i + 1] as usize] {
+                let q = q as usize;
+                if values[q] != UNKNOWN {
+                    continue;
+                }
+                if level % 2 == 0 {
+                    push(&mut levels, level as u32 + 1, q);
+                } else {
+                    remaining[q] -= 1;
+                    slowest[q] = slowest[q].max(level as u32 + 1);
+                    if remaining[q] == 0 && exits[q].win.is_none() && !exits[q].draw {
+                        push(&mut levels, slowest[q], q);
+                    }
+                }
+            }
+        }
+        level += 1;
+    }
+    values.into_iter().map(|v| if v == UNKNOWN { value::DRAW as u16 } else { v as u16 }).collect()
+}
+
+fn write(dir: &Path, name: &str, slices: &[([u64; 2], Vec<u16>)]) {
+    let meta = TableMeta { material: name.to_owned(), metric: Metric::Dtm, index_layout: 1 };
+    let data: Vec<SliceData<'_>> = slices.iter().map(|(key, v)| SliceData { key: *key, values: v }).collect();
+    write_table(&dir.join(table_file_name(name)), &meta, &data).unwrap();
+}
+
+/// A folder with KQvK, KRvK, KBvK, KNvK and KPvK built by brute force, and their values.
+struct Fixture {
+    dir: tempfile::TempDir,
+    tables: HashMap<String, Vec<([u64; 2], Vec<u16>)>>,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tables = HashMap::new();
+        for name in ["KQvK", "KRvK", "KBvK", "KNvK", "KPvK"] {
+            tables.insert(name.to_owned(), build_table(dir.path(), name, 4));
+        }
+        Fixture { dir, tables }
+    })
+}
+
+/// A copy of the fixture folder.
+fn copy_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture().dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+/// A copy of the fixture folder, with `name`'s table replaced by `slices`.
+fn with_table(name: &str, slices: &[([u64; 2], Vec<u16>)]) -> tempfile::TempDir {
+    let dir = copy_fixture();
+    write(dir.path(), name, slices);
+    dir
+}
+
+fn verify(dir: &Path, name: &str, threads: usize) -> Result<VerifyReport, VerifyError> {
+    verify_table(dir, name, &VerifyOptions { threads }, &|_, _| {})
+}
+
+/// The largest stored win for the side to move, in plies.
+fn longest_win(slices: &[([u64; 2], Vec<u16>)], turn: Color) -> u32 {
+    let mut best = 0;
+    for (_, values) in slices {
+        let half = values.len() / 2;
+        let part = if turn == Color::White { &values[..half] } else { &values[half..] };
+        for &v in part {
+            if v >= 2 && (v - 2) % 2 == 1 {
+                best = best.max(u32::from(v - 2));
+            }
+        }
+    }
+    best
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end
+
+#[test]
+fn brute_force_tables_have_the_known_longest_mates() {
+    let f = fixture();
+    // KQK: mate in 10 moves; KRK: mate in 16 moves (White to move).
+    assert_eq!(longest_win(&f.tables["KQvK"], Color::White), 19);
+    assert_eq!(longest_win(&f.tables["KRvK"], Color::White), 31);
+    assert_eq!(longest_win(&f.tables["KBvK"], Color::White), 0);
+    assert_eq!(longest_win(&f.tables["KNvK"], Color::White), 0);
+    // KPK: the longest win (a promotion then KQK) is 28 moves.
+    assert!(longest_win(&f.tables["KPvK"], Color::White) > 19);
+}
+
+#[test]
+fn good_tables_pass() {
+    let dir = fixture().dir.path();
+    for name in ["KQvK", "KRvK", "KBvK", "KNvK", "KPvK", "kvkp"] {
+        let one = verify(dir, name, 1).unwrap();
+        let two = verify(dir, name, 3).unwrap();
+        assert_eq!(one, two);
+        let m = Material::parse(name).unwrap().normalized();
+        assert_eq!(one.material, m.to_string());
+        assert_eq!(one.slices, m.canonical_keys().len());
+        assert_eq!(one.indices, one.slices as u64 * 2 * m.per_side());
+        assert!(one.positions > 0 && one.positions < one.indices);
+    }
+}
+
+#[test]
+fn progress_reaches_the_total() {
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report = verify_table(fixture().dir.path(), "KPvK", &VerifyOptions { threads: 2 }, &|done, total| {
+        seen.lock().unwrap().push((done, total))
+    })
+    .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.iter().all(|&(_, t)| t == report.indices));
+    assert_eq!(seen.iter().map(|&(d, _)| d).max(), Some(report.indices));
+}
+
+/// The slices of `name` with each `(key, index, value)` of `edits` written in.
+fn edited(name: &str, edits: &[([u64; 2], u64, u16)]) -> Vec<([u64; 2], Vec<u16>)> {
+    let mut slices = fixture().tables[name].clone();
+    for &(key, index, v) in edits {
+        let slice = slices.iter_mut().find(|s| s.0 == key).unwrap();
+        slice.1[index as usize] = v;
+    }
+    slices
+}
+
+/// The FEN of index `index` of slice `key` of `name`.
+fn fen_at(name: &str, key: [u64; 2], index: u64) -> String {
+    let m = Material::parse(name).unwrap();
+    match Decoder::new(&m, key).decode(index) {
+        Decoded::Position(p) => p.fen(),
+        Decoded::Collision { .. } => panic!("no position"),
+    }
+}
+
+/// The first index of slice `key` of `name` whose value satisfies `pred`.
+fn find(name: &str, key: [u64; 2], pred: impl Fn(u64, u16) -> bool) -> u64 {
+    let values = &fixture().tables[name].iter().find(|s| s.0 == key).unwrap().1;
+    (0..values.len() as u64).find(|&i| pred(i, values[i as usize])).unwrap()
+}
+
+fn assert_mismatch(result: Result<VerifyReport, VerifyError>, fen: &str, stored: &str, derived: &str) {
+    match result {
+        Err(VerifyError::Mismatch { material: _, fen: f, stored: s, derived: d }) => {
+            assert_eq!((f.as_str(), s.as_str(), d.as_str()), (fen, stored, derived));
+        }
+        other => panic!("expected a mismatch at {fen}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_distance_is_caught() {
+    let key = [0, 0];
+    // A White win in 7 plies, stored as 9.
+    let i = find("KRvK", key, |_, v| v == 2 + 7);
+    let dir = with_table("KRvK", &edited("KRvK", &[(key, i, 2 + 9)]));
+    for threads in [1, 2] {
+        assert_mismatch(verify(dir.path(), "KRvK", threads), &fen_at("KRvK", key, i), "win in 9 plies", "win in 7 plies");
+    }
+}
+
+#[test]
+fn a_draw_made_a_win_is_caught() {
+    let key = [0, 0];
+    let i = find("KRvK", key, |_, v| v == value::DRAW as u16);
+    let dir = with_table("KRvK", &edited("KRvK", &[(key, i, 2 + 3)]));
+    assert_mismatch(verify(dir.path(), "KRvK", 2), &fen_at("KRvK", key, i), "win in 3 plies", "draw");
+}
+
+#[test]
+fn a_legal_position_stored_illegal_is_caught() {
+    let key = [0, 0];
+    // Black to move with only the black king's moves: the first legal one.
+    let i = find("KQvK", key, |i, v| i >= 16 * 64 * 64 && v != 0);
+    let was = fixture().tables["KQvK"][0].1[i as usize];
+    let dir = with_table("KQvK", &edited("KQvK", &[(key, i, 0)]));
+    let result = verify(dir.path(), "KQvK", 2);
+    // Either this position is reported, or an earlier one whose child it is.
+    match result {
+        Err(VerifyError::Mismatch { fen, stored, derived, .. }) => {
+            assert_eq!(fen, fen_at("KQvK", key, i));
+            assert_eq!(stored, "illegal");
+            assert_eq!(derived, value::describe(u32::from(was)));
+        }
+        Err(VerifyError::IllegalSuccessor { successor, successor_material, .. }) => {
+            assert_eq!(successor, fen_at("KQvK", key, i));
+            assert_eq!(successor_material, "KQvK");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_illegal_position_stored_legal_is_caught() {
+    let key = [0, 0];
+    // Index 0: both kings on a1.
+    let dir = with_table("KNvK", &edited("KNvK", &[(key, 0, value::DRAW as u16)]));
+    match verify(dir.path(), "KNvK", 2) {
+        Err(VerifyError::Mismatch { fen, stored, derived, .. }) => {
+            assert!(fen.contains("index 0"), "{fen}");
+            assert_eq!((stored.as_str(), derived.as_str()), ("draw", "illegal"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A decodable but illegal position: kings side by side.
+    let i = find("KNvK", key, |i, v| {
+        v == 0 && matches!(Decoder::new(&Material::parse("KNvK").unwrap(), key).decode(i), Decoded::Position(_))
+    });
+    let dir = with_table("KNvK", &edited("KNvK", &[(key, i, value::DRAW as u16)]));
+    assert_mismatch(verify(dir.path(), "KNvK", 1), &fen_at("KNvK", key, i), "draw", "illegal");
+}
+
+#[test]
+fn the_first_wrong_position_is_reported_whatever_the_threads() {
+    // Two wrong values in different slices (and units) of KPvK: the lower slice wins.
+    let f = fixture();
+    let keys: Vec<[u64; 2]> = f.tables["KPvK"].iter().map(|s| s.0).collect();
+    let (early, late) = (keys[3], keys[20]);
+    let i = find("KPvK", early, |_, v| v >= 2);
+    let j = find("KPvK", late, |_, v| v >= 2);
+    let dir = with_table("KPvK", &edited("KPvK", &[(late, j, value::DRAW as u16), (early, i, value::DRAW as u16)]));
+    for threads in [1, 2, 5] {
+        match verify(dir.path(), "KPvK", threads) {
+            Err(VerifyError::Mismatch { fen, stored, .. }) => {
+                assert_eq!(fen, fen_at("KPvK", early, i), "threads {threads}");
+                assert_eq!(stored, "draw");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn slice_sets_are_checked() {
+    let good = fixture().tables["KPvK"].clone();
+    // A missing slice.
+    let mut missing = good.clone();
+    let gone = missing.remove(5).0;
+    let dir = with_table("KPvK", &missing);
+    match verify(dir.path(), "KPvK", 1) {
+        Err(VerifyError::MissingSlice { key, .. }) => assert_eq!(key.0, gone),
+        other => panic!("{other:?}"),
+    }
+    // A non-canonical slice (pawn on h2, the mirror of a2).
+    let mut extra = good.clone();
+    extra.push(([1 << 15, 0], good[0].1.clone()));
+    extra.sort_by_key(|s| s.0);
+    let dir = with_table("KPvK", &extra);
+    match verify(dir.path(), "KPvK", 1) {
+        Err(VerifyError::UnexpectedSlice { key, .. }) => assert_eq!(key.0, [1 << 15, 0]),
+        other => panic!("{other:?}"),
+    }
+    // A slice of the wrong size.
+    let mut short = good.clone();
+    short[2].1.pop();
+    let dir = with_table("KPvK", &short);
+    assert!(matches!(verify(dir.path(), "KPvK", 1), Err(VerifyError::WrongSliceSize { count: 8191, .. })));
+}
+
+#[test]
+fn files_are_checked() {
+    let f = fixture();
+    // A missing successor table names the file.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "KPvK", &f.tables["KPvK"]);
+    match verify(dir.path(), "KPvK", 1) {
+        Err(VerifyError::MissingTable { file }) => {
+            assert!(["KQvK.zmt", "KRvK.zmt", "KBvK.zmt", "KNvK.zmt"]
+                .contains(&file.file_name().unwrap().to_str().unwrap()))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::MissingTable { .. })));
+    assert!(matches!(verify(dir.path(), "KvK", 1), Err(VerifyError::BadMaterial { .. })));
+
+    // A header naming another material.
+    let dir = tempfile::tempdir().unwrap();
+    let meta = TableMeta { material: "KQvK".to_owned(), metric: Metric::Dtm, index_layout: 1 };
+    let slices = [SliceData { key: [0, 0], values: &f.tables["KRvK"][0].1 }];
+    write_table(&dir.path().join("KRvK.zmt"), &meta, &slices).unwrap();
+    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::WrongMaterial { .. })));
+
+    // Another index layout.
+    let meta = TableMeta { material: "KRvK".to_owned(), metric: Metric::Dtm, index_layout: 2 };
+    write_table(&dir.path().join("KRvK.zmt"), &meta, &slices).unwrap();
+    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::WrongLayout { found: 2, .. })));
+
+    // A flipped byte in the values.
+    let dir = with_table("KRvK", &f.tables["KRvK"]);
+    let path: PathBuf = dir.path().join("KRvK.zmt");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x20;
+    std::fs::write(&path, bytes).unwrap();
+    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::Storage(_))));
+}
+
+#[test]
+fn a_child_with_an_en_passant_right_is_derived_not_read() {
+    // KPvKP where every stored value is a draw, and KPvK where every stored value is a loss in 2.
+    // After e2-e4 with a black pawn on d4, Black's best is d4xe3 e.p. into KPvK (colours
+    // swapped): a loss in 2 for White there, so a win in 3 for Black here.
+    let dir = tempfile::tempdir().unwrap();
+    let kpvkp = Material::parse("KPvKP").unwrap();
+    let slices: Vec<([u64; 2], Vec<u16>)> = kpvkp
+        .canonical_keys()
+        .into_iter()
+        .map(|k| (k, vec![value::DRAW as u16; 2 * kpvkp.per_side() as usize]))
+        .collect();
+    write(dir.path(), "KPvKP", &slices);
+    let kpvk = Material::parse("KPvK").unwrap();
+    let slices: Vec<([u64; 2], Vec<u16>)> =
+        kpvk.canonical_keys().into_iter().map(|k| (k, vec![2 + 2; 2 * kpvk.per_side() as usize])).collect();
+    write(dir.path(), "KPvK", &slices);
+
+    let library = Library::new(dir.path());
+    let start = fen("4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1");
+    let Location::Stored { material, key, .. } = locate(&start) else { panic!() };
+    let mut worker = super::Worker::new(&library, material, key).unwrap();
+    let mut seen = Vec::new();
+    start
+        .for_each_child(|c| {
+            let v = match worker.value(c) {
+                Ok(v) => v,
+                Err(_) => panic!("lookup failed"),
+            };
+            seen.push((c.fen(), v));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    let after_push = seen.iter().find(|(f, _)| f == "4k3/8/8/8/3pP3/8/8/4K3 b - e3 0 1").unwrap();
+    assert_eq!(after_push.1, 2 + 3);
+    let after_single = seen.iter().find(|(f, _)| f == "4k3/8/8/8/3p4/4P3/8/4K3 b - - 0 1").unwrap();
+    assert_eq!(after_single.1, value::DRAW);
+    // So White's best here avoids e4.
+    let mut w = super::Worker::new(&library, material, key).unwrap();
+    assert_eq!(w.derive(&start).ok(), Some(value::DRAW));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Speed (run with `--ignored --nocapture`, in the `checked` profile)
+
+#[test]
+#[ignore = "builds KQvKR by brute force (minutes); prints the verify speed"]
+fn speed_on_kqvkr() {
+    let dir = copy_fixture();
+    let dir = dir.path();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let t = std::time::Instant::now();
+    let slices = build_table(dir, "KQvKR", threads);
+    eprintln!("built KQvKR in {:?}", t.elapsed());
+    eprintln!("KQvKR longest win (White to move): {} plies", longest_win(&slices, Color::White));
+    let table = Table::open(&dir.join("KQvKR.zmt")).unwrap();
+    assert_eq!(table.slices().len(), 1);
+    for threads in [1, 2] {
+        let t = std::time::Instant::now();
+        let report = verify(dir, "KQvKR", threads).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!(
+            "verify KQvKR, {threads} thread(s): {} indices, {} positions in {secs:.2} s ({:.2} M indices/s)",
+            report.indices,
+            report.positions,
+            report.indices as f64 / secs / 1e6
+        );
+    }
+}

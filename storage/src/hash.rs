@@ -1,0 +1,52 @@
+use crate::SliceKey;
+
+/// Domain tag that starts every slice hash, so that it never equals a hash of other data.
+const SLICE_HASH_TAG: &[u8; 16] = b"zermelo slice v1";
+
+/// A slice's identity: blake3 over a tag, the material, the key, the count and the values, as
+/// `FORMAT.md` spells out. Two slices with the same hash are the same slice with the same values.
+///
+/// ```
+/// use zermelo_storage::slice_hash;
+/// let a = slice_hash("KPvK", [1 << 12, 0], &[0, 1, 2]);
+/// assert_eq!(a, slice_hash("KPvK", [1 << 12, 0], &[0, 1, 2]));
+/// assert_ne!(a, slice_hash("KPvK", [1 << 12, 0], &[0, 1, 3]));
+/// assert_ne!(a, slice_hash("KPvKP", [1 << 12, 0], &[0, 1, 2]));
+/// ```
+pub fn slice_hash(material: &str, key: SliceKey, values: &[u16]) -> [u8; 32] {
+    let mut h = SliceHasher::new(material, key, values.len() as u64);
+    h.update(values);
+    h.finalize()
+}
+
+/// [`slice_hash`] fed piece by piece, for slices that arrive in blocks.
+pub(crate) struct SliceHasher {
+    hasher: blake3::Hasher,
+}
+
+impl SliceHasher {
+    pub fn new(material: &str, key: SliceKey, count: u64) -> SliceHasher {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(SLICE_HASH_TAG);
+        hasher.update(&(material.len() as u64).to_le_bytes());
+        hasher.update(material.as_bytes());
+        hasher.update(&key[0].to_le_bytes());
+        hasher.update(&key[1].to_le_bytes());
+        hasher.update(&count.to_le_bytes());
+        SliceHasher { hasher }
+    }
+
+    pub fn update(&mut self, values: &[u16]) {
+        let mut buf = [0u8; 8192];
+        for chunk in values.chunks(buf.len() / 2) {
+            for (b, v) in buf.chunks_exact_mut(2).zip(chunk) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            self.hasher.update(&buf[..chunk.len() * 2]);
+        }
+    }
+
+    pub fn finalize(&self) -> [u8; 32] {
+        *self.hasher.finalize().as_bytes()
+    }
+}

@@ -1,0 +1,340 @@
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use tempfile::TempPath;
+
+use crate::format::{
+    encode_slice_entry, validate_material, values_to_le, BlockEntry, Header, BLOCK_ENTRY_LEN,
+    DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FOOTER_MAGIC, MAX_BLOCK_VALUES, SLICE_ENTRY_LEN,
+};
+use crate::{slice_hash, SliceData, SliceEntry, SliceKey, StorageError, TableMeta, TableSummary};
+
+/// How a table is written. The defaults give the canonical bytes that every node of a cluster
+/// writes for the same table; change them only for tests and experiments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Values per block, 1 to [`MAX_BLOCK_VALUES`].
+    pub block_values: u32,
+    /// The zstd level of every block.
+    pub zstd_level: i32,
+}
+
+impl Default for WriteOptions {
+    fn default() -> WriteOptions {
+        WriteOptions {
+            block_values: DEFAULT_BLOCK_VALUES,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+        }
+    }
+}
+
+/// Writes a table file at `path` holding `slices`, which must be sorted by key with no key twice.
+///
+/// The write is atomic: a temp file in `path`'s folder is written, synced and renamed over
+/// `path`, and the folder is synced. If anything fails, `path` is untouched and the temp file is
+/// removed. The same `meta` and `slices` always give the same bytes.
+pub fn write_table(
+    path: &Path,
+    meta: &TableMeta,
+    slices: &[SliceData<'_>],
+) -> Result<TableSummary, StorageError> {
+    write_table_with(path, meta, slices, &WriteOptions::default())
+}
+
+/// [`write_table`] with non-default [`WriteOptions`].
+pub fn write_table_with(
+    path: &Path,
+    meta: &TableMeta,
+    slices: &[SliceData<'_>],
+    options: &WriteOptions,
+) -> Result<TableSummary, StorageError> {
+    for (i, pair) in slices.windows(2).enumerate() {
+        if pair[0].key >= pair[1].key {
+            return Err(StorageError::InvalidInput(format!(
+                "slices must be sorted by key with no key twice: slice {} key {:?} does not follow key {:?}",
+                i + 1,
+                pair[1].key,
+                pair[0].key
+            )));
+        }
+    }
+    let value_count = slices.iter().map(|s| s.values.len() as u64).sum();
+    let mut writer = TableWriter::create(path, meta, slices.len() as u64, value_count, options)?;
+    for s in slices {
+        writer.push_slice(s.key, s.values)?;
+    }
+    writer.finish()
+}
+
+/// Writes a table one slice at a time, holding one block of values in memory, for tables too big
+/// to hold whole. The number of slices and values is declared up front (the header holds them)
+/// and checked by [`finish`](TableWriter::finish). Dropping the writer before `finish` removes the
+/// temp file and leaves the target untouched.
+pub struct TableWriter {
+    target: PathBuf,
+    file: BufWriter<File>,
+    temp_path: TempPath,
+    /// blake3 of every byte written so far.
+    hasher: blake3::Hasher,
+    written: u64,
+    header: Header,
+    compressor: zstd::bulk::Compressor<'static>,
+    /// Values of the block being filled.
+    pending: Vec<u16>,
+    raw: Vec<u8>,
+    frame: Vec<u8>,
+    slices: Vec<SliceEntry>,
+    blocks: Vec<BlockEntry>,
+    values_pushed: u64,
+    /// Set by a failed write: the file is then in an unknown state and can only be dropped.
+    failed: bool,
+}
+
+impl TableWriter {
+    /// Starts a table at `path` that will hold `slice_count` slices of `value_count` values in all.
+    pub fn create(
+        path: &Path,
+        meta: &TableMeta,
+        slice_count: u64,
+        value_count: u64,
+        options: &WriteOptions,
+    ) -> Result<TableWriter, StorageError> {
+        validate_material(&meta.material).map_err(StorageError::InvalidInput)?;
+        if options.block_values == 0 || options.block_values > MAX_BLOCK_VALUES {
+            return Err(StorageError::InvalidInput(format!(
+                "block size {} values is outside 1..={MAX_BLOCK_VALUES}",
+                options.block_values
+            )));
+        }
+        if !zstd::compression_level_range().contains(&options.zstd_level) {
+            return Err(StorageError::InvalidInput(format!(
+                "zstd level {} is out of range",
+                options.zstd_level
+            )));
+        }
+        let Some(file_name) = path.file_name() else {
+            return Err(StorageError::InvalidInput(format!(
+                "{} does not name a file",
+                path.display()
+            )));
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(&format!(".{}.", file_name.to_string_lossy()))
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| StorageError::io(dir, e))?;
+        let (file, temp_path) = temp.into_parts();
+
+        let io_err = |e| StorageError::io(path, e);
+        let mut compressor = zstd::bulk::Compressor::new(options.zstd_level).map_err(io_err)?;
+        // Pin every frame option that changes the bytes; zstd's defaults could move.
+        compressor.include_checksum(false).map_err(io_err)?;
+        compressor.include_contentsize(true).map_err(io_err)?;
+        compressor.include_dictid(false).map_err(io_err)?;
+
+        let header = Header::new(meta.clone(), options.block_values, slice_count, value_count);
+        let bv = options.block_values as usize;
+        let mut writer = TableWriter {
+            target: path.to_owned(),
+            file: BufWriter::with_capacity(1 << 20, file),
+            temp_path,
+            hasher: blake3::Hasher::new(),
+            written: 0,
+            compressor,
+            pending: Vec::with_capacity(bv),
+            raw: Vec::with_capacity(bv * 2),
+            frame: Vec::with_capacity(zstd::zstd_safe::compress_bound(bv * 2)),
+            slices: Vec::with_capacity(slice_count.min(1 << 20) as usize),
+            blocks: Vec::with_capacity(header.block_count.min(1 << 20) as usize),
+            values_pushed: 0,
+            failed: false,
+            header,
+        };
+        let header_bytes = writer.header.encode();
+        writer.write(&header_bytes)?;
+        Ok(writer)
+    }
+
+    /// Appends a slice. Keys must ascend strictly from call to call.
+    pub fn push_slice(&mut self, key: SliceKey, values: &[u16]) -> Result<(), StorageError> {
+        self.check_usable()?;
+        if self.slices.len() as u64 == self.header.slice_count {
+            return Err(StorageError::InvalidInput(format!(
+                "{}: more slices than the {} declared",
+                self.target.display(),
+                self.header.slice_count
+            )));
+        }
+        if let Some(last) = self.slices.last() {
+            if key <= last.key {
+                return Err(StorageError::InvalidInput(format!(
+                    "{}: slice key {key:?} does not follow key {:?}",
+                    self.target.display(),
+                    last.key
+                )));
+            }
+        }
+        let count = values.len() as u64;
+        if count > self.header.value_count - self.values_pushed {
+            return Err(StorageError::InvalidInput(format!(
+                "{}: more values than the {} declared",
+                self.target.display(),
+                self.header.value_count
+            )));
+        }
+        let hash = slice_hash(&self.header.meta.material, key, values);
+        self.slices.push(SliceEntry {
+            key,
+            count,
+            hash,
+            first: self.values_pushed,
+        });
+        self.values_pushed += count;
+
+        let bv = self.header.block_values as usize;
+        let mut rest = values;
+        while !rest.is_empty() {
+            let take = (bv - self.pending.len()).min(rest.len());
+            self.pending.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if self.pending.len() == bv {
+                self.flush_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the tables and the footer, syncs, and renames the file into place.
+    pub fn finish(mut self) -> Result<TableSummary, StorageError> {
+        self.check_usable()?;
+        if self.slices.len() as u64 != self.header.slice_count
+            || self.values_pushed != self.header.value_count
+        {
+            return Err(StorageError::InvalidInput(format!(
+                "{}: {} slices of {} values in all were declared, {} slices of {} values pushed",
+                self.target.display(),
+                self.header.slice_count,
+                self.header.value_count,
+                self.slices.len(),
+                self.values_pushed
+            )));
+        }
+        if !self.pending.is_empty() {
+            self.flush_block()?;
+        }
+        debug_assert_eq!(self.blocks.len() as u64, self.header.block_count);
+
+        let mut tables = Vec::with_capacity(
+            self.slices.len() * SLICE_ENTRY_LEN as usize + self.blocks.len() * BLOCK_ENTRY_LEN as usize,
+        );
+        for e in &self.slices {
+            encode_slice_entry(e, &mut tables);
+        }
+        for b in &self.blocks {
+            b.encode(&mut tables);
+        }
+        let tables_hash = blake3::hash(&tables);
+        self.write(&tables)?;
+        self.write(tables_hash.as_bytes())?;
+        let footer_hash = self.hasher.finalize();
+        self.write(footer_hash.as_bytes())?;
+        self.write(&FOOTER_MAGIC)?;
+
+        let TableWriter {
+            target,
+            file,
+            temp_path,
+            hasher,
+            written,
+            slices,
+            header,
+            ..
+        } = self;
+        let io_err = |e| StorageError::io(&target, e);
+        let file = file.into_inner().map_err(|e| io_err(e.into_error()))?;
+        file.sync_data().map_err(io_err)?;
+        drop(file);
+        temp_path.persist(&target).map_err(|e| io_err(e.error))?;
+        sync_parent_dir(&target)?;
+
+        let summary = TableSummary {
+            file_hash: *hasher.finalize().as_bytes(),
+            bytes: written,
+            slices: slices.len(),
+            positions: header.value_count,
+        };
+        tracing::debug!(
+            table = %target.display(),
+            slices = summary.slices,
+            positions = summary.positions,
+            bytes = summary.bytes,
+            "table written"
+        );
+        Ok(summary)
+    }
+
+    fn check_usable(&self) -> Result<(), StorageError> {
+        if self.failed {
+            return Err(StorageError::InvalidInput(format!(
+                "{}: an earlier write to this table failed",
+                self.target.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Compresses and writes the pending values as one block.
+    fn flush_block(&mut self) -> Result<(), StorageError> {
+        self.raw.clear();
+        values_to_le(&self.pending, &mut self.raw);
+        self.frame.clear();
+        if let Err(e) = self.compressor.compress_to_buffer(&self.raw[..], &mut self.frame) {
+            self.failed = true;
+            return Err(StorageError::io(&self.target, e));
+        }
+        let entry = BlockEntry {
+            offset: self.written,
+            len: self.frame.len() as u32,
+            crc: crc32fast::hash(&self.frame),
+        };
+        let frame = std::mem::take(&mut self.frame);
+        let result = self.write(&frame);
+        self.frame = frame;
+        result?;
+        self.blocks.push(entry);
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        if let Err(e) = self.file.write_all(bytes) {
+            self.failed = true;
+            return Err(StorageError::io(&self.target, e));
+        }
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Makes the rename that put `path` in place durable.
+fn sync_parent_dir(path: &Path) -> Result<(), StorageError> {
+    #[cfg(unix)]
+    {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StorageError::io(dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}

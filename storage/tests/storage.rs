@@ -1,0 +1,658 @@
+//! Round trips, determinism, atomicity and corruption of table files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use zermelo_storage::{
+    slice_hash, table_file_name, write_table, write_table_with, Metric, SliceData, SliceKey, StorageError,
+    Table, TableMeta, TableWriter, WriteOptions, FORMAT_VERSION,
+};
+
+/// A small deterministic generator (xorshift64*), so that failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Values shaped like a DTM slice: runs of a few small values, draws, broken positions.
+fn dtm_like(seed: u64, n: usize) -> Vec<u16> {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut v = Vec::with_capacity(n);
+    let mut cur = 0u16;
+    for _ in 0..n {
+        if rng.below(8) == 0 {
+            cur = match rng.below(10) {
+                0..=3 => 0,
+                4 => u16::MAX,
+                _ => 1 + rng.below(60) as u16,
+            };
+        }
+        v.push(cur);
+    }
+    v
+}
+
+fn meta(material: &str) -> TableMeta {
+    TableMeta {
+        material: material.to_owned(),
+        metric: Metric::Dtm,
+        index_layout: 1,
+    }
+}
+
+fn key(i: u64) -> SliceKey {
+    [(i + 1) << 8, (i * 7) << 40]
+}
+
+/// Slices with these counts, keys ascending.
+fn slices_of(counts: &[usize]) -> Vec<(SliceKey, Vec<u16>)> {
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (key(i as u64), dtm_like(i as u64, n)))
+        .collect()
+}
+
+fn as_data(slices: &[(SliceKey, Vec<u16>)]) -> Vec<SliceData<'_>> {
+    slices
+        .iter()
+        .map(|(key, values)| SliceData { key: *key, values })
+        .collect()
+}
+
+fn dir_entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Writes `slices` and checks that every way of opening the file reads them back.
+fn round_trip(slices: &[(SliceKey, Vec<u16>)], options: &WriteOptions) -> (tempfile::TempDir, PathBuf) {
+    let dir_guard = tempfile::tempdir().unwrap();
+    let dir = dir_guard.path();
+    let meta = meta("KRPvKR");
+    let path = dir.join(table_file_name(&meta.material));
+    let summary = write_table_with(&path, &meta, &as_data(slices), options).unwrap();
+    let bytes = fs::read(&path).unwrap();
+    assert_eq!(summary.bytes, bytes.len() as u64);
+    assert_eq!(summary.file_hash, *blake3::hash(&bytes).as_bytes());
+    assert_eq!(summary.slices, slices.len());
+    assert_eq!(
+        summary.positions,
+        slices.iter().map(|s| s.1.len() as u64).sum::<u64>()
+    );
+
+    let tables = [
+        Table::open(&path).unwrap(),
+        Table::open_pread(&path).unwrap(),
+        Table::from_bytes(bytes).unwrap(),
+    ];
+    for table in &tables {
+        assert_eq!(table.meta(), &meta);
+        assert_eq!(table.positions(), summary.positions);
+        assert_eq!(table.slices().len(), slices.len());
+        let mut first = 0;
+        for (i, ((k, values), entry)) in slices.iter().zip(table.slices()).enumerate() {
+            assert_eq!(entry.key, *k);
+            assert_eq!(entry.count, values.len() as u64);
+            assert_eq!(entry.hash, slice_hash("KRPvKR", *k, values));
+            assert_eq!(entry.first_value(), first);
+            first += entry.count;
+            assert_eq!(table.find_slice(*k), Some(i));
+            assert_eq!(&table.read_slice(i).unwrap(), values);
+        }
+        assert_eq!(table.find_slice([1, 1]), None);
+        table.verify_checksum().unwrap();
+    }
+    assert_eq!(tables[0].path(), Some(path.as_path()));
+    assert_eq!(tables[2].path(), None);
+    assert_eq!(dir_entries(dir), ["KRPvKR.zmt"]);
+    (dir_guard, path)
+}
+
+fn small_blocks() -> WriteOptions {
+    WriteOptions {
+        block_values: 1000,
+        ..WriteOptions::default()
+    }
+}
+
+#[test]
+fn tables_and_writers_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send_sync::<StorageError>();
+    send::<TableWriter>();
+}
+
+#[test]
+fn round_trip_of_slices_of_many_sizes() {
+    let counts = [0, 1, 999, 1000, 1001, 0, 2500, 8192, 0];
+    round_trip(&slices_of(&counts), &small_blocks());
+    round_trip(&slices_of(&counts), &WriteOptions::default());
+    round_trip(
+        &slices_of(&[65535, 65536, 65537, 200_000]),
+        &WriteOptions::default(),
+    );
+}
+
+#[test]
+fn round_trip_of_no_slices_and_of_empty_slices() {
+    let (_dir, path) = round_trip(&[], &WriteOptions::default());
+    let table = Table::open(&path).unwrap();
+    assert_eq!(table.slices(), &[]);
+    assert_eq!(table.block_count(), 0);
+    assert!(matches!(table.read_slice(0), Err(StorageError::InvalidInput(_))));
+
+    let (_dir, path) = round_trip(&slices_of(&[0, 0, 0]), &WriteOptions::default());
+    let table = Table::open(&path).unwrap();
+    assert_eq!(table.block_count(), 0);
+    assert_eq!(table.read_slice(1).unwrap(), Vec::<u16>::new());
+    assert!(matches!(table.value(1, 0), Err(StorageError::InvalidInput(_))));
+}
+
+#[test]
+fn round_trip_of_a_pawnless_table() {
+    let values = dtm_like(9, 100_000);
+    let slices = vec![([0, 0], values)];
+    round_trip(&slices, &WriteOptions::default());
+}
+
+#[test]
+fn many_tiny_slices_share_blocks() {
+    let slices = slices_of(&[8192; 1000]);
+    let (_dir, path) = round_trip(&slices, &WriteOptions::default());
+    let table = Table::open(&path).unwrap();
+    assert_eq!(table.block_count(), 1000 * 8192 / 65536);
+    let mut rng = Rng(5);
+    for _ in 0..20_000 {
+        let s = rng.below(1000) as usize;
+        let i = rng.below(8192);
+        assert_eq!(table.value(s, i).unwrap(), slices[s].1[i as usize]);
+    }
+}
+
+#[test]
+fn value_agrees_with_read_slice_from_several_threads() {
+    let slices = slices_of(&[3000, 1, 0, 12_345, 999, 70_000]);
+    let (_dir, path) = round_trip(&slices, &small_blocks());
+    let table = Table::open(&path).unwrap();
+    let read: Vec<Vec<u16>> = (0..slices.len()).map(|i| table.read_slice(i).unwrap()).collect();
+    std::thread::scope(|scope| {
+        for t in 0..3 {
+            let (table, read) = (&table, &read);
+            scope.spawn(move || {
+                let mut rng = Rng(100 + t);
+                for _ in 0..20_000 {
+                    let s = rng.below(read.len() as u64) as usize;
+                    if read[s].is_empty() {
+                        continue;
+                    }
+                    let i = rng.below(read[s].len() as u64);
+                    assert_eq!(table.value(s, i).unwrap(), read[s][i as usize]);
+                }
+            });
+        }
+    });
+    for (s, values) in read.iter().enumerate() {
+        assert!(matches!(
+            table.value(s, values.len() as u64),
+            Err(StorageError::InvalidInput(_))
+        ));
+    }
+    assert!(matches!(
+        table.value(slices.len(), 0),
+        Err(StorageError::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn same_input_gives_same_bytes() {
+    let slices = slices_of(&[5000, 0, 70_000, 8192]);
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        dir.path().join("a.zmt"),
+        dir.path().join("b.zmt"),
+        dir.path().join("c.zmt"),
+    );
+    let sa = write_table(&a, &meta("KPvK"), &as_data(&slices)).unwrap();
+    let sb = write_table(&b, &meta("KPvK"), &as_data(&slices)).unwrap();
+    // The streaming writer makes the same bytes as the one-shot one.
+    let total = slices.iter().map(|s| s.1.len() as u64).sum();
+    let mut w = TableWriter::create(
+        &c,
+        &meta("KPvK"),
+        slices.len() as u64,
+        total,
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    for (k, v) in &slices {
+        w.push_slice(*k, v).unwrap();
+    }
+    let sc = w.finish().unwrap();
+    assert_eq!(sa, sb);
+    assert_eq!(sa, sc);
+    let bytes = fs::read(&a).unwrap();
+    assert_eq!(bytes, fs::read(&b).unwrap());
+    assert_eq!(bytes, fs::read(&c).unwrap());
+}
+
+/// Pins the canonical bytes: a change of format, of a default or of the zstd build that alters
+/// them must be deliberate (tables written before it would no longer be byte-identical).
+#[test]
+fn canonical_bytes_of_a_small_table_are_pinned() {
+    let slices = slices_of(&[100, 0, 70_000]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KPvKP.zmt");
+    let summary = write_table(&path, &meta("KPvKP"), &as_data(&slices)).unwrap();
+    let hex: String = summary.file_hash.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!((summary.bytes, hex.as_str()), (GOLDEN_LEN, GOLDEN_HASH));
+}
+
+const GOLDEN_LEN: u64 = 13609;
+const GOLDEN_HASH: &str = "0d9e5c12c3daf84877cba0ce12b6d07f9cf0cf83220cf8f19ced41c2629613cb";
+
+#[test]
+fn a_rewrite_replaces_the_file_and_leaves_no_temp_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KQvK.zmt");
+    let first = slices_of(&[10]);
+    let second = slices_of(&[20, 30]);
+    write_table(&path, &meta("KQvK"), &as_data(&first)).unwrap();
+    let old = Table::open(&path).unwrap();
+    write_table(&path, &meta("KQvK"), &as_data(&second)).unwrap();
+    assert_eq!(dir_entries(dir.path()), ["KQvK.zmt"]);
+    // A table opened before the rename still reads the old file.
+    assert_eq!(old.read_slice(0).unwrap(), first[0].1);
+    old.verify_checksum().unwrap();
+    assert_eq!(Table::open(&path).unwrap().read_slice(1).unwrap(), second[1].1);
+}
+
+#[test]
+fn a_failed_write_leaves_the_target_untouched_and_no_temp_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KQvK.zmt");
+    let good = slices_of(&[10, 20]);
+    let summary = write_table(&path, &meta("KQvK"), &as_data(&good)).unwrap();
+    let before = fs::read(&path).unwrap();
+
+    let fresh = dir.path().join("KRvK.zmt");
+    let mut unsorted = as_data(&good);
+    unsorted.swap(0, 1);
+    let mut twice = as_data(&good);
+    twice[1].key = twice[0].key;
+    for (target, bad) in [(&path, &unsorted), (&fresh, &unsorted), (&path, &twice)] {
+        let err = write_table(target, &meta("KQvK"), bad).unwrap_err();
+        assert!(matches!(err, StorageError::InvalidInput(_)), "{err}");
+    }
+    for bad_meta in [meta(""), meta("K/vK"), meta("KQQQQQQQQQQQQQQQQQQQQQQQQQQQQvKR")] {
+        let err = write_table(&fresh, &bad_meta, &as_data(&good)).unwrap_err();
+        assert!(matches!(err, StorageError::InvalidInput(_)), "{err}");
+    }
+    let bad_block = WriteOptions {
+        block_values: 0,
+        ..WriteOptions::default()
+    };
+    assert!(matches!(
+        write_table_with(&fresh, &meta("KRvK"), &as_data(&good), &bad_block),
+        Err(StorageError::InvalidInput(_))
+    ));
+
+    // A streaming writer dropped half way, or finished short, or pushed too much.
+    let mut w = TableWriter::create(&fresh, &meta("KRvK"), 2, 30, &WriteOptions::default()).unwrap();
+    w.push_slice(good[0].0, &good[0].1).unwrap();
+    assert_eq!(
+        dir_entries(dir.path()).len(),
+        2,
+        "the temp file exists while writing"
+    );
+    drop(w);
+    let mut w = TableWriter::create(&fresh, &meta("KRvK"), 2, 30, &WriteOptions::default()).unwrap();
+    w.push_slice(good[0].0, &good[0].1).unwrap();
+    assert!(matches!(
+        w.push_slice(good[0].0, &good[1].1),
+        Err(StorageError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        w.push_slice(good[1].0, &[0; 21]),
+        Err(StorageError::InvalidInput(_))
+    ));
+    assert!(matches!(w.finish(), Err(StorageError::InvalidInput(_))));
+    let mut w = TableWriter::create(&fresh, &meta("KRvK"), 1, 10, &WriteOptions::default()).unwrap();
+    w.push_slice(good[0].0, &good[0].1).unwrap();
+    assert!(matches!(
+        w.push_slice(good[1].0, &[]),
+        Err(StorageError::InvalidInput(_))
+    ));
+    drop(w);
+
+    // A target that cannot be replaced: a directory.
+    let blocked = dir.path().join("KNvK.zmt");
+    fs::create_dir(&blocked).unwrap();
+    fs::write(blocked.join("x"), b"x").unwrap();
+    let err = write_table(&blocked, &meta("KNvK"), &as_data(&good)).unwrap_err();
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("KNvK.zmt"), "{err}");
+
+    assert_eq!(dir_entries(dir.path()), ["KNvK.zmt", "KQvK.zmt"]);
+    assert_eq!(fs::read(&path).unwrap(), before);
+    assert_eq!(*blake3::hash(&before).as_bytes(), summary.file_hash);
+}
+
+#[test]
+fn writing_into_a_missing_directory_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope").join("KQvK.zmt");
+    let err = write_table(&path, &meta("KQvK"), &[]).unwrap_err();
+    assert!(matches!(err, StorageError::Io { .. }), "{err}");
+}
+
+/// A small table with several blocks per slice and slices sharing blocks.
+fn corruption_subject() -> (Vec<(SliceKey, Vec<u16>)>, Vec<u8>) {
+    let slices = slices_of(&[300, 0, 1000, 50, 1, 700]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KBNvK.zmt");
+    let options = WriteOptions {
+        block_values: 256,
+        ..WriteOptions::default()
+    };
+    write_table_with(&path, &meta("KBNvK"), &as_data(&slices), &options).unwrap();
+    (slices, fs::read(&path).unwrap())
+}
+
+fn is_bytes_error(e: &StorageError) -> bool {
+    e.is_corruption()
+        || matches!(
+            e,
+            StorageError::UnsupportedVersion { .. } | StorageError::UnsupportedMetric { .. }
+        )
+}
+
+/// Opens damaged bytes and reads everything every way: each answer is an error about the bytes or
+/// the original data, and the whole-file check fails. Returns whether `open` already failed.
+fn check_damaged(table: Result<Table, StorageError>, slices: &[(SliceKey, Vec<u16>)], what: &str) -> bool {
+    let table = match table {
+        Err(e) => {
+            assert!(is_bytes_error(&e), "{what}: open: unexpected error kind: {e}");
+            return true;
+        }
+        Ok(t) => t,
+    };
+    let e = table.verify_checksum().expect_err(what);
+    assert!(is_bytes_error(&e), "{what}: verify: {e}");
+    for (s, (k, values)) in slices.iter().enumerate() {
+        assert_eq!(table.slices()[s].key, *k, "{what}");
+        match table.read_slice(s) {
+            Ok(read) => assert_eq!(&read, values, "{what}: slice {s} read wrong data"),
+            Err(e) => assert!(is_bytes_error(&e), "{what}: read_slice: {e}"),
+        }
+        for i in (0..values.len()).step_by(37) {
+            match table.value(s, i as u64) {
+                Ok(v) => assert_eq!(v, values[i], "{what}: value {s}/{i} wrong"),
+                Err(e) => assert!(is_bytes_error(&e), "{what}: value: {e}"),
+            }
+        }
+    }
+    false
+}
+
+#[test]
+fn every_flipped_byte_is_detected() {
+    let (slices, bytes) = corruption_subject();
+    assert!(
+        bytes.len() < 20_000,
+        "keep the subject small: {} bytes",
+        bytes.len()
+    );
+    let mut open_failures = 0;
+    for at in 0..bytes.len() {
+        for mask in [0x01u8, 0x80, 0xff] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= mask;
+            let what = format!("byte {at} ^ {mask:#x}");
+            open_failures += usize::from(check_damaged(Table::from_bytes(damaged), &slices, &what));
+        }
+    }
+    // The header, tables and footer are checked by `open`; the blocks are not.
+    assert!(
+        open_failures > 0 && open_failures < 3 * bytes.len(),
+        "{open_failures}"
+    );
+}
+
+#[test]
+fn flipped_bytes_in_a_file_on_disk_are_detected() {
+    let (slices, bytes) = corruption_subject();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KBNvK.zmt");
+    for at in (0..bytes.len())
+        .step_by(97)
+        .chain([0, 8, 12, 130, bytes.len() - 60, bytes.len() - 1])
+    {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x10;
+        fs::write(&path, &damaged).unwrap();
+        check_damaged(Table::open(&path), &slices, &format!("mmap byte {at}"));
+        check_damaged(Table::open_pread(&path), &slices, &format!("pread byte {at}"));
+    }
+}
+
+#[test]
+fn every_truncation_and_extension_is_refused() {
+    let (_, bytes) = corruption_subject();
+    for len in 0..bytes.len() {
+        let err = Table::from_bytes(bytes[..len].to_vec()).unwrap_err();
+        assert!(err.is_corruption(), "length {len}: {err}");
+    }
+    for extra in [&b"\0"[..], b"ZRMLEND\n", &bytes[bytes.len() - 40..]] {
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(extra);
+        let err = Table::from_bytes(longer).unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KBNvK.zmt");
+    for len in [0, 5, 8, 127, 128, 1000, bytes.len() - 41, bytes.len() - 1] {
+        fs::write(&path, &bytes[..len]).unwrap();
+        let err = Table::open(&path).unwrap_err();
+        assert!(err.is_corruption(), "length {len}: {err}");
+        assert!(err.to_string().contains("KBNvK.zmt"), "{err}");
+    }
+}
+
+#[test]
+fn errors_name_the_file_and_the_fault() {
+    let (slices, bytes) = corruption_subject();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KBNvK.zmt");
+
+    // Block 3 holds values 768..1024 of the stream: slice 2 (values 300..1300) from index 468.
+    let (at, len) = block_ranges(&bytes)[3];
+    let mut damaged = bytes.clone();
+    damaged[at + len / 2] ^= 1;
+    fs::write(&path, &damaged).unwrap();
+    let t = Table::open(&path).unwrap();
+    // Block 2 is intact: the value just before block 3 reads fine.
+    assert_eq!(t.value(2, 467).unwrap(), slices[2].1[467]);
+    let msg = t.value(2, 468).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!("table {} is corrupt: block 3 checksum mismatch", path.display())
+    );
+    let msg = t.read_slice(2).unwrap_err().to_string();
+    assert!(msg.contains("block 3 checksum mismatch"), "{msg}");
+    let msg = t.verify_checksum().unwrap_err().to_string();
+    assert!(msg.contains("file checksum mismatch"), "{msg}");
+
+    fs::write(
+        &path,
+        b"just some text that is not a table, but longer than a header would be ......",
+    )
+    .unwrap();
+    let err = Table::open(&path).unwrap_err();
+    assert!(matches!(err, StorageError::NotATable { .. }));
+    assert_eq!(
+        err.to_string(),
+        format!("{} is not a zermelo table (bad magic)", path.display())
+    );
+
+    let mut newer = bytes.clone();
+    newer[8] = 2;
+    fs::write(&path, &newer).unwrap();
+    let err = Table::open(&path).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StorageError::UnsupportedVersion {
+                found: 2,
+                supported: FORMAT_VERSION,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("format version 2"), "{err}");
+
+    let err = Table::open(&dir.path().join("missing.zmt")).unwrap_err();
+    assert!(matches!(err, StorageError::Io { .. }));
+    assert!(err.to_string().contains("missing.zmt"), "{err}");
+}
+
+/// `(offset, length)` of every block, read from the block table as `FORMAT.md` describes it.
+fn block_ranges(f: &[u8]) -> Vec<(usize, usize)> {
+    let u64_at = |at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap()) as usize;
+    let (slice_count, block_count) = (u64_at(56), u64_at(72));
+    let block_table = f.len() - 40 - 32 - block_count * 16;
+    assert!(block_table > 128 + slice_count * 64);
+    (0..block_count)
+        .map(|b| {
+            let at = block_table + b * 16;
+            (
+                u64_at(at),
+                u32::from_le_bytes(f[at + 8..at + 12].try_into().unwrap()) as usize,
+            )
+        })
+        .collect()
+}
+
+/// A reader written from `FORMAT.md` alone, sharing no code with the crate.
+#[test]
+fn format_md_describes_the_bytes() {
+    let slices = slices_of(&[300, 0, 1000, 50]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KPvK.zmt");
+    let options = WriteOptions {
+        block_values: 256,
+        ..WriteOptions::default()
+    };
+    write_table_with(&path, &meta("KPvK"), &as_data(&slices), &options).unwrap();
+    let f = fs::read(&path).unwrap();
+
+    let u32_at = |at: usize| u32::from_le_bytes(f[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap());
+    assert_eq!(&f[0..8], b"ZRMLTB\r\n");
+    assert_eq!([u32_at(8), u32_at(12), u32_at(16), u32_at(20)], [1, 1, 1, 256]);
+    assert_eq!(&f[24..29], b"\x04KPvK");
+    let (slice_count, value_count, block_count) = (u64_at(56), u64_at(64), u64_at(72));
+    assert_eq!((slice_count, value_count, block_count), (4, 1350, 6));
+    assert_eq!(u32_at(124), crc32fast::hash(&f[..124]));
+
+    let n = f.len();
+    assert_eq!(&f[n - 8..], b"ZRMLEND\n");
+    assert_eq!(&f[n - 40..n - 8], blake3::hash(&f[..n - 40]).as_bytes());
+    let tables_len = (slice_count * 64 + block_count * 16) as usize;
+    let tables_at = n - 40 - 32 - tables_len;
+    assert_eq!(&f[n - 72..n - 40], blake3::hash(&f[tables_at..n - 72]).as_bytes());
+
+    let mut stream = Vec::new();
+    let mut offset = 128;
+    for b in 0..block_count as usize {
+        let at = tables_at + slice_count as usize * 64 + b * 16;
+        let (block_at, len, crc) = (u64_at(at) as usize, u32_at(at + 8) as usize, u32_at(at + 12));
+        assert_eq!(block_at, offset);
+        assert_eq!(crc32fast::hash(&f[block_at..block_at + len]), crc);
+        let raw = zstd::decode_all(&f[block_at..block_at + len]).unwrap();
+        stream.extend(raw.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+        offset += len;
+    }
+    assert_eq!(offset, tables_at);
+    for (s, (k, values)) in slices.iter().enumerate() {
+        let at = tables_at + s * 64;
+        let (first, count) = (u64_at(at + 16) as usize, u64_at(at + 24) as usize);
+        assert_eq!([u64_at(at), u64_at(at + 8)], *k);
+        assert_eq!(&stream[first..first + count], &values[..]);
+        let mut h = blake3::Hasher::new();
+        h.update(b"zermelo slice v1");
+        h.update(&4u64.to_le_bytes());
+        h.update(b"KPvK");
+        h.update(&k[0].to_le_bytes());
+        h.update(&k[1].to_le_bytes());
+        h.update(&(count as u64).to_le_bytes());
+        for v in values {
+            h.update(&v.to_le_bytes());
+        }
+        assert_eq!(&f[at + 32..at + 64], h.finalize().as_bytes());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        if let Ok(t) = Table::from_bytes(bytes) {
+            let _ = t.verify_checksum();
+        }
+    }
+
+    #[test]
+    fn random_bytes_behind_a_good_magic_never_panic(
+        version in prop_oneof![Just(1u32), any::<u32>()],
+        rest in proptest::collection::vec(any::<u8>(), 0..600),
+    ) {
+        let mut bytes = b"ZRMLTB\r\n".to_vec();
+        bytes.extend_from_slice(&version.to_le_bytes());
+        bytes.extend_from_slice(&rest);
+        if let Ok(t) = Table::from_bytes(bytes) {
+            let _ = t.verify_checksum();
+        }
+    }
+
+    #[test]
+    fn damaged_tables_never_give_wrong_data(
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in prop_oneof![Just(None), any::<prop::sample::Index>().prop_map(Some)],
+    ) {
+        let (slices, bytes) = SUBJECT.with(|s| s.clone());
+        let mut damaged = bytes.clone();
+        for (at, byte) in &edits {
+            damaged[at.index(bytes.len())] = *byte;
+        }
+        if let Some(cut) = cut {
+            damaged.truncate(cut.index(bytes.len()));
+        }
+        if damaged != bytes {
+            check_damaged(Table::from_bytes(damaged), &slices, "proptest");
+        }
+    }
+}
+
+thread_local! {
+    static SUBJECT: (Vec<(SliceKey, Vec<u16>)>, Vec<u8>) = corruption_subject();
+}

@@ -1,0 +1,76 @@
+//! Bad input gives one clear line and a non-zero exit, never a panic.
+
+use crate::common::*;
+
+fn assert_clean_failure(o: &std::process::Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stdout: {}\nstderr: {err}", stdout(o));
+    assert!(err.contains(needle), "stderr should mention {needle:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "{err}");
+}
+
+#[test]
+fn unknown_material_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["solve", "KXvK", "--tables", dir.path().to_str().unwrap()]);
+    assert_clean_failure(&o, 2, "unknown piece letter 'x'");
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn material_without_king_or_too_many_men_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_clean_failure(&run(&["solve", "QvK", "--tables", d]), 2, "no king");
+    assert_clean_failure(&run(&["solve", "KQRvKRP", "--tables", d]), 2, "at most 5");
+    assert_clean_failure(&run(&["solve", "KvK", "--tables", d]), 2, "only the two kings");
+    assert_clean_failure(&run(&["stats", "--tables", d, "KQvK"]), 2, "not in");
+    assert_clean_failure(&run(&["verify", "--tables", d, "KQvK"]), 2, "KQvK");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_exits_0() {
+    let o = run(&["solve"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    for sub in ["solve", "probe", "stats", "verify", "bench"] {
+        let o = run(&[sub, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{sub} --help");
+        assert!(stdout(&o).contains("Usage"), "{sub}");
+    }
+}
+
+#[test]
+fn probe_reports_bad_lines_and_goes_on() {
+    let dir = tables_with(&["KQvK"]);
+    let d = dir.to_str().unwrap();
+    let input = "\
+not a fen
+4k3/8/8/8/8/8/8/R3K2R w KQ - 0 1
+8/8/8/8/8/8/8/K6k w - - 0 1
+k7/8/1K6/8/8/8/8/2Q5 w - - 0 1
+kq6/8/1K6/8/8/8/8/2Q5 w - - 0 1
+k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
+8/8/8/8/8/8/8/KQRBNk1q w - - 0 1
+";
+    let o = run_with_stdin(&["probe", "--tables", d], input);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 7);
+    assert!(lines[0]["error"].as_str().unwrap().contains("invalid FEN"));
+    assert!(lines[1]["error"].as_str().unwrap().contains("castling"));
+    assert_eq!(lines[2]["category"], "draw", "bare kings need no table");
+    assert_eq!(lines[3]["category"], "win");
+    assert!(lines[4]["error"].as_str().unwrap().contains("KQvKQ"), "{}", lines[4]);
+    assert!(lines[5]["error"].as_str().unwrap().contains("KQQvK"), "{}", lines[5]);
+    assert!(lines[6]["error"].as_str().unwrap().contains("men"), "{}", lines[6]);
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn probe_without_tables_dir_fails_cleanly() {
+    let o = run(&["probe", "--tables", "/nonexistent/zermelo", "8/8/8/8/8/8/8/K6k w - - 0 1"]);
+    assert_clean_failure(&o, 2, "does not exist");
+}

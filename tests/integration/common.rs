@@ -1,0 +1,86 @@
+//! Running the `zermelo` binary and sharing built tables between tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::io::Write;
+
+/// The `zermelo` binary built by cargo for these tests.
+pub fn zermelo() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zermelo"));
+    c.env_remove("ZERMELO_LOG");
+    c
+}
+
+/// Runs `zermelo` with arguments, stdin closed.
+pub fn run(args: &[&str]) -> Output {
+    zermelo().args(args).stdin(Stdio::null()).output().expect("run zermelo")
+}
+
+/// Runs `zermelo` with `input` on stdin.
+pub fn run_with_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = zermelo()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zermelo");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().expect("wait zermelo")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts the command succeeded, showing its output otherwise.
+pub fn assert_ok(o: &Output) {
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), stdout(o), stderr(o));
+}
+
+/// A directory of tables shared by the tests of one build of the binary.
+pub fn shared_tables() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_zermelo"));
+    let meta = std::fs::metadata(bin).expect("binary metadata");
+    let stamp = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tables-{stamp}-{}", meta.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds `materials` into the shared directory (skipping complete tables) and returns it.
+pub fn tables_with(materials: &[&str]) -> PathBuf {
+    let dir = shared_tables();
+    let mut args = vec!["solve"];
+    args.extend_from_slice(materials);
+    let d = dir.to_str().unwrap().to_string();
+    args.extend_from_slice(&["--tables", &d]);
+    let o = run(&args);
+    assert_ok(&o);
+    dir
+}
+
+/// Probes FENs and returns one parsed JSON object per line.
+pub fn probe(dir: &Path, fens: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["probe", "--tables", dir.to_str().unwrap()];
+    args.extend_from_slice(fens);
+    let o = run(&args);
+    assert_ok(&o);
+    stdout(&o).lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+}
+
+/// The JSON of `zermelo stats`.
+pub fn stats(dir: &Path, material: &str) -> serde_json::Value {
+    let o = run(&["stats", "--tables", dir.to_str().unwrap(), material]);
+    assert_ok(&o);
+    serde_json::from_str(&stdout(&o)).expect("stats json")
+}
+
+/// The reference data folder in the repository.
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data").join(name)
+}

@@ -1,0 +1,46 @@
+//! Every material of the acceptance list: built, verified independently, known longest mates.
+
+use crate::common::*;
+
+const MATERIALS: &[&str] =
+    &["KPvK", "KQvK", "KRvK", "KBvK", "KNvK", "KPvKP", "KPPvK", "KQvKP", "KRvKP", "KBNvK", "KQvKR"];
+
+#[test]
+fn verify_passes_on_every_built_table() {
+    let dir = tables_with(MATERIALS);
+    let mut args = vec!["verify", "--tables", dir.to_str().unwrap()];
+    args.extend_from_slice(MATERIALS);
+    let o = run(&args);
+    assert_ok(&o);
+    let out = stdout(&o);
+    for m in MATERIALS {
+        assert!(out.lines().any(|l| l.starts_with(&format!("{m}: ok"))), "{m} not verified:\n{out}");
+    }
+}
+
+/// Known longest mates: KQvK mate in 10 moves, KRvK in 16, KBNvK in 33 (plies: 2n - 1).
+#[test]
+fn known_longest_mates() {
+    let dir = tables_with(&["KQvK", "KRvK", "KBNvK"]);
+    for (m, moves) in [("KQvK", 10), ("KRvK", 16), ("KBNvK", 33)] {
+        let s = stats(&dir, m);
+        assert_eq!(s["white"]["max_dtm"], 2 * moves - 1, "{m}: {s}");
+        // Black to move loses in an even number of plies, never more than one move longer.
+        let black = s["black"]["max_dtm"].as_u64().unwrap();
+        assert!(black % 2 == 0 && black <= 2 * moves as u64, "{m}: {s}");
+    }
+}
+
+/// Minor pieces alone never win.
+#[test]
+fn lone_minor_pieces_draw() {
+    let dir = tables_with(&["KBvK", "KNvK"]);
+    for m in ["KBvK", "KNvK"] {
+        let s = stats(&dir, m);
+        assert_eq!(s["white"]["win"], 0);
+        assert_eq!(s["white"]["loss"], 0);
+        assert_eq!(s["black"]["win"], 0);
+        assert_eq!(s["black"]["loss"], 0);
+        assert!(s["white"]["legal"].as_u64().unwrap() > 0);
+    }
+}
