@@ -51,7 +51,7 @@ fn kpk_textbook_positions_probe_as_stated() {
 fn kpk_underpromotion_wins() {
     let dir = tables_with(&["KPvK"]);
     // Ka4 Pb7 vs Ka6, Kb4 Pb7 vs Ka6, Ka5 Pc7 vs Ka7, White to move.
-    let fens = ["8/1P6/k7/8/K7/8/8/8 w - - 0 1", "8/1P6/k7/8/1K6/8/8/8 w - - 0 1", "k7/2P5/8/K7/8/8/8/8 w - - 0 1"];
+    let fens = ["8/1P6/k7/8/K7/8/8/8 w - - 0 1", "8/1P6/k7/8/1K6/8/8/8 w - - 0 1", "8/k1P5/8/K7/8/8/8/8 w - - 0 1"];
     let answers = probe(&dir, &fens);
     for (fen, a) in fens.iter().zip(&answers) {
         assert_eq!(a["category"], "win", "{fen}");
