@@ -18,13 +18,11 @@ pub fn peak_memory_bytes() -> Option<u64> {
 /// Builds `materials` in a fresh directory (or `dir`) and prints the figures. With `alone`, the
 /// sub-tables are built first, untimed, and only the named materials are timed.
 pub fn run(materials: &[Material], alone: bool, threads: usize, dir: Option<&Path>) -> Result<(), String> {
-    let tmp;
+    // A directory of our own is removed at the end; one given by the user is kept.
+    let own = dir.is_none();
     let dir = match dir {
         Some(d) => d.to_path_buf(),
-        None => {
-            tmp = std::env::temp_dir().join(format!("zermelo-bench-{}", std::process::id()));
-            tmp.clone()
-        }
+        None => std::env::temp_dir().join(format!("zermelo-bench-{}", std::process::id())),
     };
     let quiet = |_: u64, _: u64, _: &Material| {};
     if alone {
@@ -56,7 +54,7 @@ pub fn run(materials: &[Material], alone: bool, threads: usize, dir: Option<&Pat
         None => println!("peak memory: unknown"),
     }
     println!("positions are table indices (both sides to move, illegal ones included)");
-    if dir.starts_with(std::env::temp_dir()) {
+    if own {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(())

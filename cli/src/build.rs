@@ -11,7 +11,7 @@ use zermelo_chess::index::INDEX_LAYOUT;
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
-use zermelo_storage::{write_table, Metric, SliceData, TableMeta};
+use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::par::for_each_chunk;
 use zermelo_worker::tables::{SliceMap, TableDir, TableError};
 use zermelo_worker::{solve_slice, SolveError};
@@ -75,7 +75,8 @@ pub fn build(
         let slices: Vec<SliceData<'_>> =
             values.iter().map(|(k, v)| SliceData { key: *k, values: v }).collect();
         let meta = TableMeta { material: mp.material.to_string(), metric: Metric::Dtm, index_layout: INDEX_LAYOUT };
-        let summary = write_table(&tables.path_of(&mp.material), &meta, &slices)?;
+        let options = WriteOptions { threads, ..WriteOptions::default() };
+        let summary = write_table_with(&tables.path_of(&mp.material), &meta, &slices, &options)?;
         tables.forget(&mp.material);
         done += mp.positions;
         progress(done, total, &mp.material);

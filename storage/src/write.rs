@@ -18,6 +18,8 @@ pub struct WriteOptions {
     pub block_values: u32,
     /// The zstd level of every block.
     pub zstd_level: i32,
+    /// Threads compressing blocks (the bytes do not depend on it).
+    pub threads: usize,
 }
 
 impl Default for WriteOptions {
@@ -25,6 +27,7 @@ impl Default for WriteOptions {
         WriteOptions {
             block_values: DEFAULT_BLOCK_VALUES,
             zstd_level: DEFAULT_ZSTD_LEVEL,
+            threads: 1,
         }
     }
 }
@@ -79,11 +82,11 @@ pub struct TableWriter {
     hasher: blake3::Hasher,
     written: u64,
     header: Header,
-    compressor: zstd::bulk::Compressor<'static>,
-    /// Values of the block being filled.
+    /// One compressor per compressing thread.
+    compressors: Vec<zstd::bulk::Compressor<'static>>,
+    /// Values of the blocks being filled: up to `batch` blocks, compressed together.
     pending: Vec<u16>,
-    raw: Vec<u8>,
-    frame: Vec<u8>,
+    batch: usize,
     slices: Vec<SliceEntry>,
     blocks: Vec<BlockEntry>,
     values_pushed: u64,
@@ -130,12 +133,11 @@ impl TableWriter {
             .map_err(|e| StorageError::io(dir, e))?;
         let (file, temp_path) = temp.into_parts();
 
-        let io_err = |e| StorageError::io(path, e);
-        let mut compressor = zstd::bulk::Compressor::new(options.zstd_level).map_err(io_err)?;
-        // Pin every frame option that changes the bytes; zstd's defaults could move.
-        compressor.include_checksum(false).map_err(io_err)?;
-        compressor.include_contentsize(true).map_err(io_err)?;
-        compressor.include_dictid(false).map_err(io_err)?;
+        let threads = options.threads.clamp(1, 64);
+        let compressors = (0..threads)
+            .map(|_| new_compressor(options.zstd_level).map_err(|e| StorageError::io(path, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let batch = if threads == 1 { 1 } else { threads * 4 };
 
         let header = Header::new(meta.clone(), options.block_values, slice_count, value_count);
         let bv = options.block_values as usize;
@@ -145,10 +147,9 @@ impl TableWriter {
             temp_path,
             hasher: blake3::Hasher::new(),
             written: 0,
-            compressor,
-            pending: Vec::with_capacity(bv),
-            raw: Vec::with_capacity(bv * 2),
-            frame: Vec::with_capacity(zstd::zstd_safe::compress_bound(bv * 2)),
+            compressors,
+            pending: Vec::with_capacity(bv * batch),
+            batch,
             slices: Vec::with_capacity(slice_count.min(1 << 20) as usize),
             blocks: Vec::with_capacity(header.block_count.min(1 << 20) as usize),
             values_pushed: 0,
@@ -199,11 +200,11 @@ impl TableWriter {
         let bv = self.header.block_values as usize;
         let mut rest = values;
         while !rest.is_empty() {
-            let take = (bv - self.pending.len()).min(rest.len());
+            let take = (bv * self.batch - self.pending.len()).min(rest.len());
             self.pending.extend_from_slice(&rest[..take]);
             rest = &rest[take..];
-            if self.pending.len() == bv {
-                self.flush_block()?;
+            if self.pending.len() == bv * self.batch {
+                self.flush_blocks()?;
             }
         }
         Ok(())
@@ -225,7 +226,7 @@ impl TableWriter {
             )));
         }
         if !self.pending.is_empty() {
-            self.flush_block()?;
+            self.flush_blocks()?;
         }
         debug_assert_eq!(self.blocks.len() as u64, self.header.block_count);
 
@@ -288,25 +289,41 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Compresses and writes the pending values as one block.
-    fn flush_block(&mut self) -> Result<(), StorageError> {
-        self.raw.clear();
-        values_to_le(&self.pending, &mut self.raw);
-        self.frame.clear();
-        if let Err(e) = self.compressor.compress_to_buffer(&self.raw[..], &mut self.frame) {
-            self.failed = true;
-            return Err(StorageError::io(&self.target, e));
-        }
-        let entry = BlockEntry {
-            offset: self.written,
-            len: self.frame.len() as u32,
-            crc: crc32fast::hash(&self.frame),
+    /// Compresses the pending values, one block per `block_values` values (on several threads
+    /// when there are several compressors), and writes the blocks in order.
+    fn flush_blocks(&mut self) -> Result<(), StorageError> {
+        let bv = self.header.block_values as usize;
+        let blocks: Vec<&[u16]> = self.pending.chunks(bv).collect();
+        let workers = self.compressors.len().min(blocks.len()).max(1);
+        let per = blocks.len().div_ceil(workers);
+        let results: Vec<std::io::Result<Vec<Vec<u8>>>> = if workers == 1 {
+            vec![compress_blocks(&mut self.compressors[0], &blocks)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = self
+                    .compressors
+                    .iter_mut()
+                    .zip(blocks.chunks(per))
+                    .map(|(c, part)| s.spawn(move || compress_blocks(c, part)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("compression thread")).collect()
+            })
         };
-        let frame = std::mem::take(&mut self.frame);
-        let result = self.write(&frame);
-        self.frame = frame;
-        result?;
-        self.blocks.push(entry);
+        let mut frames = Vec::with_capacity(blocks.len());
+        for r in results {
+            match r {
+                Ok(f) => frames.extend(f),
+                Err(e) => {
+                    self.failed = true;
+                    return Err(StorageError::io(&self.target, e));
+                }
+            }
+        }
+        for frame in frames {
+            let entry = BlockEntry { offset: self.written, len: frame.len() as u32, crc: crc32fast::hash(&frame) };
+            self.write(&frame)?;
+            self.blocks.push(entry);
+        }
         self.pending.clear();
         Ok(())
     }
@@ -337,4 +354,27 @@ fn sync_parent_dir(path: &Path) -> Result<(), StorageError> {
     #[cfg(not(unix))]
     let _ = path;
     Ok(())
+}
+
+/// A zstd compressor with every frame option that changes the bytes pinned (zstd's defaults
+/// could move).
+fn new_compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>> {
+    let mut c = zstd::bulk::Compressor::new(level)?;
+    c.include_checksum(false)?;
+    c.include_contentsize(true)?;
+    c.include_dictid(false)?;
+    Ok(c)
+}
+
+/// Compresses each block (values little-endian) into its own frame.
+fn compress_blocks(c: &mut zstd::bulk::Compressor<'static>, blocks: &[&[u16]]) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut raw = Vec::new();
+    blocks
+        .iter()
+        .map(|b| {
+            raw.clear();
+            values_to_le(b, &mut raw);
+            c.compress(&raw)
+        })
+        .collect()
 }

@@ -222,6 +222,26 @@ fn value_agrees_with_read_slice_from_several_threads() {
 }
 
 #[test]
+fn compression_threads_do_not_change_the_bytes() {
+    // Blocks of 1000 values: 17 blocks, spread over several batches of several threads.
+    let slices = slices_of(&[5000, 0, 7_000, 4192, 1]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for threads in [1, 2, 3, 8] {
+        let path = dir.path().join(format!("t{threads}.zmt"));
+        let options = WriteOptions { threads, ..small_blocks() };
+        write_table_with(&path, &meta("KPvK"), &as_data(&slices), &options).unwrap();
+        files.push(fs::read(&path).unwrap());
+    }
+    assert!(files.iter().all(|f| f == &files[0]));
+    let t = Table::open(&dir.path().join("t3.zmt")).unwrap();
+    t.verify_checksum().unwrap();
+    for (i, (_, v)) in slices.iter().enumerate() {
+        assert_eq!(&t.read_slice(i).unwrap(), v);
+    }
+}
+
+#[test]
 fn same_input_gives_same_bytes() {
     let slices = slices_of(&[5000, 0, 70_000, 8192]);
     let dir = tempfile::tempdir().unwrap();
