@@ -125,7 +125,12 @@ impl Position {
             }
             board[usize::from(s)] = cell(color, kind);
         }
-        Some(Position { board, turn, ep: None, kings: [kings[0]?, kings[1]?] })
+        Some(Position {
+            board,
+            turn,
+            ep: None,
+            kings: [kings[0]?, kings[1]?],
+        })
     }
 
     pub(super) fn turn(&self) -> Color {
@@ -144,14 +149,14 @@ impl Position {
     /// Calls `f(colour, kind, 0..64 square)` for every man, in square order.
     pub(super) fn for_each_man(&self, mut f: impl FnMut(Color, u8, u8)) {
         for rank in 0..8u8 {
-            let row = &self.board[usize::from(rank) * 16..usize::from(rank) * 16 + 8];
-            if row.iter().all(|&c| c == 0) {
-                continue;
-            }
-            for (file, &c) in row.iter().enumerate() {
-                if c != 0 {
-                    f(cell_color(c), cell_kind(c), rank * 8 + file as u8);
-                }
+            let at = usize::from(rank) * 16;
+            // The rank's eight cells as one number, to skip empty ranks and empty cells quickly.
+            let mut row = u64::from_le_bytes(self.board[at..at + 8].try_into().expect("eight cells"));
+            while row != 0 {
+                let file = (row.trailing_zeros() / 8) as u8;
+                let c = (row >> (file * 8)) as u8;
+                f(cell_color(c), cell_kind(c), rank * 8 + file);
+                row &= !(0xff << (file * 8));
             }
         }
     }
@@ -216,7 +221,10 @@ impl Position {
 
     /// Calls `f` on every position reachable by one legal move and returns how many there were.
     /// Stops at the first error `f` returns.
-    pub(super) fn for_each_child<E>(&self, mut f: impl FnMut(&Position) -> Result<(), E>) -> Result<usize, E> {
+    pub(super) fn for_each_child<E>(
+        &self,
+        mut f: impl FnMut(&Position) -> Result<(), E>,
+    ) -> Result<usize, E> {
         let us = self.turn;
         let mut n = 0;
         let mut emit = |child: Option<Position>| -> Result<(), E> {
@@ -300,7 +308,9 @@ impl Position {
             }
         }
         for side in [-1i8, 1] {
-            let Some(to) = step(from, forward + side) else { continue };
+            let Some(to) = step(from, forward + side) else {
+                continue;
+            };
             let c = self.at(to);
             if c != 0 && cell_color(c) != self.turn && cell_kind(c) != KING {
                 self.pawn_to(from, to, emit)?;
@@ -412,7 +422,11 @@ impl Position {
         for sq in (0..128u8).filter(|s| s & 0x88 == 0) {
             let c = self.at(sq);
             if c != 0 {
-                let color = if swap_colors { cell_color(c).other() } else { cell_color(c) };
+                let color = if swap_colors {
+                    cell_color(c).other()
+                } else {
+                    cell_color(c)
+                };
                 board[usize::from(sq ^ mask)] = cell(color, cell_kind(c));
             }
         }
@@ -444,7 +458,11 @@ impl Position {
                     empty = 0;
                 }
                 let letter = KIND_LETTERS[usize::from(cell_kind(c))] as char;
-                out.push(if cell_color(c) == Color::White { letter } else { letter.to_ascii_lowercase() });
+                out.push(if cell_color(c) == Color::White {
+                    letter
+                } else {
+                    letter.to_ascii_lowercase()
+                });
             }
             if empty > 0 {
                 let _ = write!(out, "{empty}");
@@ -453,7 +471,11 @@ impl Position {
                 out.push('/');
             }
         }
-        out.push_str(if self.turn == Color::White { " w - " } else { " b - " });
+        out.push_str(if self.turn == Color::White {
+            " w - "
+        } else {
+            " b - "
+        });
         match self.ep {
             Some(sq) => out.push_str(&square_name(sq)),
             None => out.push('-'),
@@ -486,8 +508,14 @@ impl Position {
                     file += d as u8;
                     continue;
                 }
-                let kind = KIND_LETTERS.iter().position(|&l| l as char == ch.to_ascii_uppercase())? as u8;
-                let color = if ch.is_ascii_uppercase() { Color::White } else { Color::Black };
+                let kind = KIND_LETTERS
+                    .iter()
+                    .position(|&l| l as char == ch.to_ascii_uppercase())? as u8;
+                let color = if ch.is_ascii_uppercase() {
+                    Color::White
+                } else {
+                    Color::Black
+                };
                 if file >= 8 {
                     return None;
                 }

@@ -16,7 +16,11 @@ pub(super) enum Location {
     /// Bare kings: a draw, in no table.
     BareKings,
     /// Index `index` of the slice `key` of the table of `material` (normalized).
-    Stored { material: Material, key: [u64; 2], index: u64 },
+    Stored {
+        material: Material,
+        key: [u64; 2],
+        index: u64,
+    },
 }
 
 /// Where the value of `pos` (which must have no en-passant square) is stored.
@@ -26,7 +30,10 @@ pub(super) enum Location {
 /// pawns it is mirrored so that White's king is on files a-d, then on ranks 1-4. Men of one kind
 /// take their fields in ascending square order.
 pub(super) fn locate(pos: &Position) -> Location {
-    debug_assert!(pos.ep().is_none(), "a position with an en-passant square is not stored");
+    debug_assert!(
+        pos.ep().is_none(),
+        "a position with an en-passant square is not stored"
+    );
     // (colour, kind, square) of each man.
     let mut men = [(Color::White, 0u8, 0u8); MAX_MEN];
     let mut n = 0;
@@ -64,7 +71,10 @@ pub(super) fn locate(pos: &Position) -> Location {
             flip = 7;
         }
     } else {
-        let wk = men.iter().find(|m| m.0 == Color::White && m.1 == KING).map_or(0, |m| m.2);
+        let wk = men
+            .iter()
+            .find(|m| m.0 == Color::White && m.1 == KING)
+            .map_or(0, |m| m.2);
         if wk % 8 >= 4 {
             flip ^= 7;
         }
@@ -103,7 +113,7 @@ pub(super) fn locate(pos: &Position) -> Location {
 pub(super) enum Decoded {
     /// A position (legal or not: ask [`Position::is_legal`]).
     Position(Position),
-    /// Two men on one 0..64 square: not a position at all.
+    /// Two men on one square (numbered 0..64): not a position at all.
     Collision { square: u8 },
 }
 
@@ -147,7 +157,11 @@ impl Decoder {
     /// The position at `index` (below [`len`](Decoder::len)).
     pub(super) fn decode(&self, index: u64) -> Decoded {
         debug_assert!(index < self.len());
-        let turn = if index < self.per_side { Color::White } else { Color::Black };
+        let turn = if index < self.per_side {
+            Color::White
+        } else {
+            Color::Black
+        };
         let mut rest = index % self.per_side;
         let mut men = [(Color::White, 0u8, 0u8); MAX_MEN];
         let n = self.kinds.len();
@@ -170,10 +184,8 @@ impl Decoder {
             taken |= 1 << sq;
         }
         men[n..n + self.pawns.len()].copy_from_slice(&self.pawns);
-        match Position::from_men(&men[..n + self.pawns.len()], turn) {
-            Some(pos) => Decoded::Position(pos),
-            // Only a key with a pawn on rank 1 or 8 gets here, and no canonical key has one.
-            None => Decoded::Collision { square: 64 },
-        }
+        let pos = Position::from_men(&men[..n + self.pawns.len()], turn);
+        // Men on distinct squares, one king a side, pawns on ranks 2-7 (as in every canonical key).
+        Decoded::Position(pos.expect("a canonical key and distinct squares make a position"))
     }
 }

@@ -44,7 +44,9 @@ impl Material {
     pub(super) fn parse(name: &str) -> Result<Material, MaterialNameError> {
         let upper = name.to_ascii_uppercase();
         let sides: Vec<&str> = upper.split('V').collect();
-        let [white, black] = sides[..] else { return Err(MaterialNameError::NoSeparator) };
+        let [white, black] = sides[..] else {
+            return Err(MaterialNameError::NoSeparator);
+        };
         let mut counts = [[0u8; 6]; 2];
         for (side, letters) in [white, black].into_iter().enumerate() {
             for ch in letters.chars() {
@@ -89,28 +91,27 @@ impl Material {
     /// Whether the table orientation has the colours the other way round. Syzygy's rule: the
     /// first side has more men; with as many, its letters (as indices in "KQRBNP") are
     /// lexicographically no larger.
+    ///
+    /// Two sorted lists of equal length first differ at the first kind whose counts differ, and
+    /// the list with more of that kind is the smaller there: so with as many men a side, Black
+    /// comes first iff it has more of the first kind where the counts differ.
     pub(super) fn needs_swap(&self) -> bool {
-        let (w, wn) = self.kinds_list(Color::White);
-        let (b, bn) = self.kinds_list(Color::Black);
-        (bn, &w[..wn]) > (wn, &b[..bn])
-    }
-
-    /// A side's men as kind numbers in name order, and how many there are.
-    fn kinds_list(&self, color: Color) -> ([u8; 32], usize) {
-        let mut out = [0u8; 32];
-        let mut n = 0;
-        for kind in 0..6u8 {
-            for _ in 0..self.count(color, kind) {
-                out[n] = kind;
-                n += 1;
-            }
+        let [w, b] = self.counts;
+        let (wn, bn) = (w.iter().sum::<u8>(), b.iter().sum::<u8>());
+        if wn != bn {
+            return wn < bn;
         }
-        (out, n)
+        match (0..6).find(|&k| w[k] != b[k]) {
+            Some(k) => b[k] > w[k],
+            None => false,
+        }
     }
 
     /// The same men with the colours exchanged.
     pub(super) fn swapped(&self) -> Material {
-        Material { counts: [self.counts[1], self.counts[0]] }
+        Material {
+            counts: [self.counts[1], self.counts[0]],
+        }
     }
 
     /// The table orientation of this material.
@@ -138,7 +139,15 @@ impl Material {
 
     /// How many men have an index field (all but the pawns).
     pub(super) fn indexed_count(&self) -> u32 {
-        self.counts.iter().map(|side| side[..usize::from(PAWN)].iter().map(|&n| u32::from(n)).sum::<u32>()).sum()
+        self.counts
+            .iter()
+            .map(|side| {
+                side[..usize::from(PAWN)]
+                    .iter()
+                    .map(|&n| u32::from(n))
+                    .sum::<u32>()
+            })
+            .sum()
     }
 
     /// Indices per side to move in one slice: `16 * 64^(n-1)` without pawns (White's king in the

@@ -1,8 +1,8 @@
 //! `zermelo verify`: re-derives every value of a table from its successors, with its own rules.
 //!
 //! The verifier shares no chess code with the solver. It has its own 0x88 mailbox move
-//! generator ([`board`]), its own reading of material names and slice keys ([`material`]) and
-//! its own position index ([`index`]), all written from the table format's description; of the
+//! generator (`board.rs`), its own reading of material names and slice keys (`material.rs`) and
+//! its own position index (`index.rs`), all written from the table format's description; of the
 //! project it uses only `zermelo_storage` to read the bytes. A bug in the solver's move
 //! generation, attacks, index or symmetries therefore shows up here as a disagreement instead of
 //! being repeated.
@@ -60,16 +60,10 @@ use material::Material;
 pub use material::{MaterialNameError, Pawns};
 
 /// How to verify.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct VerifyOptions {
-    /// Worker threads; 0 means one per available CPU.
+    /// Worker threads; 0 (the default) means one per available CPU.
     pub threads: usize,
-}
-
-impl Default for VerifyOptions {
-    fn default() -> VerifyOptions {
-        VerifyOptions { threads: 0 }
-    }
 }
 
 /// What a successful verification covered.
@@ -102,7 +96,11 @@ pub enum VerifyError {
     WrongLayout { file: PathBuf, found: u32 },
     /// A table's header names another material than its file name, or a non-normalized one.
     #[error("table {} holds material {found:?}, expected {expected:?}", file.display())]
-    WrongMaterial { file: PathBuf, found: String, expected: String },
+    WrongMaterial {
+        file: PathBuf,
+        found: String,
+        expected: String,
+    },
     /// A canonical slice is missing from a table.
     #[error("table {material} lacks slice ({key})")]
     MissingSlice { material: String, key: Pawns },
@@ -114,15 +112,30 @@ pub enum VerifyError {
     UnsortedSlices { material: String, key: Pawns },
     /// A slice holds a wrong number of values.
     #[error("table {material}, slice ({key}): {count} values, expected {expected}")]
-    WrongSliceSize { material: String, key: Pawns, count: u64, expected: u64 },
+    WrongSliceSize {
+        material: String,
+        key: Pawns,
+        count: u64,
+        expected: u64,
+    },
     /// A stored value disagrees with the one derived from the position's children.
     #[error("table {material}: position {fen}: stored: {stored}, derived: {derived}")]
-    Mismatch { material: String, fen: String, stored: String, derived: String },
+    Mismatch {
+        material: String,
+        fen: String,
+        stored: String,
+        derived: String,
+    },
     /// A legal position's legal child is stored as illegal (0).
     #[error(
         "table {material}: position {fen}: its successor {successor} is stored as illegal in table {successor_material}"
     )]
-    IllegalSuccessor { material: String, fen: String, successor: String, successor_material: String },
+    IllegalSuccessor {
+        material: String,
+        fen: String,
+        successor: String,
+        successor_material: String,
+    },
 }
 
 /// Indices per work unit, for slices larger than that.
@@ -142,8 +155,10 @@ pub fn verify_table(
     opts: &VerifyOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<VerifyReport, VerifyError> {
-    let parsed = Material::parse(material)
-        .map_err(|reason| VerifyError::BadMaterial { name: material.to_owned(), reason })?;
+    let parsed = Material::parse(material).map_err(|reason| VerifyError::BadMaterial {
+        name: material.to_owned(),
+        reason,
+    })?;
     let material = parsed.normalized();
     let name = material.to_string();
     let library = Library::new(dir);
@@ -208,7 +223,10 @@ fn check_slice_set(table: &Table, material: Material) -> Result<(), VerifyError>
     let entries = table.slices();
     for pair in entries.windows(2) {
         if pair[0].key >= pair[1].key {
-            return Err(VerifyError::UnsortedSlices { material: name, key: Pawns(pair[1].key) });
+            return Err(VerifyError::UnsortedSlices {
+                material: name,
+                key: Pawns(pair[1].key),
+            });
         }
     }
     let expected = material.canonical_keys();
@@ -220,10 +238,23 @@ fn check_slice_set(table: &Table, material: Material) -> Result<(), VerifyError>
                 j += 1;
             }
             (Some(e), Some(&k)) if e.key > k => {
-                return Err(VerifyError::MissingSlice { material: name, key: Pawns(k) })
+                return Err(VerifyError::MissingSlice {
+                    material: name,
+                    key: Pawns(k),
+                })
             }
-            (None, Some(&k)) => return Err(VerifyError::MissingSlice { material: name, key: Pawns(k) }),
-            (Some(e), _) => return Err(VerifyError::UnexpectedSlice { material: name, key: Pawns(e.key) }),
+            (None, Some(&k)) => {
+                return Err(VerifyError::MissingSlice {
+                    material: name,
+                    key: Pawns(k),
+                })
+            }
+            (Some(e), _) => {
+                return Err(VerifyError::UnexpectedSlice {
+                    material: name,
+                    key: Pawns(e.key),
+                })
+            }
             (None, None) => unreachable!("the loop runs while one side has keys left"),
         }
     }
@@ -289,7 +320,9 @@ impl Shared<'_> {
             };
             let result = result.and_then(|()| {
                 let w = worker.as_mut().expect("set just above");
-                w.check_range(unit.start, unit.end, || self.stop_after.load(Ordering::Relaxed) < u)
+                w.check_range(unit.start, unit.end, || {
+                    self.stop_after.load(Ordering::Relaxed) < u
+                })
             });
             match result {
                 Ok(positions) => {
@@ -299,7 +332,7 @@ impl Shared<'_> {
                 }
                 Err(error) => {
                     let mut failure = lock(&self.failure);
-                    if failure.as_ref().map_or(true, |(f, _)| u < *f) {
+                    if !matches!(&*failure, Some((f, _)) if *f < u) {
                         *failure = Some((u, error));
                     }
                     self.stop_after.fetch_min(u, Ordering::Relaxed);
@@ -325,7 +358,10 @@ struct Worker<'a> {
 enum Fault {
     Error(VerifyError),
     /// A successor (this FEN, in this table) is stored as illegal.
-    IllegalSuccessor { successor: String, table: String },
+    IllegalSuccessor {
+        successor: String,
+        table: String,
+    },
 }
 
 impl From<VerifyError> for Fault {
@@ -365,7 +401,11 @@ impl<'a> Worker<'a> {
                 }
                 Decoded::Collision { square } => {
                     if stored != value::ILLEGAL {
-                        let what = format!("index {index} of slice ({}): two men on square {square}", Pawns(self.key));
+                        let what = format!(
+                            "no position: index {index} of slice ({}) puts two men on {}",
+                            Pawns(self.key),
+                            board::square_name(board::sq88(square))
+                        );
                         return Err(self.mismatch(what, stored, value::ILLEGAL));
                     }
                     continue;
@@ -438,7 +478,10 @@ impl<'a> Worker<'a> {
             values[index as usize]
         };
         if u32::from(stored) == value::ILLEGAL {
-            return Err(Fault::IllegalSuccessor { successor: pos.fen(), table: material.to_string() });
+            return Err(Fault::IllegalSuccessor {
+                successor: pos.fen(),
+                table: material.to_string(),
+            });
         }
         Ok(u32::from(stored))
     }
@@ -465,7 +508,11 @@ struct SliceCache {
 
 impl<'a> Library<'a> {
     fn new(dir: &'a Path) -> Library<'a> {
-        Library { dir, tables: Mutex::new(HashMap::new()), cache: Mutex::new(SliceCache::default()) }
+        Library {
+            dir,
+            tables: Mutex::new(HashMap::new()),
+            cache: Mutex::new(SliceCache::default()),
+        }
     }
 
     /// The table of `material` (normalized), opened and checked (layout, material) on first use.
@@ -485,10 +532,17 @@ impl<'a> Library<'a> {
             Metric::Dtm => {}
         }
         if meta.index_layout != LAYOUT {
-            return Err(VerifyError::WrongLayout { file, found: meta.index_layout });
+            return Err(VerifyError::WrongLayout {
+                file,
+                found: meta.index_layout,
+            });
         }
         if meta.material != name {
-            return Err(VerifyError::WrongMaterial { file, found: meta.material.clone(), expected: name });
+            return Err(VerifyError::WrongMaterial {
+                file,
+                found: meta.material.clone(),
+                expected: name,
+            });
         }
         let table = Arc::new(table);
         tables.insert(material, Arc::clone(&table));
@@ -501,7 +555,10 @@ impl<'a> Library<'a> {
             let mut cache = lock(&self.cache);
             cache.tick += 1;
             let tick = cache.tick;
-            let entry = cache.slots.entry((material, key)).or_insert_with(|| (CacheSlot::default(), 0));
+            let entry = cache
+                .slots
+                .entry((material, key))
+                .or_insert_with(|| (CacheSlot::default(), 0));
             entry.1 = tick;
             Arc::clone(&entry.0)
         };
@@ -511,7 +568,10 @@ impl<'a> Library<'a> {
         }
         let table = self.table(material)?;
         let name = material.to_string();
-        let i = table.find_slice(key).ok_or(VerifyError::MissingSlice { material: name.clone(), key: Pawns(key) })?;
+        let i = table.find_slice(key).ok_or(VerifyError::MissingSlice {
+            material: name.clone(),
+            key: Pawns(key),
+        })?;
         let values = table.read_slice(i)?;
         let expected = 2 * material.per_side();
         if values.len() as u64 != expected {
@@ -539,8 +599,12 @@ impl SliceCache {
         if self.values <= CACHE_VALUES {
             return;
         }
-        let mut by_age: Vec<((Material, [u64; 2]), u64)> =
-            self.slots.iter().filter(|(k, _)| **k != keep).map(|(k, (_, tick))| (*k, *tick)).collect();
+        let mut by_age: Vec<((Material, [u64; 2]), u64)> = self
+            .slots
+            .iter()
+            .filter(|(k, _)| **k != keep)
+            .map(|(k, (_, tick))| (*k, *tick))
+            .collect();
         by_age.sort_unstable_by_key(|&(_, tick)| tick);
         for (k, _) in by_age {
             if self.values <= CACHE_VALUES / 2 {

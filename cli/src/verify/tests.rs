@@ -43,8 +43,14 @@ fn fen(s: &str) -> Position {
 /// position 3, and Martin Sedlak's suite of rule corner cases).
 const PERFT: &[(&str, &[u64])] = &[
     // Position 3 (the brief quoted it without Black's king on h4).
-    ("8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", &[14, 191, 2812, 43238, 674624]),
-    ("n1n5/PPPk4/8/8/8/8/4Kppp/5N1N b - - 0 1", &[24, 496, 9483, 182838]),
+    (
+        "8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1",
+        &[14, 191, 2812, 43238, 674624],
+    ),
+    (
+        "n1n5/PPPk4/8/8/8/8/4Kppp/5N1N b - - 0 1",
+        &[24, 496, 9483, 182838],
+    ),
     // Avoid an en-passant capture that exposes the king; an en-passant capture giving check.
     ("3k4/3p4/8/K1P4r/8/8/8/8 b - - 0 1", &[0, 0, 0, 0, 0, 1134888]),
     ("8/8/1k6/2b5/2pP4/8/5K2/8 b - d3 0 1", &[0, 0, 0, 0, 0, 1440467]),
@@ -141,6 +147,29 @@ fn material_names_normalize_like_syzygy() {
 }
 
 #[test]
+fn swapping_follows_the_written_rule() {
+    // The brief's rule, literally: swap if (len(w), idx(b)) < (len(b), idx(w)).
+    let idx = |side: &str| {
+        side.bytes()
+            .map(|c| b"KQRBNP".iter().position(|&l| l == c).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let sides = [
+        "K", "KQ", "KR", "KB", "KN", "KP", "KQQ", "KQR", "KRB", "KBN", "KNN", "KBP", "KPP", "KRP", "KNP",
+    ];
+    for w in sides {
+        for b in sides {
+            if w == "K" && b == "K" {
+                continue;
+            }
+            let m = Material::parse(&format!("{w}v{b}")).unwrap();
+            let rule = (w.len(), idx(b)) < (b.len(), idx(w));
+            assert_eq!(m.needs_swap(), rule, "{w}v{b}");
+        }
+    }
+}
+
+#[test]
 fn canonical_slices_are_counted_right() {
     let keys = |s: &str| Material::parse(s).unwrap().canonical_keys();
     assert_eq!(keys("KQvK"), vec![[0, 0]]);
@@ -179,15 +208,37 @@ fn sample_positions(material: &str, step: u64) -> Vec<(Material, [u64; 2], u64, 
 #[test]
 fn locate_inverts_decode() {
     // Distinct men: every legal index decodes to a position that locates back to it.
-    for (material, step) in [("KRvK", 1), ("KQvKR", 97), ("KPvK", 1), ("KPvKN", 331), ("KPPvKP", 8191)] {
+    for (material, step) in [
+        ("KRvK", 1),
+        ("KQvKR", 97),
+        ("KPvK", 1),
+        ("KPvKN", 331),
+        ("KPPvKP", 8191),
+    ] {
         for (m, key, i, p) in sample_positions(material, step) {
-            assert_eq!(locate(&p), Location::Stored { material: m, key, index: i }, "{material} {}", p.fen());
+            assert_eq!(
+                locate(&p),
+                Location::Stored {
+                    material: m,
+                    key,
+                    index: i
+                },
+                "{material} {}",
+                p.fen()
+            );
         }
     }
     // Two rooks: the index may hold them in the other order; locating gives the sorted one,
     // which decodes to the same position.
     for (m, key, i, p) in sample_positions("KRRvK", 13) {
-        let Location::Stored { material, key: k, index } = locate(&p) else { panic!() };
+        let Location::Stored {
+            material,
+            key: k,
+            index,
+        } = locate(&p)
+        else {
+            panic!()
+        };
         assert_eq!((material, k), (m, key));
         assert_eq!(Decoder::new(&m, key).decode(index), Decoded::Position(p.clone()));
         if index != i {
@@ -201,7 +252,11 @@ fn symmetric_positions_share_an_index() {
     for (material, step) in [("KQvKR", 61), ("KBNvK", 4099), ("KRvKR", 37)] {
         for (m, _, _, p) in sample_positions(material, step) {
             let here = locate(&p);
-            let mut images = vec![p.file_mirrored(), p.rank_mirrored(), p.file_mirrored().rank_mirrored()];
+            let mut images = vec![
+                p.file_mirrored(),
+                p.rank_mirrored(),
+                p.file_mirrored().rank_mirrored(),
+            ];
             // With the same men on both sides, both colourings are stored (each side to move).
             if m.swapped() != m {
                 images.extend([p.color_swapped(), p.color_swapped().file_mirrored()]);
@@ -234,7 +289,9 @@ fn symmetric_positions_share_an_index() {
                 }
             } else {
                 // A self-mirror slice stores both images, each where it stands.
-                let Location::Stored { key: k, .. } = locate(&p.file_mirrored()) else { panic!() };
+                let Location::Stored { key: k, .. } = locate(&p.file_mirrored()) else {
+                    panic!()
+                };
                 assert_eq!(k, key);
             }
         }
@@ -275,8 +332,11 @@ fn build_table(dir: &Path, name: &str, threads: usize) -> Vec<([u64; 2], Vec<u16
     let material = Material::parse(name).unwrap().normalized();
     let library = Library::new(dir);
     let mut keys = material.canonical_keys();
-    let advance =
-        |k: &[u64; 2]| (0..64).map(|s| (k[0] >> s & 1) * (s / 8) + (k[1] >> s & 1) * (7 - s / 8)).sum::<u64>();
+    let advance = |k: &[u64; 2]| {
+        (0..64)
+            .map(|s| (k[0] >> s & 1) * (s / 8) + (k[1] >> s & 1) * (7 - s / 8))
+            .sum::<u64>()
+    };
     keys.sort_by_key(|k| std::cmp::Reverse(advance(k)));
     let mut done: HashMap<[u64; 2], Vec<u16>> = HashMap::new();
     for &key in &keys {
@@ -317,30 +377,43 @@ fn build_slice(
     let n = decoder.len() as usize;
     let chunk = n.div_ceil(threads);
     // Calls `f(index, position, in-slice child index or the child's stored value)` per move.
-    let each_move = |memo: &mut Memo, i: usize, f: &mut dyn FnMut(Result<u32, u32>)| -> Option<(Position, u32)> {
-        let Decoded::Position(p) = decoder.decode(i as u64) else { return None };
-        if !p.is_legal() {
-            return None;
-        }
-        let moves = p
-            .for_each_child(|c| {
-                assert!(c.ep().is_none(), "the builder handles no en passant");
-                f(match locate(c) {
-                    Location::BareKings => Err(value::DRAW),
-                    Location::Stored { material: m, key: k, index } if m == material && k == key => Ok(index as u32),
-                    Location::Stored { material: m, key: k, index } if m == material => {
-                        Err(u32::from(done[&k][index as usize]))
-                    }
-                    Location::Stored { material: m, key: k, index } => {
-                        let slice = memo.entry((m, k)).or_insert_with(|| library.slice(m, k).unwrap());
-                        Err(u32::from(slice[index as usize]))
-                    }
-                });
-                Ok::<(), ()>(())
-            })
-            .unwrap();
-        Some((p, moves as u32))
-    };
+    let each_move =
+        |memo: &mut Memo, i: usize, f: &mut dyn FnMut(Result<u32, u32>)| -> Option<(Position, u32)> {
+            let Decoded::Position(p) = decoder.decode(i as u64) else {
+                return None;
+            };
+            if !p.is_legal() {
+                return None;
+            }
+            let moves = p
+                .for_each_child(|c| {
+                    assert!(c.ep().is_none(), "the builder handles no en passant");
+                    f(match locate(c) {
+                        Location::BareKings => Err(value::DRAW),
+                        Location::Stored {
+                            material: m,
+                            key: k,
+                            index,
+                        } if m == material && k == key => Ok(index as u32),
+                        Location::Stored {
+                            material: m,
+                            key: k,
+                            index,
+                        } if m == material => Err(u32::from(done[&k][index as usize])),
+                        Location::Stored {
+                            material: m,
+                            key: k,
+                            index,
+                        } => {
+                            let slice = memo.entry((m, k)).or_insert_with(|| library.slice(m, k).unwrap());
+                            Err(u32::from(slice[index as usize]))
+                        }
+                    });
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+            Some((p, moves as u32))
+        };
 
     // Pass 1: exits, and how many predecessors each position has inside the slice.
     let in_degree: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
@@ -359,7 +432,9 @@ fn build_slice(
                         }
                         Err(v) => match value::from_child(v) {
                             value::DRAW => x.draw = true,
-                            mine if (mine - 2) % 2 == 1 => x.win = Some(x.win.map_or(mine - 2, |w| w.min(mine - 2))),
+                            mine if (mine - 2) % 2 == 1 => {
+                                x.win = Some(x.win.map_or(mine - 2, |w| w.min(mine - 2)))
+                            }
                             mine => x.loss = x.loss.max(mine - 2),
                         },
                     });
@@ -449,46 +524,96 @@ fn build_slice(
         }
         level += 1;
     }
-    values.into_iter().map(|v| if v == UNKNOWN { value::DRAW as u16 } else { v as u16 }).collect()
+    values
+        .into_iter()
+        .map(|v| {
+            if v == UNKNOWN {
+                value::DRAW as u16
+            } else {
+                v as u16
+            }
+        })
+        .collect()
 }
 
 fn write(dir: &Path, name: &str, slices: &[([u64; 2], Vec<u16>)]) {
-    let meta = TableMeta { material: name.to_owned(), metric: Metric::Dtm, index_layout: 1 };
-    let data: Vec<SliceData<'_>> = slices.iter().map(|(key, v)| SliceData { key: *key, values: v }).collect();
+    let meta = TableMeta {
+        material: name.to_owned(),
+        metric: Metric::Dtm,
+        index_layout: 1,
+    };
+    let data: Vec<SliceData<'_>> = slices
+        .iter()
+        .map(|(key, v)| SliceData { key: *key, values: v })
+        .collect();
     write_table(&dir.join(table_file_name(name)), &meta, &data).unwrap();
 }
 
-/// A folder with KQvK, KRvK, KBvK, KNvK and KPvK built by brute force, and their values.
+/// Slices of a table: `(key, values)`, sorted by key.
+type Slices = Vec<([u64; 2], Vec<u16>)>;
+
+/// Tables built by [`build_table`] on first use, once per test process, and their values.
 struct Fixture {
     dir: tempfile::TempDir,
-    tables: HashMap<String, Vec<([u64; 2], Vec<u16>)>>,
+    tables: std::sync::Mutex<HashMap<String, Slices>>,
+}
+
+/// The tables a fixture table leads into.
+fn successors(name: &str) -> &'static [&'static str] {
+    match name {
+        "KPvK" => &["KQvK", "KRvK", "KBvK", "KNvK"],
+        "KQvKR" => &["KQvK", "KRvK"],
+        _ => &[],
+    }
 }
 
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let mut tables = HashMap::new();
-        for name in ["KQvK", "KRvK", "KBvK", "KNvK", "KPvK"] {
-            tables.insert(name.to_owned(), build_table(dir.path(), name, 4));
-        }
-        Fixture { dir, tables }
+    FIXTURE.get_or_init(|| Fixture {
+        dir: tempfile::tempdir().unwrap(),
+        tables: Default::default(),
     })
 }
 
-/// A copy of the fixture folder.
-fn copy_fixture() -> tempfile::TempDir {
+/// Builds `name` (after its successors) unless built; returns the names it needed, itself last.
+fn ensure(tables: &mut HashMap<String, Slices>, name: &str, needed: &mut Vec<String>) {
+    for s in successors(name) {
+        ensure(tables, s, needed);
+    }
+    if !tables.contains_key(name) {
+        let slices = build_table(fixture().dir.path(), name, 2);
+        tables.insert(name.to_owned(), slices);
+    }
+    if !needed.iter().any(|n| n == name) {
+        needed.push(name.to_owned());
+    }
+}
+
+/// The values of fixture table `name`.
+fn table(name: &str) -> Slices {
+    let mut tables = super::lock(&fixture().tables);
+    ensure(&mut tables, name, &mut Vec::new());
+    tables[name].clone()
+}
+
+/// A fresh folder holding fixture tables `names` and the tables they lead into.
+fn folder(names: &[&str]) -> tempfile::TempDir {
+    let mut tables = super::lock(&fixture().tables);
+    let mut needed = Vec::new();
+    for name in names {
+        ensure(&mut tables, name, &mut needed);
+    }
     let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture().dir.path()).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    for name in needed {
+        let file = table_file_name(&name);
+        std::fs::copy(fixture().dir.path().join(&file), dir.path().join(&file)).unwrap();
     }
     dir
 }
 
-/// A copy of the fixture folder, with `name`'s table replaced by `slices`.
+/// A folder with fixture table `name` (and its successors), `name` replaced by `slices`.
 fn with_table(name: &str, slices: &[([u64; 2], Vec<u16>)]) -> tempfile::TempDir {
-    let dir = copy_fixture();
+    let dir = folder(&[name]);
     write(dir.path(), name, slices);
     dir
 }
@@ -498,11 +623,15 @@ fn verify(dir: &Path, name: &str, threads: usize) -> Result<VerifyReport, Verify
 }
 
 /// The largest stored win for the side to move, in plies.
-fn longest_win(slices: &[([u64; 2], Vec<u16>)], turn: Color) -> u32 {
+fn longest_win(slices: &Slices, turn: Color) -> u32 {
     let mut best = 0;
     for (_, values) in slices {
         let half = values.len() / 2;
-        let part = if turn == Color::White { &values[..half] } else { &values[half..] };
+        let part = if turn == Color::White {
+            &values[..half]
+        } else {
+            &values[half..]
+        };
         for &v in part {
             if v >= 2 && (v - 2) % 2 == 1 {
                 best = best.max(u32::from(v - 2));
@@ -517,19 +646,17 @@ fn longest_win(slices: &[([u64; 2], Vec<u16>)], turn: Color) -> u32 {
 
 #[test]
 fn brute_force_tables_have_the_known_longest_mates() {
-    let f = fixture();
     // KQK: mate in 10 moves; KRK: mate in 16 moves (White to move).
-    assert_eq!(longest_win(&f.tables["KQvK"], Color::White), 19);
-    assert_eq!(longest_win(&f.tables["KRvK"], Color::White), 31);
-    assert_eq!(longest_win(&f.tables["KBvK"], Color::White), 0);
-    assert_eq!(longest_win(&f.tables["KNvK"], Color::White), 0);
-    // KPK: the longest win (a promotion then KQK) is 28 moves.
-    assert!(longest_win(&f.tables["KPvK"], Color::White) > 19);
+    assert_eq!(longest_win(&table("KQvK"), Color::White), 19);
+    assert_eq!(longest_win(&table("KRvK"), Color::White), 31);
+    assert_eq!(longest_win(&table("KBvK"), Color::White), 0);
+    assert_eq!(longest_win(&table("KNvK"), Color::White), 0);
 }
 
 #[test]
 fn good_tables_pass() {
-    let dir = fixture().dir.path();
+    let dir = folder(&["KPvK"]);
+    let dir = dir.path();
     for name in ["KQvK", "KRvK", "KBvK", "KNvK", "KPvK", "kvkp"] {
         let one = verify(dir, name, 1).unwrap();
         let two = verify(dir, name, 3).unwrap();
@@ -545,9 +672,13 @@ fn good_tables_pass() {
 #[test]
 fn progress_reaches_the_total() {
     let seen = std::sync::Mutex::new(Vec::new());
-    let report = verify_table(fixture().dir.path(), "KPvK", &VerifyOptions { threads: 2 }, &|done, total| {
-        seen.lock().unwrap().push((done, total))
-    })
+    let dir = folder(&["KPvK"]);
+    let report = verify_table(
+        dir.path(),
+        "KPvK",
+        &VerifyOptions { threads: 2 },
+        &|done, total| seen.lock().unwrap().push((done, total)),
+    )
     .unwrap();
     let seen = seen.into_inner().unwrap();
     assert!(seen.iter().all(|&(_, t)| t == report.indices));
@@ -556,7 +687,7 @@ fn progress_reaches_the_total() {
 
 /// The slices of `name` with each `(key, index, value)` of `edits` written in.
 fn edited(name: &str, edits: &[([u64; 2], u64, u16)]) -> Vec<([u64; 2], Vec<u16>)> {
-    let mut slices = fixture().tables[name].clone();
+    let mut slices = table(name);
     for &(key, index, v) in edits {
         let slice = slices.iter_mut().find(|s| s.0 == key).unwrap();
         slice.1[index as usize] = v;
@@ -575,13 +706,21 @@ fn fen_at(name: &str, key: [u64; 2], index: u64) -> String {
 
 /// The first index of slice `key` of `name` whose value satisfies `pred`.
 fn find(name: &str, key: [u64; 2], pred: impl Fn(u64, u16) -> bool) -> u64 {
-    let values = &fixture().tables[name].iter().find(|s| s.0 == key).unwrap().1;
-    (0..values.len() as u64).find(|&i| pred(i, values[i as usize])).unwrap()
+    let slices = table(name);
+    let values = &slices.iter().find(|s| s.0 == key).unwrap().1;
+    (0..values.len() as u64)
+        .find(|&i| pred(i, values[i as usize]))
+        .unwrap()
 }
 
 fn assert_mismatch(result: Result<VerifyReport, VerifyError>, fen: &str, stored: &str, derived: &str) {
     match result {
-        Err(VerifyError::Mismatch { material: _, fen: f, stored: s, derived: d }) => {
+        Err(VerifyError::Mismatch {
+            material: _,
+            fen: f,
+            stored: s,
+            derived: d,
+        }) => {
             assert_eq!((f.as_str(), s.as_str(), d.as_str()), (fen, stored, derived));
         }
         other => panic!("expected a mismatch at {fen}, got {other:?}"),
@@ -595,7 +734,12 @@ fn a_wrong_distance_is_caught() {
     let i = find("KRvK", key, |_, v| v == 2 + 7);
     let dir = with_table("KRvK", &edited("KRvK", &[(key, i, 2 + 9)]));
     for threads in [1, 2] {
-        assert_mismatch(verify(dir.path(), "KRvK", threads), &fen_at("KRvK", key, i), "win in 9 plies", "win in 7 plies");
+        assert_mismatch(
+            verify(dir.path(), "KRvK", threads),
+            &fen_at("KRvK", key, i),
+            "win in 9 plies",
+            "win in 7 plies",
+        );
     }
 }
 
@@ -604,7 +748,12 @@ fn a_draw_made_a_win_is_caught() {
     let key = [0, 0];
     let i = find("KRvK", key, |_, v| v == value::DRAW as u16);
     let dir = with_table("KRvK", &edited("KRvK", &[(key, i, 2 + 3)]));
-    assert_mismatch(verify(dir.path(), "KRvK", 2), &fen_at("KRvK", key, i), "win in 3 plies", "draw");
+    assert_mismatch(
+        verify(dir.path(), "KRvK", 2),
+        &fen_at("KRvK", key, i),
+        "win in 3 plies",
+        "draw",
+    );
 }
 
 #[test]
@@ -612,17 +761,23 @@ fn a_legal_position_stored_illegal_is_caught() {
     let key = [0, 0];
     // Black to move with only the black king's moves: the first legal one.
     let i = find("KQvK", key, |i, v| i >= 16 * 64 * 64 && v != 0);
-    let was = fixture().tables["KQvK"][0].1[i as usize];
+    let was = table("KQvK")[0].1[i as usize];
     let dir = with_table("KQvK", &edited("KQvK", &[(key, i, 0)]));
     let result = verify(dir.path(), "KQvK", 2);
     // Either this position is reported, or an earlier one whose child it is.
     match result {
-        Err(VerifyError::Mismatch { fen, stored, derived, .. }) => {
+        Err(VerifyError::Mismatch {
+            fen, stored, derived, ..
+        }) => {
             assert_eq!(fen, fen_at("KQvK", key, i));
             assert_eq!(stored, "illegal");
             assert_eq!(derived, value::describe(u32::from(was)));
         }
-        Err(VerifyError::IllegalSuccessor { successor, successor_material, .. }) => {
+        Err(VerifyError::IllegalSuccessor {
+            successor,
+            successor_material,
+            ..
+        }) => {
             assert_eq!(successor, fen_at("KQvK", key, i));
             assert_eq!(successor_material, "KQvK");
         }
@@ -636,7 +791,9 @@ fn an_illegal_position_stored_legal_is_caught() {
     // Index 0: both kings on a1.
     let dir = with_table("KNvK", &edited("KNvK", &[(key, 0, value::DRAW as u16)]));
     match verify(dir.path(), "KNvK", 2) {
-        Err(VerifyError::Mismatch { fen, stored, derived, .. }) => {
+        Err(VerifyError::Mismatch {
+            fen, stored, derived, ..
+        }) => {
             assert!(fen.contains("index 0"), "{fen}");
             assert_eq!((stored.as_str(), derived.as_str()), ("draw", "illegal"));
         }
@@ -644,21 +801,35 @@ fn an_illegal_position_stored_legal_is_caught() {
     }
     // A decodable but illegal position: kings side by side.
     let i = find("KNvK", key, |i, v| {
-        v == 0 && matches!(Decoder::new(&Material::parse("KNvK").unwrap(), key).decode(i), Decoded::Position(_))
+        v == 0
+            && matches!(
+                Decoder::new(&Material::parse("KNvK").unwrap(), key).decode(i),
+                Decoded::Position(_)
+            )
     });
     let dir = with_table("KNvK", &edited("KNvK", &[(key, i, value::DRAW as u16)]));
-    assert_mismatch(verify(dir.path(), "KNvK", 1), &fen_at("KNvK", key, i), "draw", "illegal");
+    assert_mismatch(
+        verify(dir.path(), "KNvK", 1),
+        &fen_at("KNvK", key, i),
+        "draw",
+        "illegal",
+    );
 }
 
 #[test]
 fn the_first_wrong_position_is_reported_whatever_the_threads() {
     // Two wrong values in different slices (and units) of KPvK: the lower slice wins.
-    let f = fixture();
-    let keys: Vec<[u64; 2]> = f.tables["KPvK"].iter().map(|s| s.0).collect();
+    let keys: Vec<[u64; 2]> = table("KPvK").iter().map(|s| s.0).collect();
     let (early, late) = (keys[3], keys[20]);
     let i = find("KPvK", early, |_, v| v >= 2);
     let j = find("KPvK", late, |_, v| v >= 2);
-    let dir = with_table("KPvK", &edited("KPvK", &[(late, j, value::DRAW as u16), (early, i, value::DRAW as u16)]));
+    let dir = with_table(
+        "KPvK",
+        &edited(
+            "KPvK",
+            &[(late, j, value::DRAW as u16), (early, i, value::DRAW as u16)],
+        ),
+    );
     for threads in [1, 2, 5] {
         match verify(dir.path(), "KPvK", threads) {
             Err(VerifyError::Mismatch { fen, stored, .. }) => {
@@ -672,7 +843,7 @@ fn the_first_wrong_position_is_reported_whatever_the_threads() {
 
 #[test]
 fn slice_sets_are_checked() {
-    let good = fixture().tables["KPvK"].clone();
+    let good = table("KPvK");
     // A missing slice.
     let mut missing = good.clone();
     let gone = missing.remove(5).0;
@@ -694,15 +865,17 @@ fn slice_sets_are_checked() {
     let mut short = good.clone();
     short[2].1.pop();
     let dir = with_table("KPvK", &short);
-    assert!(matches!(verify(dir.path(), "KPvK", 1), Err(VerifyError::WrongSliceSize { count: 8191, .. })));
+    assert!(matches!(
+        verify(dir.path(), "KPvK", 1),
+        Err(VerifyError::WrongSliceSize { count: 8191, .. })
+    ));
 }
 
 #[test]
 fn files_are_checked() {
-    let f = fixture();
     // A missing successor table names the file.
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "KPvK", &f.tables["KPvK"]);
+    write(dir.path(), "KPvK", &table("KPvK"));
     match verify(dir.path(), "KPvK", 1) {
         Err(VerifyError::MissingTable { file }) => {
             assert!(["KQvK.zmt", "KRvK.zmt", "KBvK.zmt", "KNvK.zmt"]
@@ -710,29 +883,56 @@ fn files_are_checked() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::MissingTable { .. })));
-    assert!(matches!(verify(dir.path(), "KvK", 1), Err(VerifyError::BadMaterial { .. })));
+    assert!(matches!(
+        verify(dir.path(), "KRvK", 1),
+        Err(VerifyError::MissingTable { .. })
+    ));
+    assert!(matches!(
+        verify(dir.path(), "KvK", 1),
+        Err(VerifyError::BadMaterial { .. })
+    ));
 
     // A header naming another material.
     let dir = tempfile::tempdir().unwrap();
-    let meta = TableMeta { material: "KQvK".to_owned(), metric: Metric::Dtm, index_layout: 1 };
-    let slices = [SliceData { key: [0, 0], values: &f.tables["KRvK"][0].1 }];
+    let meta = TableMeta {
+        material: "KQvK".to_owned(),
+        metric: Metric::Dtm,
+        index_layout: 1,
+    };
+    let krvk = table("KRvK");
+    let slices = [SliceData {
+        key: [0, 0],
+        values: &krvk[0].1,
+    }];
     write_table(&dir.path().join("KRvK.zmt"), &meta, &slices).unwrap();
-    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::WrongMaterial { .. })));
+    assert!(matches!(
+        verify(dir.path(), "KRvK", 1),
+        Err(VerifyError::WrongMaterial { .. })
+    ));
 
     // Another index layout.
-    let meta = TableMeta { material: "KRvK".to_owned(), metric: Metric::Dtm, index_layout: 2 };
+    let meta = TableMeta {
+        material: "KRvK".to_owned(),
+        metric: Metric::Dtm,
+        index_layout: 2,
+    };
     write_table(&dir.path().join("KRvK.zmt"), &meta, &slices).unwrap();
-    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::WrongLayout { found: 2, .. })));
+    assert!(matches!(
+        verify(dir.path(), "KRvK", 1),
+        Err(VerifyError::WrongLayout { found: 2, .. })
+    ));
 
     // A flipped byte in the values.
-    let dir = with_table("KRvK", &f.tables["KRvK"]);
+    let dir = folder(&["KRvK"]);
     let path: PathBuf = dir.path().join("KRvK.zmt");
     let mut bytes = std::fs::read(&path).unwrap();
     let at = bytes.len() / 2;
     bytes[at] ^= 0x20;
     std::fs::write(&path, bytes).unwrap();
-    assert!(matches!(verify(dir.path(), "KRvK", 1), Err(VerifyError::Storage(_))));
+    assert!(matches!(
+        verify(dir.path(), "KRvK", 1),
+        Err(VerifyError::Storage(_))
+    ));
 }
 
 #[test]
@@ -749,13 +949,18 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
         .collect();
     write(dir.path(), "KPvKP", &slices);
     let kpvk = Material::parse("KPvK").unwrap();
-    let slices: Vec<([u64; 2], Vec<u16>)> =
-        kpvk.canonical_keys().into_iter().map(|k| (k, vec![2 + 2; 2 * kpvk.per_side() as usize])).collect();
+    let slices: Vec<([u64; 2], Vec<u16>)> = kpvk
+        .canonical_keys()
+        .into_iter()
+        .map(|k| (k, vec![2 + 2; 2 * kpvk.per_side() as usize]))
+        .collect();
     write(dir.path(), "KPvK", &slices);
 
     let library = Library::new(dir.path());
     let start = fen("4k3/8/8/8/3p4/8/4P3/4K3 w - - 0 1");
-    let Location::Stored { material, key, .. } = locate(&start) else { panic!() };
+    let Location::Stored { material, key, .. } = locate(&start) else {
+        panic!()
+    };
     let mut worker = super::Worker::new(&library, material, key).unwrap();
     let mut seen = Vec::new();
     start
@@ -768,9 +973,15 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
             Ok::<(), ()>(())
         })
         .unwrap();
-    let after_push = seen.iter().find(|(f, _)| f == "4k3/8/8/8/3pP3/8/8/4K3 b - e3 0 1").unwrap();
+    let after_push = seen
+        .iter()
+        .find(|(f, _)| f == "4k3/8/8/8/3pP3/8/8/4K3 b - e3 0 1")
+        .unwrap();
     assert_eq!(after_push.1, 2 + 3);
-    let after_single = seen.iter().find(|(f, _)| f == "4k3/8/8/8/3p4/4P3/8/4K3 b - - 0 1").unwrap();
+    let after_single = seen
+        .iter()
+        .find(|(f, _)| f == "4k3/8/8/8/3p4/4P3/8/4K3 b - - 0 1")
+        .unwrap();
     assert_eq!(after_single.1, value::DRAW);
     // So White's best here avoids e4.
     let mut w = super::Worker::new(&library, material, key).unwrap();
@@ -783,13 +994,16 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
 #[test]
 #[ignore = "builds KQvKR by brute force (minutes); prints the verify speed"]
 fn speed_on_kqvkr() {
-    let dir = copy_fixture();
+    let dir = folder(&["KQvK", "KRvK"]);
     let dir = dir.path();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let t = std::time::Instant::now();
     let slices = build_table(dir, "KQvKR", threads);
     eprintln!("built KQvKR in {:?}", t.elapsed());
-    eprintln!("KQvKR longest win (White to move): {} plies", longest_win(&slices, Color::White));
+    eprintln!(
+        "KQvKR longest win (White to move): {} plies",
+        longest_win(&slices, Color::White)
+    );
     let table = Table::open(&dir.join("KQvKR.zmt")).unwrap();
     assert_eq!(table.slices().len(), 1);
     for threads in [1, 2] {
