@@ -1,6 +1,11 @@
-//! The coordinator side of Zermelo. For now: the planner, which turns a job (materials) into its
-//! graph of slices and orders it leaf-first. The single-node build (`zermelo solve`) and the
-//! cluster use the same plan.
+//! The coordinator side of Zermelo, without the network:
+//!
+//! * [`plan`]: the planner, which turns a job (materials) into its graph of slices and orders it
+//!   leaf-first. The single-node build (`zermelo solve`) and the cluster use the same plan.
+//! * [`schedule`]: the scheduler, a pure state machine that groups a plan's slices into tasks,
+//!   leases them to workers leaf-first with a time-to-live, and checks completions by hash.
+//! * [`journal`]: the durable, append-only record of jobs taken and slices finished, from which a
+//!   restarted coordinator resumes.
 //!
 //! ```
 //! let plan = zermelo_coordinator::plan::plan(&["KPvK".parse().unwrap()]);
@@ -8,4 +13,6 @@
 //! assert_eq!(names, ["KBvK", "KNvK", "KQvK", "KRvK", "KPvK"]);
 //! ```
 
+pub mod journal;
 pub mod plan;
+pub mod schedule;

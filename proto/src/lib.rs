@@ -1,8 +1,214 @@
-//! Wire protocol between the Zermelo coordinator and its workers.
+//! The wire protocol between the Zermelo coordinator, its workers and its clients: the gRPC
+//! service `zermelo.v1.Coordinator` and its messages, generated from `proto/zermelo.proto` (read
+//! it for what each field means) by protox and tonic-prost-build at build time, with no system
+//! `protoc`.
 //!
-//! This crate is a placeholder. The gRPC services (task leasing, slice transfer,
-//! heartbeats, job submission and status) arrive with the cluster issue (#3); until then it
-//! only fixes the protocol version that both sides will check at registration.
+//! Besides the generated code ([`v1`], re-exported at the top) this crate holds the protocol
+//! version both sides check at registration ([`PROTOCOL_VERSION`], [`check_version`]) and the
+//! framing of slice streams ([`slice_chunks`] cuts a slice into chunks, [`SliceAssembler`] puts
+//! the chunks of a stream back together and checks their lengths).
+//!
+//! ```
+//! use zermelo_proto::{slice_chunks, SliceAssembler, SliceHeader, SliceKey};
+//!
+//! let header = SliceHeader {
+//!     key: Some(SliceKey { material: "KPvK".into(), white_pawns: 1 << 12, black_pawns: 0 }),
+//!     total_length: 5,
+//!     content_hash: vec![7; 32],
+//!     positions: 8192,
+//! };
+//! let mut assembler = SliceAssembler::new();
+//! let mut slices = Vec::new();
+//! for chunk in slice_chunks(header.clone(), b"hello", 2) {
+//!     slices.extend(assembler.push(chunk)?);
+//! }
+//! assembler.finish()?;
+//! assert_eq!(slices, [(header, b"hello".to_vec())]);
+//! # Ok::<(), zermelo_proto::FramingError>(())
+//! ```
+
+/// The generated messages, client (`coordinator_client`) and server (`coordinator_server`).
+pub mod v1 {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("zermelo.v1");
+}
+
+pub use v1::*;
 
 /// Version of the coordinator/worker protocol. Bumped on any incompatible wire change.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Checks the protocol version a worker registers with: `Err` with the refusal (naming both
+/// versions) that the coordinator answers when it is not [`PROTOCOL_VERSION`].
+pub fn check_version(worker_version: u32) -> Result<(), Refused> {
+    if worker_version == PROTOCOL_VERSION {
+        return Ok(());
+    }
+    Err(Refused {
+        reason: format!(
+            "protocol version {worker_version} is not supported: this coordinator speaks version \
+             {PROTOCOL_VERSION}"
+        ),
+        coordinator_version: PROTOCOL_VERSION,
+        worker_version,
+    })
+}
+
+impl SliceKey {
+    /// The pawn bitboards as `zermelo_storage` keys them: `[white pawns, black pawns]`.
+    pub fn raw(&self) -> [u64; 2] {
+        [self.white_pawns, self.black_pawns]
+    }
+}
+
+/// Cuts one slice into stream chunks of at most `chunk_size` data bytes: the first carries the
+/// header (and the first bytes), the rest only bytes. A slice of no bytes is one header chunk.
+///
+/// # Panics
+/// If `chunk_size` is 0, or `header.total_length` is not `data.len()`.
+pub fn slice_chunks(
+    header: SliceHeader,
+    data: &[u8],
+    chunk_size: usize,
+) -> impl Iterator<Item = SliceChunk> + '_ {
+    assert!(chunk_size > 0, "chunk size 0");
+    assert_eq!(
+        header.total_length,
+        data.len() as u64,
+        "header length differs from the data"
+    );
+    let mut header = Some(header);
+    let mut parts = data.chunks(chunk_size);
+    std::iter::from_fn(move || match (header.take(), parts.next()) {
+        (Some(h), part) => Some(SliceChunk {
+            header: Some(h),
+            data: part.unwrap_or_default().to_vec(),
+        }),
+        (None, Some(part)) => Some(SliceChunk {
+            header: None,
+            data: part.to_vec(),
+        }),
+        (None, None) => None,
+    })
+}
+
+/// A slice stream that does not follow the framing of [`SliceChunk`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FramingError {
+    #[error("slice data arrived before any slice header")]
+    DataBeforeHeader,
+    #[error("slice {key} has {received} bytes, more than the {expected} its header announced")]
+    TooLong {
+        key: String,
+        expected: u64,
+        received: u64,
+    },
+    #[error("slice {key} ended after {received} of the {expected} bytes its header announced")]
+    Truncated {
+        key: String,
+        expected: u64,
+        received: u64,
+    },
+    #[error("a slice header has no key")]
+    MissingKey,
+    #[error("slice {key} announces {length} bytes, more than the limit of {limit}")]
+    TooLarge { key: String, length: u64, limit: u64 },
+}
+
+/// Puts the chunks of a slice stream back together: feed every chunk to [`push`](Self::push),
+/// which returns each slice as soon as its last byte arrived, then call
+/// [`finish`](Self::finish) at the end of the stream. Checks lengths only; the receiver checks
+/// the content hash over the decoded values.
+#[derive(Debug)]
+pub struct SliceAssembler {
+    current: Option<(SliceHeader, Vec<u8>)>,
+    max_slice_bytes: u64,
+}
+
+/// The largest slice [`SliceAssembler::new`] accepts: 1 GiB.
+pub const MAX_SLICE_BYTES: u64 = 1 << 30;
+
+impl Default for SliceAssembler {
+    fn default() -> Self {
+        SliceAssembler::new()
+    }
+}
+
+impl SliceAssembler {
+    /// An assembler that accepts slices of up to [`MAX_SLICE_BYTES`].
+    pub fn new() -> SliceAssembler {
+        SliceAssembler::with_limit(MAX_SLICE_BYTES)
+    }
+
+    /// An assembler that refuses a header announcing more than `max_slice_bytes` (so that a
+    /// peer cannot make it reserve any amount of memory).
+    pub fn with_limit(max_slice_bytes: u64) -> SliceAssembler {
+        SliceAssembler {
+            current: None,
+            max_slice_bytes,
+        }
+    }
+
+    /// Takes the next chunk; returns the slices it completes (none or one; a header chunk of an
+    /// empty slice completes it at once).
+    pub fn push(&mut self, chunk: SliceChunk) -> Result<Option<(SliceHeader, Vec<u8>)>, FramingError> {
+        if let Some(header) = chunk.header {
+            if let Some((h, bytes)) = self.current.take() {
+                return Err(truncated(&h, &bytes));
+            }
+            let key = header.key.as_ref().ok_or(FramingError::MissingKey)?;
+            if header.total_length > self.max_slice_bytes {
+                return Err(FramingError::TooLarge {
+                    key: key_name(key),
+                    length: header.total_length,
+                    limit: self.max_slice_bytes,
+                });
+            }
+            let capacity = header.total_length as usize;
+            self.current = Some((header, Vec::with_capacity(capacity)));
+        }
+        let Some((header, bytes)) = self.current.as_mut() else {
+            return Err(FramingError::DataBeforeHeader);
+        };
+        let received = bytes.len() as u64 + chunk.data.len() as u64;
+        if received > header.total_length {
+            return Err(FramingError::TooLong {
+                key: header.key.as_ref().map(key_name).unwrap_or_default(),
+                expected: header.total_length,
+                received,
+            });
+        }
+        bytes.extend_from_slice(&chunk.data);
+        if received == header.total_length {
+            return Ok(self.current.take());
+        }
+        Ok(None)
+    }
+
+    /// Ends the stream: an error if a slice is still missing bytes.
+    pub fn finish(self) -> Result<(), FramingError> {
+        match &self.current {
+            Some((h, bytes)) => Err(truncated(h, bytes)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn truncated(header: &SliceHeader, bytes: &[u8]) -> FramingError {
+    FramingError::Truncated {
+        key: header.key.as_ref().map(key_name).unwrap_or_default(),
+        expected: header.total_length,
+        received: bytes.len() as u64,
+    }
+}
+
+/// `KPvK[w=0x1000 b=0x0]`: a key for messages, without chess knowledge.
+fn key_name(key: &SliceKey) -> String {
+    format!(
+        "{}[w={:#x} b={:#x}]",
+        key.material, key.white_pawns, key.black_pawns
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1987 @@
+//! The scheduler: which slices are leased to which worker, and when. A pure state machine:
+//! [`Scheduler::handle`] takes the time and one [`Event`] (a job submitted, a worker asking for
+//! work, a heartbeat, a completion, a tick) and returns the [`Action`]s that follow (a lease to
+//! hand out, a finished slice to journal, a lease that expired, a job that is done). It does no
+//! I/O and reads no clock, so every sequence of events can be replayed in a test.
+//!
+//! * **Tasks.** A job's slices are grouped into tasks: slices of one wave of one material (so
+//!   independent of each other), cut into groups of at least
+//!   [`target_task_positions`](Config::target_task_positions) positions, or the whole wave when it
+//!   is smaller. Tiny pawn-ending slices (8,192 positions with kings only) thus travel a hundred
+//!   to a task rather than one to an RPC.
+//! * **Leaf-first.** A task is leased only when every successor of every slice it leases is
+//!   finished. Ready tasks are leased in plan order (materials and waves leaf-first, jobs in
+//!   submission order).
+//! * **Leases.** A lease lives [`lease_ttl`](Config::lease_ttl) from its grant or last heartbeat.
+//!   Every event first expires the leases whose deadline has passed; an expired lease's task is
+//!   leased again, to whoever asks next.
+//! * **Completions.** The truth is per slice, not per lease: a reported slice is accepted when its
+//!   successors are finished and its position count is right, whichever lease (live, expired, or
+//!   from before a coordinator restart) it comes under, since a slice's values are a pure
+//!   function of its successors. A slice that is already finished is accepted again only with
+//!   the same content hash; a different hash rejects the whole completion (a worker computed a
+//!   different table: a bug or a broken machine, never to be papered over). When a late
+//!   completion finishes every slice of a task that is leased to someone else, that lease is
+//!   revoked.
+//! * **Resuming.** [`Scheduler::resume`] starts from the slices a journal says are finished;
+//!   jobs submitted again after it only lease what is left.
+//!
+//! The driver applies the actions in order. In particular it must make every
+//! [`Action::SliceFinished`] durable (journal it) before it answers the worker with the
+//! [`Action::Accepted`] that follows.
+//!
+//! ```
+//! use zermelo_coordinator::plan::plan;
+//! use zermelo_coordinator::schedule::{Action, Config, Event, JobId, Scheduler, SliceResult};
+//!
+//! let mut s = Scheduler::new(Config::default());
+//! s.handle(0, Event::JobSubmitted { job: JobId(1), plan: plan(&["KQvK".parse().unwrap()]) });
+//! let worker = match s.handle(0, Event::WorkerRegistered { name: "w".into(), cores: 2 })[..] {
+//!     [Action::Registered { worker, .. }] => worker,
+//!     ref other => panic!("{other:?}"),
+//! };
+//! let Action::Lease(task) = s.handle(1, Event::LeaseRequested { worker }).remove(0) else { panic!() };
+//! assert_eq!(task.slices[0].to_string(), "KQvK");
+//! let slices = task
+//!     .slices
+//!     .iter()
+//!     .map(|&key| SliceResult { key, hash: [7; 32], positions: task.positions })
+//!     .collect();
+//! let actions = s.handle(2, Event::TaskCompleted { lease: task.lease, slices });
+//! assert!(matches!(actions[0], Action::SliceFinished(_)));
+//! assert!(matches!(actions[1], Action::Accepted { new: 1, duplicates: 0, .. }));
+//! assert_eq!(actions[2], Action::JobDone { job: JobId(1) });
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::slice::SliceKey;
+
+use crate::plan::Plan;
+
+/// Milliseconds on the driver's monotonic clock.
+pub type Millis = u64;
+
+/// A slice's content hash (`zermelo_storage::slice_hash`).
+pub type Hash = [u8; 32];
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u64);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A job, numbered by whoever submits it (the coordinator, from its journal).
+    JobId,
+    "job-"
+);
+id_type!(
+    /// A registered worker, numbered by the scheduler.
+    WorkerId,
+    "worker-"
+);
+id_type!(
+    /// A lease of one task to one worker, numbered by the scheduler.
+    LeaseId,
+    "lease-"
+);
+
+/// The scheduler's knobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// How long a lease lives after its grant or its last heartbeat.
+    pub lease_ttl: Millis,
+    /// A worker not heard from for this long is forgotten (its leases have expired by then);
+    /// it must register again.
+    pub worker_timeout: Millis,
+    /// The fewest positions a task should hold: slices of one wave are grouped until they reach
+    /// it (a wave with fewer is one task).
+    pub target_task_positions: u64,
+    /// The first worker and lease id. A restarted coordinator starts past every id its previous
+    /// life gave out (from the wall clock, say), so that a worker of that life hears that its
+    /// ids are unknown rather than mistaking them for new ones.
+    pub first_id: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            lease_ttl: 30_000,
+            worker_timeout: 90_000,
+            target_task_positions: 1 << 20,
+            first_id: 1,
+        }
+    }
+}
+
+/// One solved slice as a worker reports it (and as the journal records it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceResult {
+    pub key: SliceKey,
+    pub hash: Hash,
+    /// Positions (values) in the slice.
+    pub positions: u64,
+}
+
+/// What happened.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A job to build: the plan of its materials (see [`crate::plan::plan`]).
+    JobSubmitted { job: JobId, plan: Plan },
+    /// A worker introduced itself (its protocol version already checked).
+    WorkerRegistered { name: String, cores: u32 },
+    /// A worker asks for a task.
+    LeaseRequested { worker: WorkerId },
+    /// A worker says it is alive and working on these leases.
+    Heartbeat { worker: WorkerId, leases: Vec<LeaseId> },
+    /// A worker reports solved slices under a lease (uploaded and hash-checked already).
+    TaskCompleted {
+        lease: LeaseId,
+        slices: Vec<SliceResult>,
+    },
+    /// Time passed: expire leases, forget silent workers.
+    Tick,
+    /// A worker is gone (it said so, or its connection broke): its leases expire now.
+    WorkerLost { worker: WorkerId },
+}
+
+/// A task handed to a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeasedTask {
+    pub lease: LeaseId,
+    pub worker: WorkerId,
+    /// The job whose plan created the task (a slice shared by two jobs is solved once).
+    pub job: JobId,
+    /// The slices to solve: independent, every successor finished.
+    pub slices: Vec<SliceKey>,
+    /// Every successor of `slices`, sorted and without duplicates: all finished.
+    pub successors: Vec<SliceKey>,
+    /// Positions over `slices`.
+    pub positions: u64,
+    /// When the lease expires unless a heartbeat renews it.
+    pub deadline: Millis,
+}
+
+/// Why a worker gets no task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoTask {
+    /// Every job is done, or none was submitted.
+    Idle,
+    /// Work remains, but it waits on slices leased to others.
+    Waiting,
+    /// The worker id is unknown (forgotten, or from a previous coordinator): register again.
+    UnknownWorker,
+}
+
+/// Why a completion is rejected. Nothing of a rejected completion is recorded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// The worker computed a different table for a slice than the one recorded: a bug or a
+    /// broken machine. Log it loudly.
+    #[error(
+        "slice {key} is finished with hash {} but was reported with hash {}",
+        hex(recorded),
+        hex(reported)
+    )]
+    HashMismatch {
+        key: SliceKey,
+        recorded: Hash,
+        reported: Hash,
+    },
+    #[error("slice {key} has {expected} positions but was reported with {reported}")]
+    PositionsMismatch {
+        key: SliceKey,
+        expected: u64,
+        reported: u64,
+    },
+    #[error("slice {key} is not part of any job")]
+    UnknownSlice { key: SliceKey },
+    #[error("slice {key} was reported before its successor {successor} was finished")]
+    SuccessorNotFinished { key: SliceKey, successor: SliceKey },
+    #[error("slice {key} is reported twice with different hashes")]
+    ConflictingReport { key: SliceKey },
+}
+
+/// Why a job is not taken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JobRejection {
+    #[error("{job} was submitted already")]
+    DuplicateJob { job: JobId },
+    #[error("the plan has slice {key} but not its successor {successor}")]
+    MissingSuccessor { key: SliceKey, successor: SliceKey },
+    #[error("slice {key} was finished with {recorded} positions but its index has {expected}")]
+    FinishedCountMismatch {
+        key: SliceKey,
+        recorded: u64,
+        expected: u64,
+    },
+}
+
+/// What to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// The job is planned: `slices` and `positions` in all, `finished` of the slices already.
+    JobAccepted {
+        job: JobId,
+        slices: u64,
+        positions: u64,
+        finished: u64,
+    },
+    JobRejected {
+        job: JobId,
+        reason: JobRejection,
+    },
+    /// Answer to [`Event::WorkerRegistered`].
+    Registered {
+        worker: WorkerId,
+        lease_ttl: Millis,
+    },
+    /// Answer to [`Event::LeaseRequested`]: a task.
+    Lease(LeasedTask),
+    /// Answer to [`Event::LeaseRequested`]: nothing now.
+    NoTask(NoTask),
+    /// Answer to [`Event::Heartbeat`]: the leases renewed and those the worker must drop.
+    LeaseStatus {
+        valid: Vec<LeaseId>,
+        lost: Vec<LeaseId>,
+        unknown_worker: bool,
+    },
+    /// A slice finished for the first time: journal it (durably, before the `Accepted` that
+    /// follows is answered).
+    SliceFinished(SliceResult),
+    /// Answer to [`Event::TaskCompleted`]: `new` slices recorded, `duplicates` already finished
+    /// with the same hash.
+    Accepted {
+        lease: LeaseId,
+        new: usize,
+        duplicates: usize,
+    },
+    /// Answer to [`Event::TaskCompleted`]: nothing recorded.
+    Rejected {
+        lease: LeaseId,
+        reason: Rejection,
+    },
+    /// A lease ran out (or its worker was lost); its task will be leased again.
+    Expired {
+        lease: LeaseId,
+        worker: WorkerId,
+    },
+    /// A lease whose slices were all finished by someone else (a late completion of an earlier
+    /// lease): its worker should drop it (heartbeats now report it lost).
+    Revoked {
+        lease: LeaseId,
+        worker: WorkerId,
+    },
+    /// A worker not heard from for [`Config::worker_timeout`] was dropped.
+    WorkerForgotten {
+        worker: WorkerId,
+    },
+    /// Every slice of the job is finished.
+    JobDone {
+        job: JobId,
+    },
+}
+
+/// How far a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobProgress {
+    pub slices_done: u64,
+    pub slices_total: u64,
+    pub positions_done: u64,
+    pub positions_total: u64,
+}
+
+impl JobProgress {
+    pub fn is_done(&self) -> bool {
+        self.slices_done == self.slices_total
+    }
+}
+
+type SliceIx = u32;
+type TaskIx = u32;
+
+#[derive(Debug)]
+struct Slice {
+    key: SliceKey,
+    positions: u64,
+    finished: Option<Hash>,
+    /// `None` for a slice known only as finished (from the journal) and in no job's plan yet.
+    task: Option<TaskIx>,
+    successors: Vec<SliceIx>,
+    /// Unfinished slices waiting on this one.
+    dependents: Vec<SliceIx>,
+    unfinished_successors: u32,
+    /// Indices into `Scheduler::jobs`.
+    jobs: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskState {
+    Blocked,
+    Ready,
+    Leased(LeaseId),
+    Done,
+}
+
+#[derive(Debug)]
+struct Task {
+    job: JobId,
+    slices: Vec<SliceIx>,
+    /// Unfinished slices.
+    unfinished: u32,
+    /// Unfinished slices with an unfinished successor.
+    waiting: u32,
+    state: TaskState,
+}
+
+#[derive(Debug)]
+struct Lease {
+    task: TaskIx,
+    worker: WorkerId,
+    deadline: Millis,
+}
+
+#[derive(Debug)]
+struct Worker {
+    name: String,
+    cores: u32,
+    last_seen: Millis,
+}
+
+#[derive(Debug)]
+struct Job {
+    id: JobId,
+    slices_total: u64,
+    positions_total: u64,
+    slices_done: u64,
+    positions_done: u64,
+}
+
+/// The scheduler's whole state. See the [module docs](self).
+#[derive(Debug)]
+pub struct Scheduler {
+    config: Config,
+    now: Millis,
+    slices: Vec<Slice>,
+    index: HashMap<SliceKey, SliceIx>,
+    tasks: Vec<Task>,
+    /// Ready tasks; the smallest index (earliest in plan order) is leased first.
+    ready: BTreeSet<TaskIx>,
+    leases: BTreeMap<LeaseId, Lease>,
+    workers: BTreeMap<WorkerId, Worker>,
+    jobs: Vec<Job>,
+    next_id: u64,
+}
+
+/// Conflicting records of one slice in the finished slices a scheduler resumes from.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("slice {key} is recorded as finished twice, with different hashes or counts")]
+pub struct ResumeConflict {
+    pub key: SliceKey,
+}
+
+impl Scheduler {
+    /// A scheduler with no job and nothing finished.
+    pub fn new(config: Config) -> Scheduler {
+        let next_id = config.first_id.max(1);
+        Scheduler {
+            config,
+            now: 0,
+            slices: Vec::new(),
+            index: HashMap::new(),
+            tasks: Vec::new(),
+            ready: BTreeSet::new(),
+            leases: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            jobs: Vec::new(),
+            next_id,
+        }
+    }
+
+    /// A scheduler that knows these slices are finished (from the journal). Submit the journal's
+    /// jobs again after it: only their unfinished slices are leased.
+    pub fn resume(
+        config: Config,
+        finished: impl IntoIterator<Item = SliceResult>,
+    ) -> Result<Scheduler, ResumeConflict> {
+        let mut s = Scheduler::new(config);
+        for r in finished {
+            match s.index.get(&r.key) {
+                Some(&ix) => {
+                    let slice = &s.slices[ix as usize];
+                    if slice.finished != Some(r.hash) || slice.positions != r.positions {
+                        return Err(ResumeConflict { key: r.key });
+                    }
+                }
+                None => {
+                    s.push_slice(r.key, r.positions, Some(r.hash));
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Takes one event at time `now` (a monotonic clock; a time before the last one counts as the
+    /// last one) and returns what to do, in order.
+    pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
+        self.now = self.now.max(now);
+        let mut out = Vec::new();
+        self.expire_leases(&mut out);
+        match event {
+            Event::JobSubmitted { job, plan } => self.submit(job, &plan, &mut out),
+            Event::WorkerRegistered { name, cores } => {
+                let worker = WorkerId(self.fresh_id());
+                self.workers.insert(
+                    worker,
+                    Worker {
+                        name,
+                        cores,
+                        last_seen: self.now,
+                    },
+                );
+                out.push(Action::Registered {
+                    worker,
+                    lease_ttl: self.config.lease_ttl,
+                });
+            }
+            Event::LeaseRequested { worker } => self.lease(worker, &mut out),
+            Event::Heartbeat { worker, leases } => self.heartbeat(worker, leases, &mut out),
+            Event::TaskCompleted { lease, slices } => self.complete(lease, &slices, &mut out),
+            Event::Tick => self.forget_silent_workers(&mut out),
+            Event::WorkerLost { worker } => {
+                let lost: Vec<LeaseId> = self
+                    .leases
+                    .iter()
+                    .filter(|(_, l)| l.worker == worker)
+                    .map(|(&id, _)| id)
+                    .collect();
+                for lease in lost {
+                    self.expire(lease, &mut out);
+                }
+                self.workers.remove(&worker);
+            }
+        }
+        out
+    }
+
+    /// The progress of a job, `None` if it was never submitted.
+    pub fn job(&self, job: JobId) -> Option<JobProgress> {
+        self.jobs.iter().find(|j| j.id == job).map(progress)
+    }
+
+    /// Every job with its progress, in submission order.
+    pub fn jobs(&self) -> impl Iterator<Item = (JobId, JobProgress)> + '_ {
+        self.jobs.iter().map(|j| (j.id, progress(j)))
+    }
+
+    /// Workers registered and not forgotten.
+    pub fn workers_alive(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// The workers alive: id, name and cores, by id.
+    pub fn workers(&self) -> impl Iterator<Item = (WorkerId, &str, u32)> + '_ {
+        self.workers.iter().map(|(&id, w)| (id, w.name.as_str(), w.cores))
+    }
+
+    /// Leases not expired, revoked or completed.
+    pub fn live_leases(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// The recorded hash of a finished slice.
+    pub fn finished(&self, key: &SliceKey) -> Option<Hash> {
+        self.index
+            .get(key)
+            .and_then(|&ix| self.slices[ix as usize].finished)
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn push_slice(&mut self, key: SliceKey, positions: u64, finished: Option<Hash>) -> SliceIx {
+        let ix = SliceIx::try_from(self.slices.len()).expect("fewer than 2^32 slices");
+        self.slices.push(Slice {
+            key,
+            positions,
+            finished,
+            task: None,
+            successors: Vec::new(),
+            dependents: Vec::new(),
+            unfinished_successors: 0,
+            jobs: Vec::new(),
+        });
+        self.index.insert(key, ix);
+        ix
+    }
+
+    fn submit(&mut self, job: JobId, plan: &Plan, out: &mut Vec<Action>) {
+        if self.jobs.iter().any(|j| j.id == job) {
+            out.push(Action::JobRejected {
+                job,
+                reason: JobRejection::DuplicateJob { job },
+            });
+            return;
+        }
+        // Check the whole plan before changing anything.
+        let planned: HashMap<SliceKey, u64> = plan
+            .materials
+            .iter()
+            .flat_map(|m| m.slices())
+            .map(|&s| (s, SliceIndexer::new(s).size()))
+            .collect();
+        let mut successors: HashMap<SliceKey, Vec<SliceKey>> = HashMap::new();
+        for &key in plan.materials.iter().flat_map(|m| m.slices()) {
+            let expected = planned[&key];
+            if let Some(&ix) = self.index.get(&key) {
+                let slice = &self.slices[ix as usize];
+                if slice.finished.is_some() && slice.positions != expected {
+                    let reason = JobRejection::FinishedCountMismatch {
+                        key,
+                        recorded: slice.positions,
+                        expected,
+                    };
+                    out.push(Action::JobRejected { job, reason });
+                    return;
+                }
+                if slice.task.is_some() || slice.finished.is_some() {
+                    continue; // planned by an earlier job, or finished
+                }
+            }
+            let succ = key.successors();
+            if let Some(&successor) = succ
+                .iter()
+                .find(|t| !planned.contains_key(t) && !self.index.contains_key(t))
+            {
+                out.push(Action::JobRejected {
+                    job,
+                    reason: JobRejection::MissingSuccessor { key, successor },
+                });
+                return;
+            }
+            successors.insert(key, succ);
+        }
+
+        let job_ix = u32::try_from(self.jobs.len()).expect("fewer than 2^32 jobs");
+        let mut record = Job {
+            id: job,
+            slices_total: 0,
+            positions_total: 0,
+            slices_done: 0,
+            positions_done: 0,
+        };
+        // Register every new slice first, so that successors have indices below.
+        for m in &plan.materials {
+            for &key in m.slices() {
+                if !self.index.contains_key(&key) {
+                    self.push_slice(key, planned[&key], None);
+                }
+                let slice = &mut self.slices[self.index[&key] as usize];
+                if slice.jobs.last() == Some(&job_ix) {
+                    continue; // listed twice
+                }
+                slice.jobs.push(job_ix);
+                record.slices_total += 1;
+                record.positions_total += slice.positions;
+                if slice.finished.is_some() {
+                    record.slices_done += 1;
+                    record.positions_done += slice.positions;
+                }
+            }
+        }
+        // Link the new slices to their successors, then cut each wave into tasks, leaf-first.
+        let target = self.config.target_task_positions;
+        for m in &plan.materials {
+            for wave in &m.waves {
+                let mut group: Vec<SliceIx> = Vec::new();
+                let mut groups: Vec<Vec<SliceIx>> = Vec::new();
+                let mut group_positions = 0;
+                for key in wave {
+                    let Some(succ) = successors.remove(key) else {
+                        continue;
+                    };
+                    let ix = self.index[key];
+                    self.link(ix, &succ);
+                    group.push(ix);
+                    group_positions += self.slices[ix as usize].positions;
+                    if group_positions >= target {
+                        groups.push(std::mem::take(&mut group));
+                        group_positions = 0;
+                    }
+                }
+                if !group.is_empty() {
+                    // A small remainder joins the group before it rather than make a tiny task.
+                    match groups.last_mut() {
+                        Some(last) if group_positions < target / 2 => last.append(&mut group),
+                        _ => groups.push(group),
+                    }
+                }
+                for slices in groups {
+                    self.push_task(job, slices);
+                }
+            }
+        }
+        let done = record.slices_done == record.slices_total;
+        out.push(Action::JobAccepted {
+            job,
+            slices: record.slices_total,
+            positions: record.positions_total,
+            finished: record.slices_done,
+        });
+        self.jobs.push(record);
+        if done {
+            out.push(Action::JobDone { job });
+        }
+    }
+
+    /// Links a new, unfinished slice to its successors (all registered by now).
+    fn link(&mut self, ix: SliceIx, successors: &[SliceKey]) {
+        let mut unfinished = 0;
+        let mut succ_ix = Vec::with_capacity(successors.len());
+        for t in successors {
+            let t_ix = self.index[t];
+            succ_ix.push(t_ix);
+            let t_slice = &mut self.slices[t_ix as usize];
+            if t_slice.finished.is_none() {
+                t_slice.dependents.push(ix);
+                unfinished += 1;
+            }
+        }
+        let slice = &mut self.slices[ix as usize];
+        slice.successors = succ_ix;
+        slice.unfinished_successors = unfinished;
+    }
+
+    fn push_task(&mut self, job: JobId, slices: Vec<SliceIx>) {
+        let t = TaskIx::try_from(self.tasks.len()).expect("fewer than 2^32 tasks");
+        let mut waiting = 0;
+        for &ix in &slices {
+            let slice = &mut self.slices[ix as usize];
+            slice.task = Some(t);
+            if slice.unfinished_successors > 0 {
+                waiting += 1;
+            }
+        }
+        let unfinished = slices.len() as u32;
+        let state = if waiting == 0 {
+            TaskState::Ready
+        } else {
+            TaskState::Blocked
+        };
+        if state == TaskState::Ready {
+            self.ready.insert(t);
+        }
+        self.tasks.push(Task {
+            job,
+            slices,
+            unfinished,
+            waiting,
+            state,
+        });
+    }
+
+    fn lease(&mut self, worker: WorkerId, out: &mut Vec<Action>) {
+        let Some(w) = self.workers.get_mut(&worker) else {
+            out.push(Action::NoTask(NoTask::UnknownWorker));
+            return;
+        };
+        w.last_seen = self.now;
+        let Some(t) = self.ready.pop_first() else {
+            let idle = self.jobs.iter().all(|j| j.slices_done == j.slices_total);
+            out.push(Action::NoTask(if idle { NoTask::Idle } else { NoTask::Waiting }));
+            return;
+        };
+        let lease = LeaseId(self.fresh_id());
+        let task = &mut self.tasks[t as usize];
+        debug_assert_eq!(task.state, TaskState::Ready);
+        debug_assert_eq!(task.waiting, 0);
+        task.state = TaskState::Leased(lease);
+        let slices: Vec<SliceIx> = task
+            .slices
+            .iter()
+            .copied()
+            .filter(|&ix| self.slices[ix as usize].finished.is_none())
+            .collect();
+        let successors: BTreeSet<SliceKey> = slices
+            .iter()
+            .flat_map(|&ix| &self.slices[ix as usize].successors)
+            .map(|&s| self.slices[s as usize].key)
+            .collect();
+        let deadline = self.now + self.config.lease_ttl;
+        out.push(Action::Lease(LeasedTask {
+            lease,
+            worker,
+            job: task.job,
+            slices: slices.iter().map(|&ix| self.slices[ix as usize].key).collect(),
+            successors: successors.into_iter().collect(),
+            positions: slices.iter().map(|&ix| self.slices[ix as usize].positions).sum(),
+            deadline,
+        }));
+        self.leases.insert(
+            lease,
+            Lease {
+                task: t,
+                worker,
+                deadline,
+            },
+        );
+    }
+
+    fn heartbeat(&mut self, worker: WorkerId, leases: Vec<LeaseId>, out: &mut Vec<Action>) {
+        let Some(w) = self.workers.get_mut(&worker) else {
+            out.push(Action::LeaseStatus {
+                valid: Vec::new(),
+                lost: leases,
+                unknown_worker: true,
+            });
+            return;
+        };
+        w.last_seen = self.now;
+        let (mut valid, mut lost) = (Vec::new(), Vec::new());
+        for id in leases {
+            match self.leases.get_mut(&id) {
+                Some(l) if l.worker == worker => {
+                    l.deadline = self.now + self.config.lease_ttl;
+                    valid.push(id);
+                }
+                _ => lost.push(id),
+            }
+        }
+        out.push(Action::LeaseStatus {
+            valid,
+            lost,
+            unknown_worker: false,
+        });
+    }
+
+    fn complete(&mut self, lease: LeaseId, results: &[SliceResult], out: &mut Vec<Action>) {
+        if let Some(l) = self.leases.get(&lease) {
+            if let Some(w) = self.workers.get_mut(&l.worker) {
+                w.last_seen = self.now;
+            }
+        }
+        // Check everything before recording anything.
+        let mut new: HashMap<SliceIx, Hash> = HashMap::new();
+        let mut duplicates = 0;
+        for r in results {
+            if let Err(reason) = self.check_result(r, &mut new, &mut duplicates) {
+                out.push(Action::Rejected { lease, reason });
+                return;
+            }
+        }
+        let mut new: Vec<(SliceIx, Hash)> = new.into_iter().collect();
+        new.sort_unstable();
+        let count = new.len();
+        let mut done_tasks = Vec::new();
+        let mut done_jobs = Vec::new();
+        for (ix, hash) in new {
+            self.finish(ix, hash, out, &mut done_tasks, &mut done_jobs);
+        }
+        for t in done_tasks {
+            if let TaskState::Leased(holder) = self.tasks[t as usize].state {
+                let l = self
+                    .leases
+                    .remove(&holder)
+                    .expect("a leased task has a live lease");
+                if holder != lease {
+                    out.push(Action::Revoked {
+                        lease: holder,
+                        worker: l.worker,
+                    });
+                }
+            }
+            self.ready.remove(&t);
+            self.tasks[t as usize].state = TaskState::Done;
+        }
+        out.push(Action::Accepted {
+            lease,
+            new: count,
+            duplicates,
+        });
+        out.extend(done_jobs.into_iter().map(|job| Action::JobDone { job }));
+    }
+
+    fn check_result(
+        &self,
+        r: &SliceResult,
+        new: &mut HashMap<SliceIx, Hash>,
+        duplicates: &mut usize,
+    ) -> Result<(), Rejection> {
+        let key = r.key;
+        let &ix = self.index.get(&key).ok_or(Rejection::UnknownSlice { key })?;
+        let slice = &self.slices[ix as usize];
+        if r.positions != slice.positions {
+            return Err(Rejection::PositionsMismatch {
+                key,
+                expected: slice.positions,
+                reported: r.positions,
+            });
+        }
+        if let Some(recorded) = slice.finished {
+            if recorded != r.hash {
+                return Err(Rejection::HashMismatch {
+                    key,
+                    recorded,
+                    reported: r.hash,
+                });
+            }
+            *duplicates += 1;
+            return Ok(());
+        }
+        if slice.task.is_none() {
+            return Err(Rejection::UnknownSlice { key });
+        }
+        if slice.unfinished_successors > 0 {
+            let successor = slice
+                .successors
+                .iter()
+                .map(|&s| &self.slices[s as usize])
+                .find(|s| s.finished.is_none())
+                .expect("an unfinished successor")
+                .key;
+            return Err(Rejection::SuccessorNotFinished { key, successor });
+        }
+        match new.insert(ix, r.hash) {
+            Some(earlier) if earlier != r.hash => Err(Rejection::ConflictingReport { key }),
+            Some(_) => {
+                *duplicates += 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Records a slice as finished and releases what waited on it.
+    fn finish(
+        &mut self,
+        ix: SliceIx,
+        hash: Hash,
+        out: &mut Vec<Action>,
+        done_tasks: &mut Vec<TaskIx>,
+        done_jobs: &mut Vec<JobId>,
+    ) {
+        let slice = &mut self.slices[ix as usize];
+        debug_assert!(slice.finished.is_none() && slice.unfinished_successors == 0);
+        slice.finished = Some(hash);
+        out.push(Action::SliceFinished(SliceResult {
+            key: slice.key,
+            hash,
+            positions: slice.positions,
+        }));
+        let positions = slice.positions;
+        let dependents = std::mem::take(&mut slice.dependents);
+        let task = slice.task.expect("only slices of a task are finished here");
+        for &j in &slice.jobs {
+            let job = &mut self.jobs[j as usize];
+            job.slices_done += 1;
+            job.positions_done += positions;
+            if job.slices_done == job.slices_total {
+                done_jobs.push(job.id);
+            }
+        }
+        let t = &mut self.tasks[task as usize];
+        t.unfinished -= 1;
+        if t.unfinished == 0 {
+            done_tasks.push(task);
+        }
+        for d in dependents {
+            let dep = &mut self.slices[d as usize];
+            dep.unfinished_successors -= 1;
+            if dep.unfinished_successors == 0 {
+                let dt = dep.task.expect("a dependent belongs to a task");
+                let t = &mut self.tasks[dt as usize];
+                t.waiting -= 1;
+                if t.waiting == 0 && t.state == TaskState::Blocked {
+                    t.state = TaskState::Ready;
+                    self.ready.insert(dt);
+                }
+            }
+        }
+    }
+
+    fn expire_leases(&mut self, out: &mut Vec<Action>) {
+        let now = self.now;
+        let due: Vec<LeaseId> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for lease in due {
+            self.expire(lease, out);
+        }
+    }
+
+    fn expire(&mut self, lease: LeaseId, out: &mut Vec<Action>) {
+        let l = self.leases.remove(&lease).expect("a live lease");
+        let task = &mut self.tasks[l.task as usize];
+        debug_assert_eq!(task.state, TaskState::Leased(lease));
+        debug_assert!(task.unfinished > 0 && task.waiting == 0);
+        task.state = TaskState::Ready;
+        self.ready.insert(l.task);
+        out.push(Action::Expired {
+            lease,
+            worker: l.worker,
+        });
+    }
+
+    fn forget_silent_workers(&mut self, out: &mut Vec<Action>) {
+        let now = self.now;
+        let timeout = self.config.worker_timeout;
+        let silent: Vec<WorkerId> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| w.last_seen.saturating_add(timeout) <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for worker in silent {
+            let held: Vec<LeaseId> = self
+                .leases
+                .iter()
+                .filter(|(_, l)| l.worker == worker)
+                .map(|(&id, _)| id)
+                .collect();
+            for lease in held {
+                self.expire(lease, out);
+            }
+            self.workers.remove(&worker);
+            out.push(Action::WorkerForgotten { worker });
+        }
+    }
+
+    /// Checks the scheduler's internal bookkeeping; panics on the first inconsistency.
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        // A slice is in one task and a task has at most one live lease, so no slice is in two.
+        let mut leased: HashMap<TaskIx, LeaseId> = HashMap::new();
+        for (&id, l) in &self.leases {
+            assert_eq!(self.tasks[l.task as usize].state, TaskState::Leased(id), "{id}");
+            assert!(l.deadline > self.now, "{id} outlived its deadline");
+            if let Some(other) = leased.insert(l.task, id) {
+                panic!("task {} leased as {other} and {id}", l.task);
+            }
+        }
+        for (ix, s) in self.slices.iter().enumerate() {
+            if let Some(t) = s.task {
+                assert!(self.tasks[t as usize].slices.contains(&(ix as SliceIx)));
+            }
+        }
+        for (t, task) in self.tasks.iter().enumerate() {
+            let unfinished: Vec<&Slice> = task
+                .slices
+                .iter()
+                .map(|&ix| &self.slices[ix as usize])
+                .filter(|s| s.finished.is_none())
+                .collect();
+            assert_eq!(task.unfinished as usize, unfinished.len());
+            let waiting = unfinished.iter().filter(|s| s.unfinished_successors > 0).count();
+            assert_eq!(task.waiting as usize, waiting);
+            for s in &unfinished {
+                let n = s
+                    .successors
+                    .iter()
+                    .filter(|&&x| self.slices[x as usize].finished.is_none())
+                    .count();
+                assert_eq!(s.unfinished_successors as usize, n, "{}", s.key);
+            }
+            let expected = match (task.unfinished, task.waiting) {
+                (0, _) => TaskState::Done,
+                (_, 0) if matches!(task.state, TaskState::Leased(_)) => task.state,
+                (_, 0) => TaskState::Ready,
+                _ => TaskState::Blocked,
+            };
+            assert_eq!(task.state, expected, "task {t}");
+            assert_eq!(
+                self.ready.contains(&(t as TaskIx)),
+                task.state == TaskState::Ready,
+                "task {t}"
+            );
+        }
+        for job in &self.jobs {
+            assert!(job.slices_done <= job.slices_total);
+        }
+    }
+}
+
+fn progress(j: &Job) -> JobProgress {
+    JobProgress {
+        slices_done: j.slices_done,
+        slices_total: j.slices_total,
+        positions_done: j.positions_done,
+        positions_total: j.positions_total,
+    }
+}
+
+fn hex(hash: &Hash) -> String {
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap, HashSet};
+    use std::sync::LazyLock;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::plan::plan;
+
+    static KPK: LazyLock<Plan> = LazyLock::new(|| plan(&["KPvK".parse().unwrap()]));
+    static KPKP: LazyLock<Plan> = LazyLock::new(|| plan(&["KPvKP".parse().unwrap()]));
+
+    const TTL: Millis = 1_000;
+
+    fn config() -> Config {
+        Config {
+            lease_ttl: TTL,
+            worker_timeout: 3 * TTL,
+            target_task_positions: 1 << 16,
+            first_id: 1,
+        }
+    }
+
+    /// What an honest worker computes for a slice: a function of the key alone.
+    fn true_hash(key: &SliceKey) -> Hash {
+        let mut h = [0u8; 32];
+        h[..8].copy_from_slice(&key.white_pawns.0.to_le_bytes());
+        h[8..16].copy_from_slice(&key.black_pawns.0.to_le_bytes());
+        for (i, b) in key.material.to_string().bytes().enumerate() {
+            h[16 + i % 16] ^= b;
+        }
+        h
+    }
+
+    fn result(key: SliceKey) -> SliceResult {
+        SliceResult {
+            key,
+            hash: true_hash(&key),
+            positions: SliceIndexer::new(key).size(),
+        }
+    }
+
+    fn results(task: &LeasedTask) -> Vec<SliceResult> {
+        task.slices.iter().map(|&k| result(k)).collect()
+    }
+
+    fn plan_slices(plan: &Plan) -> Vec<SliceKey> {
+        plan.materials.iter().flat_map(|m| m.slices()).copied().collect()
+    }
+
+    /// Runs a scheduler and checks every action against a model of what must hold.
+    struct Sim {
+        s: Scheduler,
+        now: Millis,
+        /// Every slice the scheduler knows of, with its successors.
+        successors: HashMap<SliceKey, Vec<SliceKey>>,
+        finished: HashMap<SliceKey, Hash>,
+        /// Leases the scheduler handed out and has not ended.
+        live: BTreeMap<LeaseId, LeasedTask>,
+        /// Leases that expired or were revoked: their workers may still complete them, late.
+        stale: Vec<LeasedTask>,
+        workers: Vec<WorkerId>,
+        jobs: HashMap<JobId, Vec<SliceKey>>,
+        jobs_done: HashSet<JobId>,
+        leases_granted: usize,
+        expired: usize,
+    }
+
+    impl Sim {
+        fn new(s: Scheduler, finished: HashMap<SliceKey, Hash>) -> Sim {
+            Sim {
+                s,
+                now: 0,
+                successors: HashMap::new(),
+                finished,
+                live: BTreeMap::new(),
+                stale: Vec::new(),
+                workers: Vec::new(),
+                jobs: HashMap::new(),
+                jobs_done: HashSet::new(),
+                leases_granted: 0,
+                expired: 0,
+            }
+        }
+
+        fn step(&mut self, event: Event) -> Vec<Action> {
+            let actions = self.s.handle(self.now, event);
+            self.observe(&actions);
+            self.s.check_invariants();
+            actions
+        }
+
+        fn submit(&mut self, job: JobId, plan: &Plan) -> Vec<Action> {
+            let mut keys = plan_slices(plan);
+            keys.sort();
+            keys.dedup();
+            for k in &keys {
+                self.successors.entry(*k).or_insert_with(|| k.successors());
+            }
+            let known = self.jobs.contains_key(&job);
+            let actions = self.step(Event::JobSubmitted {
+                job,
+                plan: plan.clone(),
+            });
+            if !known {
+                self.jobs.insert(job, keys);
+            }
+            actions
+        }
+
+        fn register(&mut self) -> WorkerId {
+            match self.step(Event::WorkerRegistered {
+                name: "w".into(),
+                cores: 1,
+            })[..]
+            {
+                // Leases that ran out before this event expire first.
+                [.., Action::Registered { worker, lease_ttl }] => {
+                    assert_eq!(lease_ttl, TTL);
+                    self.workers.push(worker);
+                    worker
+                }
+                ref other => panic!("{other:?}"),
+            }
+        }
+
+        fn observe(&mut self, actions: &[Action]) {
+            for a in actions {
+                match a {
+                    Action::Lease(t) => {
+                        self.leases_granted += 1;
+                        assert!(!t.slices.is_empty());
+                        assert_eq!(t.deadline, self.now + TTL);
+                        let mut expected: Vec<SliceKey> = t
+                            .slices
+                            .iter()
+                            .flat_map(|k| self.successors[k].iter().copied())
+                            .collect();
+                        expected.sort();
+                        expected.dedup();
+                        assert_eq!(t.successors, expected, "{}: successors", t.lease);
+                        for succ in &t.successors {
+                            assert!(
+                                self.finished.contains_key(succ),
+                                "{} leased before its successor {succ}",
+                                t.lease
+                            );
+                        }
+                        let m = t.slices[0].material;
+                        assert!(t.slices.iter().all(|k| k.material == m), "a task mixes materials");
+                        for k in &t.slices {
+                            assert!(!self.finished.contains_key(k), "finished slice {k} leased again");
+                            for other in self.live.values() {
+                                assert!(
+                                    !other.slices.contains(k),
+                                    "{k} leased to {} and {}",
+                                    other.lease,
+                                    t.lease
+                                );
+                            }
+                        }
+                        let positions: u64 = t.slices.iter().map(|&k| SliceIndexer::new(k).size()).sum();
+                        assert_eq!(t.positions, positions);
+                        self.live.insert(t.lease, t.clone());
+                    }
+                    Action::SliceFinished(r) => {
+                        assert_eq!(
+                            r.hash,
+                            true_hash(&r.key),
+                            "a wrong hash was recorded for {}",
+                            r.key
+                        );
+                        for succ in &self.successors[&r.key] {
+                            assert!(
+                                self.finished.contains_key(succ),
+                                "{} finished before {succ}",
+                                r.key
+                            );
+                        }
+                        assert!(
+                            self.finished.insert(r.key, r.hash).is_none(),
+                            "{} finished twice",
+                            r.key
+                        );
+                    }
+                    Action::Expired { lease, .. } => {
+                        self.expired += 1;
+                        let t = self.live.remove(lease).expect("only a live lease expires");
+                        self.stale.push(t);
+                    }
+                    Action::Revoked { lease, .. } => {
+                        let t = self.live.remove(lease).expect("only a live lease is revoked");
+                        assert!(t.slices.iter().all(|k| self.finished.contains_key(k)));
+                    }
+                    Action::JobDone { job } => {
+                        assert!(self.jobs_done.insert(*job), "{job} done twice");
+                        for k in self.jobs.get(job).into_iter().flatten() {
+                            assert!(self.finished.contains_key(k), "{job} done without {k}");
+                        }
+                    }
+                    Action::JobAccepted { .. }
+                    | Action::JobRejected { .. }
+                    | Action::Registered { .. }
+                    | Action::NoTask(_)
+                    | Action::LeaseStatus { .. }
+                    | Action::Accepted { .. }
+                    | Action::Rejected { .. }
+                    | Action::WorkerForgotten { .. } => {}
+                }
+            }
+            // A lease whose slices are all finished has ended (completed, or revoked above).
+            let finished = &self.finished;
+            self.live
+                .retain(|_, t| !t.slices.iter().all(|k| finished.contains_key(k)));
+            assert_eq!(self.live.len(), self.s.live_leases());
+        }
+
+        fn complete(&mut self, task: &LeasedTask) -> Vec<Action> {
+            let actions = self.step(Event::TaskCompleted {
+                lease: task.lease,
+                slices: results(task),
+            });
+            let accepted = actions
+                .iter()
+                .any(|a| matches!(a, Action::Accepted { lease, .. } if *lease == task.lease));
+            assert!(
+                accepted,
+                "an honest completion of {} was not accepted: {actions:?}",
+                task.lease
+            );
+            actions
+        }
+
+        /// One fresh worker solves everything that is left; time moves on when it must wait
+        /// (so that abandoned leases expire).
+        fn drain(&mut self) {
+            let worker = self.register();
+            for _ in 0..100_000 {
+                let actions = self.step(Event::LeaseRequested { worker });
+                match actions.last() {
+                    Some(Action::Lease(t)) => {
+                        let t = t.clone();
+                        self.complete(&t);
+                    }
+                    Some(Action::NoTask(NoTask::Waiting)) => {
+                        self.now += TTL;
+                        self.step(Event::Heartbeat {
+                            worker,
+                            leases: vec![],
+                        });
+                    }
+                    Some(Action::NoTask(NoTask::Idle)) => return,
+                    other => panic!("{other:?}"),
+                }
+            }
+            panic!("the jobs never finished");
+        }
+
+        fn assert_all_done(&self) {
+            for (job, keys) in &self.jobs {
+                assert!(self.jobs_done.contains(job), "{job} not done");
+                let p = self.s.job(*job).unwrap();
+                assert!(p.is_done());
+                assert_eq!(p.slices_total as usize, keys.len());
+            }
+            assert!(self.live.is_empty());
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Register,
+        Request(usize),
+        Heartbeat(usize),
+        Complete(usize),
+        CompleteLate(usize),
+        WrongDuplicate(usize),
+        Advance(Millis),
+        Tick,
+        Lose(usize),
+        SubmitOther,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            1 => Just(Op::Register),
+            6 => any::<usize>().prop_map(Op::Request),
+            3 => any::<usize>().prop_map(Op::Heartbeat),
+            6 => any::<usize>().prop_map(Op::Complete),
+            1 => any::<usize>().prop_map(Op::CompleteLate),
+            1 => any::<usize>().prop_map(Op::WrongDuplicate),
+            3 => (0..2 * TTL).prop_map(Op::Advance),
+            1 => Just(Op::Tick),
+            1 => any::<usize>().prop_map(Op::Lose),
+            1 => Just(Op::SubmitOther),
+        ]
+    }
+
+    /// Random workers lease, heartbeat, complete (on time, late, or with a wrong hash for a
+    /// finished slice), vanish, and time jumps; then one worker finishes the rest. Checked
+    /// throughout by [`Sim::observe`] and [`Scheduler::check_invariants`]: nothing is leased
+    /// before its successors are finished, no slice is in two live leases, every slice finishes
+    /// once with the honest hash, expired leases are leased again, and every job ends done.
+    fn run(main: &Plan, other: &Plan, ops: Vec<Op>) {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), main);
+        let pick = |n: usize, i: usize| if n == 0 { None } else { Some(i % n) };
+        for op in ops {
+            match op {
+                Op::Register => {
+                    sim.register();
+                }
+                Op::Request(i) => {
+                    if let Some(i) = pick(sim.workers.len(), i) {
+                        let worker = sim.workers[i];
+                        let actions = sim.step(Event::LeaseRequested { worker });
+                        if let Some(Action::NoTask(NoTask::Idle)) = actions.last() {
+                            assert!(sim.s.jobs().all(|(_, p)| p.is_done()));
+                        }
+                    }
+                }
+                Op::Heartbeat(i) => {
+                    if let Some(i) = pick(sim.workers.len(), i) {
+                        let worker = sim.workers[i];
+                        let mine: Vec<LeaseId> = sim
+                            .live
+                            .values()
+                            .filter(|t| t.worker == worker)
+                            .map(|t| t.lease)
+                            .collect();
+                        let stale: Vec<LeaseId> = sim
+                            .stale
+                            .iter()
+                            .filter(|t| t.worker == worker)
+                            .map(|t| t.lease)
+                            .collect();
+                        let leases = [mine.clone(), stale.clone()].concat();
+                        match &sim.step(Event::Heartbeat { worker, leases })[..] {
+                            [.., Action::LeaseStatus {
+                                valid,
+                                lost,
+                                unknown_worker,
+                            }] => {
+                                if *unknown_worker {
+                                    assert!(valid.is_empty());
+                                } else {
+                                    // Expiry runs first: a lease of ours may have just expired.
+                                    let still: Vec<LeaseId> = mine
+                                        .iter()
+                                        .copied()
+                                        .filter(|l| sim.live.contains_key(l))
+                                        .collect();
+                                    assert_eq!(valid, &still);
+                                    assert_eq!(lost.len(), mine.len() + stale.len() - still.len());
+                                }
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                }
+                Op::Complete(i) => {
+                    let live: Vec<LeasedTask> = sim.live.values().cloned().collect();
+                    if let Some(i) = pick(live.len(), i) {
+                        sim.complete(&live[i]);
+                    }
+                }
+                Op::CompleteLate(i) => {
+                    if let Some(i) = pick(sim.stale.len(), i) {
+                        let t = sim.stale[i].clone();
+                        sim.complete(&t);
+                    }
+                }
+                Op::WrongDuplicate(i) => {
+                    let mut done: Vec<SliceKey> = sim.finished.keys().copied().collect();
+                    done.sort();
+                    if let Some(i) = pick(done.len(), i) {
+                        let mut r = result(done[i]);
+                        r.hash[31] ^= 1;
+                        let actions = sim.step(Event::TaskCompleted {
+                            lease: LeaseId(i as u64),
+                            slices: vec![r],
+                        });
+                        assert!(
+                            matches!(
+                                &actions[..],
+                                [
+                                    ..,
+                                    Action::Rejected {
+                                        reason: Rejection::HashMismatch { .. },
+                                        ..
+                                    }
+                                ]
+                            ),
+                            "{actions:?}"
+                        );
+                        assert!(!actions.iter().any(|a| matches!(a, Action::SliceFinished(_))));
+                    }
+                }
+                Op::Advance(ms) => sim.now += ms,
+                Op::Tick => {
+                    sim.step(Event::Tick);
+                }
+                Op::Lose(i) => {
+                    if let Some(i) = pick(sim.workers.len(), i) {
+                        let worker = sim.workers.remove(i);
+                        sim.step(Event::WorkerLost { worker });
+                    }
+                }
+                Op::SubmitOther => {
+                    let again = sim.jobs.contains_key(&JobId(2));
+                    let actions = sim.submit(JobId(2), other);
+                    if again {
+                        assert!(
+                            matches!(actions[..], [.., Action::JobRejected { .. }]),
+                            "{actions:?}"
+                        );
+                    }
+                }
+            }
+        }
+        sim.drain();
+        sim.assert_all_done();
+        let all: HashSet<SliceKey> = sim.jobs.values().flatten().copied().collect();
+        assert_eq!(sim.finished.len(), all.len(), "every slice finishes exactly once");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_events_on_kpk_keep_every_invariant(ops in prop::collection::vec(op(), 0..300)) {
+            run(&KPK, &KPKP, ops);
+        }
+
+        #[test]
+        fn random_events_on_kpkp_keep_every_invariant(ops in prop::collection::vec(op(), 0..300)) {
+            run(&KPKP, &KPK, ops);
+        }
+    }
+
+    fn first_lease(sim: &mut Sim, worker: WorkerId) -> LeasedTask {
+        match sim.step(Event::LeaseRequested { worker }).pop() {
+            Some(Action::Lease(t)) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn single_worker_finishes_kpkp_and_everything_below() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPKP);
+        sim.drain();
+        sim.assert_all_done();
+        assert_eq!(sim.finished.len(), plan_slices(&KPKP).len());
+        assert_eq!(sim.expired, 0);
+    }
+
+    /// Tasks of tiny pawn slices hold at least half the target or a whole wave, and never mix
+    /// waves (their slices must be independent).
+    #[test]
+    fn tiny_pawn_slices_share_a_task() {
+        let target = 1 << 20;
+        let cfg = Config {
+            target_task_positions: target,
+            ..config()
+        };
+        let mut sim = Sim::new(Scheduler::new(cfg), HashMap::new());
+        sim.submit(JobId(1), &KPKP);
+        let mut wave_of: HashMap<SliceKey, (usize, usize)> = HashMap::new();
+        for (m, mp) in KPKP.materials.iter().enumerate() {
+            for (w, wave) in mp.waves.iter().enumerate() {
+                for k in wave {
+                    wave_of.insert(*k, (m, w));
+                }
+            }
+        }
+        let worker = sim.register();
+        let mut leases = 0;
+        loop {
+            let t = match sim.step(Event::LeaseRequested { worker }).pop() {
+                Some(Action::Lease(t)) => t,
+                Some(Action::NoTask(NoTask::Idle)) => break,
+                other => panic!("{other:?}"),
+            };
+            leases += 1;
+            let (m, w) = wave_of[&t.slices[0]];
+            assert!(
+                t.slices.iter().all(|k| wave_of[k] == (m, w)),
+                "a task mixes waves"
+            );
+            let whole_wave = t.slices.len() == KPKP.materials[m].waves[w].len();
+            assert!(
+                t.positions >= target / 2 || whole_wave,
+                "{} positions in {} slices",
+                t.positions,
+                t.slices.len()
+            );
+            sim.complete(&t);
+        }
+        let slices = plan_slices(&KPKP).len();
+        assert!(leases * 10 < slices, "{leases} leases for {slices} slices");
+    }
+
+    #[test]
+    fn expired_lease_is_leased_again() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let (a, b) = (sim.register(), sim.register());
+        let first = first_lease(&mut sim, a);
+        sim.now += TTL;
+        let again = first_lease(&mut sim, b);
+        assert_eq!(again.slices, first.slices);
+        assert_ne!(again.lease, first.lease);
+        assert_eq!(sim.expired, 1);
+        match &sim.step(Event::Heartbeat {
+            worker: a,
+            leases: vec![first.lease],
+        })[..]
+        {
+            [Action::LeaseStatus {
+                valid,
+                lost,
+                unknown_worker: false,
+            }] => {
+                assert!(valid.is_empty());
+                assert_eq!(lost, &[first.lease]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Found by the property test: the answer to an event comes after the expiries that the
+    /// event's time caused, so a driver must look for its answer at the end, not the start.
+    #[test]
+    fn expiries_come_before_the_answer_to_the_event_that_noticed_them() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let a = sim.register();
+        let t = first_lease(&mut sim, a);
+        sim.now += TTL;
+        let actions = sim.step(Event::WorkerRegistered {
+            name: "late".into(),
+            cores: 4,
+        });
+        assert!(matches!(
+            actions[..],
+            [Action::Expired { lease, worker }, Action::Registered { .. }] if lease == t.lease && worker == a
+        ));
+        let names: Vec<(&str, u32)> = sim.s.workers().map(|(_, name, cores)| (name, cores)).collect();
+        assert_eq!(names, [("w", 1), ("late", 4)]);
+    }
+
+    #[test]
+    fn heartbeats_keep_a_lease_alive() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let (a, b) = (sim.register(), sim.register());
+        let t = first_lease(&mut sim, a);
+        for _ in 0..10 {
+            sim.now += TTL - 1;
+            match &sim.step(Event::Heartbeat {
+                worker: a,
+                leases: vec![t.lease],
+            })[..]
+            {
+                [Action::LeaseStatus { valid, .. }] => assert_eq!(valid, &[t.lease]),
+                other => panic!("{other:?}"),
+            }
+        }
+        let other = first_lease(&mut sim, b);
+        assert_ne!(other.slices, t.slices);
+        sim.complete(&t);
+        assert_eq!(sim.expired, 0);
+    }
+
+    #[test]
+    fn duplicate_completion_with_the_same_hash_is_accepted() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let w = sim.register();
+        let t = first_lease(&mut sim, w);
+        sim.complete(&t);
+        let actions = sim.complete(&t);
+        assert_eq!(
+            actions,
+            [Action::Accepted {
+                lease: t.lease,
+                new: 0,
+                duplicates: t.slices.len()
+            }]
+        );
+    }
+
+    #[test]
+    fn duplicate_completion_with_another_hash_is_rejected() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let w = sim.register();
+        let t = first_lease(&mut sim, w);
+        sim.complete(&t);
+        let mut slices = results(&t);
+        slices[0].hash[0] ^= 0xff;
+        let actions = sim.step(Event::TaskCompleted {
+            lease: t.lease,
+            slices: slices.clone(),
+        });
+        let reason = Rejection::HashMismatch {
+            key: t.slices[0],
+            recorded: true_hash(&t.slices[0]),
+            reported: slices[0].hash,
+        };
+        assert_eq!(
+            actions,
+            [Action::Rejected {
+                lease: t.lease,
+                reason: reason.clone()
+            }]
+        );
+        assert!(reason.to_string().contains(&hex(&slices[0].hash)), "{reason}");
+        assert_eq!(sim.s.finished(&t.slices[0]), Some(true_hash(&t.slices[0])));
+    }
+
+    /// A rejected completion records nothing, not even its good slices.
+    #[test]
+    fn rejected_completion_records_none_of_its_slices() {
+        let mut sim = Sim::new(
+            Scheduler::new(Config {
+                target_task_positions: 1 << 30,
+                ..config()
+            }),
+            HashMap::new(),
+        );
+        sim.submit(JobId(1), &KPK);
+        let w = sim.register();
+        // The four pawnless sub-tables first, then a wave of KPvK slices.
+        let mut t = first_lease(&mut sim, w);
+        while t.slices.len() == 1 {
+            sim.complete(&t);
+            t = first_lease(&mut sim, w);
+        }
+        let mut slices = results(&t);
+        slices.last_mut().unwrap().positions += 1;
+        let actions = sim.step(Event::TaskCompleted {
+            lease: t.lease,
+            slices,
+        });
+        assert!(matches!(
+            actions[..],
+            [Action::Rejected {
+                reason: Rejection::PositionsMismatch { .. },
+                ..
+            }]
+        ));
+        assert!(t.slices.iter().all(|k| sim.s.finished(k).is_none()));
+        assert_eq!(sim.s.live_leases(), 1);
+    }
+
+    #[test]
+    fn completion_before_a_successor_is_rejected() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let kpk = KPK.materials.last().unwrap();
+        let key = kpk.waves.last().unwrap()[0];
+        let actions = sim.step(Event::TaskCompleted {
+            lease: LeaseId(99),
+            slices: vec![result(key)],
+        });
+        assert!(
+            matches!(&actions[..], [Action::Rejected { reason: Rejection::SuccessorNotFinished { key: k, .. }, .. }] if *k == key),
+            "{actions:?}"
+        );
+    }
+
+    #[test]
+    fn slice_outside_every_job_is_rejected() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let key = SliceKey::pawnless("KRvK".parse().unwrap());
+        let other = SliceKey::pawnless("KQvKR".parse().unwrap());
+        let actions = sim.step(Event::TaskCompleted {
+            lease: LeaseId(1),
+            slices: vec![result(other)],
+        });
+        assert_eq!(
+            actions,
+            [Action::Rejected {
+                lease: LeaseId(1),
+                reason: Rejection::UnknownSlice { key: other }
+            }]
+        );
+        let ok = sim.step(Event::TaskCompleted {
+            lease: LeaseId(1),
+            slices: vec![result(key)],
+        });
+        assert!(
+            matches!(
+                ok[..],
+                [Action::SliceFinished(_), Action::Accepted { new: 1, .. }]
+            ),
+            "{ok:?}"
+        );
+    }
+
+    /// A completion that arrives after its lease expired and the task went to another worker
+    /// is accepted (the values are the same), and the other worker's lease is revoked.
+    #[test]
+    fn late_completion_revokes_the_new_lease() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let (a, b) = (sim.register(), sim.register());
+        let first = first_lease(&mut sim, a);
+        sim.now += TTL;
+        let second = first_lease(&mut sim, b);
+        let actions = sim.complete(&first);
+        assert!(
+            actions.contains(&Action::Revoked {
+                lease: second.lease,
+                worker: b
+            }),
+            "{actions:?}"
+        );
+        let again = sim.complete(&second);
+        assert_eq!(
+            again,
+            [Action::Accepted {
+                lease: second.lease,
+                new: 0,
+                duplicates: second.slices.len()
+            }]
+        );
+    }
+
+    #[test]
+    fn lost_worker_loses_its_leases_at_once() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let (a, b) = (sim.register(), sim.register());
+        let t = first_lease(&mut sim, a);
+        let actions = sim.step(Event::WorkerLost { worker: a });
+        assert_eq!(
+            actions,
+            [Action::Expired {
+                lease: t.lease,
+                worker: a
+            }]
+        );
+        assert_eq!(first_lease(&mut sim, b).slices, t.slices);
+        assert_eq!(
+            sim.step(Event::LeaseRequested { worker: a }),
+            [Action::NoTask(NoTask::UnknownWorker)]
+        );
+    }
+
+    #[test]
+    fn silent_worker_is_forgotten() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        let (a, b) = (sim.register(), sim.register());
+        sim.now += 2 * TTL;
+        sim.step(Event::LeaseRequested { worker: b });
+        sim.now += TTL;
+        assert_eq!(sim.step(Event::Tick), [Action::WorkerForgotten { worker: a }]);
+        assert_eq!(sim.s.workers_alive(), 1);
+        match &sim.step(Event::Heartbeat {
+            worker: a,
+            leases: vec![LeaseId(5)],
+        })[..]
+        {
+            [Action::LeaseStatus {
+                unknown_worker: true,
+                lost,
+                ..
+            }] => assert_eq!(lost, &[LeaseId(5)]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn idle_until_a_job_arrives() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        let w = sim.register();
+        assert_eq!(
+            sim.step(Event::LeaseRequested { worker: w }),
+            [Action::NoTask(NoTask::Idle)]
+        );
+        sim.submit(JobId(1), &KPK);
+        first_lease(&mut sim, w);
+        // KPvK's pawnless sub-tables are four tasks; the pawn slices wait on them.
+        for _ in 0..3 {
+            first_lease(&mut sim, w);
+        }
+        assert_eq!(
+            sim.step(Event::LeaseRequested { worker: w }),
+            [Action::NoTask(NoTask::Waiting)]
+        );
+    }
+
+    #[test]
+    fn duplicate_job_is_rejected() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let actions = sim.submit(JobId(1), &KPKP);
+        assert_eq!(
+            actions,
+            [Action::JobRejected {
+                job: JobId(1),
+                reason: JobRejection::DuplicateJob { job: JobId(1) }
+            }]
+        );
+    }
+
+    /// A plan that leaves out a material its slices convert into is refused, not left to wait
+    /// forever.
+    #[test]
+    fn plan_without_a_successor_material_is_rejected() {
+        let mut partial = KPK.clone();
+        partial.materials.retain(|m| m.material.to_string() != "KQvK");
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        let actions = sim.submit(JobId(1), &partial);
+        assert!(
+            matches!(&actions[..], [Action::JobRejected { reason: JobRejection::MissingSuccessor { successor, .. }, .. }] if successor.material.to_string() == "KQvK"),
+            "{actions:?}"
+        );
+        assert!(sim.s.job(JobId(1)).is_none());
+    }
+
+    #[test]
+    fn plan_listing_a_slice_twice_counts_it_once() {
+        let mut doubled = KPK.clone();
+        let kpk = doubled.materials.last_mut().unwrap();
+        let again = kpk.waves[2][1];
+        kpk.waves[2].push(again);
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &doubled);
+        assert_eq!(
+            sim.s.job(JobId(1)).unwrap().slices_total as usize,
+            plan_slices(&KPK).len()
+        );
+        sim.drain();
+        sim.assert_all_done();
+    }
+
+    /// A second job that shares slices with a running one solves only the slices it adds.
+    #[test]
+    fn shared_slices_are_solved_once() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let w = sim.register();
+        let t = first_lease(&mut sim, w);
+        sim.complete(&t);
+        match sim.submit(JobId(2), &KPKP)[..] {
+            [Action::JobAccepted { finished, .. }] => assert_eq!(finished as usize, t.slices.len()),
+            ref other => panic!("{other:?}"),
+        }
+        sim.drain();
+        sim.assert_all_done();
+    }
+
+    /// Resuming from a journal's finished slices leases only what is left, and finishes.
+    #[test]
+    fn resume_leases_only_unfinished_slices() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPKP);
+        let w = sim.register();
+        for _ in 0..40 {
+            let t = first_lease(&mut sim, w);
+            sim.complete(&t);
+        }
+        // A lease in flight when the coordinator died.
+        let in_flight = first_lease(&mut sim, w);
+        let journal: Vec<SliceResult> = sim.finished.keys().map(|&k| result(k)).collect();
+        let before = journal.len();
+
+        let s = Scheduler::resume(
+            Config {
+                first_id: 1_000_000,
+                ..config()
+            },
+            journal,
+        )
+        .unwrap();
+        let mut resumed = Sim::new(s, sim.finished.clone());
+        match resumed.submit(JobId(1), &KPKP)[..] {
+            [Action::JobAccepted { finished, .. }] => assert_eq!(finished as usize, before),
+            ref other => panic!("{other:?}"),
+        }
+        // The worker of the previous life completes its lease: accepted, slice by slice.
+        let actions = resumed.complete(&in_flight);
+        assert!(actions.contains(&Action::Accepted {
+            lease: in_flight.lease,
+            new: in_flight.slices.len(),
+            duplicates: 0
+        }));
+        resumed.drain();
+        resumed.assert_all_done();
+        assert_eq!(resumed.finished.len(), plan_slices(&KPKP).len());
+    }
+
+    #[test]
+    fn job_of_finished_slices_is_done_at_once() {
+        let journal: Vec<SliceResult> = plan_slices(&KPK).into_iter().map(result).collect();
+        let s = Scheduler::resume(config(), journal.clone()).unwrap();
+        let mut sim = Sim::new(s, journal.iter().map(|r| (r.key, r.hash)).collect());
+        let actions = sim.submit(JobId(7), &KPK);
+        assert_eq!(actions[1..], [Action::JobDone { job: JobId(7) }]);
+        let w = sim.register();
+        assert_eq!(
+            sim.step(Event::LeaseRequested { worker: w }),
+            [Action::NoTask(NoTask::Idle)]
+        );
+    }
+
+    #[test]
+    fn resume_refuses_conflicting_records() {
+        let key = SliceKey::pawnless("KQvK".parse().unwrap());
+        let a = result(key);
+        let b = SliceResult { hash: [0; 32], ..a };
+        assert!(Scheduler::resume(config(), [a, a]).is_ok());
+        assert_eq!(
+            Scheduler::resume(config(), [a, b]).unwrap_err(),
+            ResumeConflict { key }
+        );
+    }
+
+    #[test]
+    fn finished_count_that_disagrees_with_the_index_rejects_the_job() {
+        let key = SliceKey::pawnless("KQvK".parse().unwrap());
+        let wrong = SliceResult {
+            positions: 5,
+            ..result(key)
+        };
+        let mut s = Scheduler::resume(config(), [wrong]).unwrap();
+        let actions = s.handle(
+            0,
+            Event::JobSubmitted {
+                job: JobId(1),
+                plan: KPK.clone(),
+            },
+        );
+        assert!(
+            matches!(
+                actions[..],
+                [Action::JobRejected {
+                    reason: JobRejection::FinishedCountMismatch { recorded: 5, .. },
+                    ..
+                }]
+            ),
+            "{actions:?}"
+        );
+    }
+}
