@@ -1,10 +1,11 @@
 //! The bijection between a position and its (slice, index).
 //!
-//! Index layout version 1 (see `storage/FORMAT.md`): the men other than pawns are listed White's
+//! Index layout version 2 (see `storage/FORMAT.md`): the men other than pawns are listed White's
 //! K Q R B N then Black's K Q R B N ([`Material::non_pawn_men`]); each is a field of 6 bits (its
 //! square, 0 = a1), the first man (White's king) most significant. In a pawnless slice White's
-//! king is kept on the quadrant a1-d4 (files a-d, ranks 1-4) by the four symmetries that need no
-//! pawns (mirror a<->h, mirror 1<->8, both), and its field has 16 values, `rank * 4 + file`.
+//! king is kept on the triangle a1-d1-d4 by the eight symmetries of the board
+//! ([`canonical_pawnless`]), and its field has 10 values (its place in [`TRIANGLE`]). With the
+//! king on the diagonal a1-d4 a position and its mirror in that diagonal are both stored.
 //! The side to move comes above all: `index = turn * per_side + fields`. Men of the same kind are
 //! labelled, so a position with two rooks has two indices (both hold the same value).
 
@@ -14,7 +15,85 @@ use crate::slice::SliceKey;
 use crate::types::{Bitboard, Color, Piece, Role, Square};
 
 /// The layout version written into table files.
-pub const INDEX_LAYOUT: u32 = 1;
+pub const INDEX_LAYOUT: u32 = 2;
+
+/// The squares of White's king in a pawnless slice, in field order: a1 b1 c1 d1 b2 c2 d2 c3 d3 d4.
+pub const TRIANGLE: [Square; 10] = {
+    let mut t = [Square::A1; 10];
+    let mut i = 0;
+    let mut rank = 0;
+    while rank < 4 {
+        let mut file = rank;
+        while file < 4 {
+            t[i] = Square::from_coords(file, rank);
+            i += 1;
+            file += 1;
+        }
+        rank += 1;
+    }
+    t
+};
+
+/// The triangle as a bitboard.
+pub const TRIANGLE_BB: Bitboard = {
+    let mut b = 0u64;
+    let mut i = 0;
+    while i < 10 {
+        b |= 1 << TRIANGLE[i].u8();
+        i += 1;
+    }
+    Bitboard(b)
+};
+
+/// Field of White's king by square, 255 off the triangle.
+const TRIANGLE_FIELD: [u8; 64] = {
+    let mut f = [255u8; 64];
+    let mut i = 0;
+    while i < 10 {
+        f[TRIANGLE[i].u8() as usize] = i as u8;
+        i += 1;
+    }
+    f
+};
+
+/// The eight symmetries of the board, the identity first.
+pub const SYMMETRIES: [fn(Square) -> Square; 8] = [
+    |s| s,
+    Square::flip_file,
+    Square::flip_rank,
+    |s| s.flip_file().flip_rank(),
+    Square::flip_diagonal,
+    |s| s.flip_file().flip_diagonal(),
+    |s| s.flip_rank().flip_diagonal(),
+    |s| s.flip_file().flip_rank().flip_diagonal(),
+];
+
+/// The symmetry that brings a pawnless position into table form, chosen by White's king `wk`:
+/// mirror a<->h if it stands on files e-h, then 1<->8 if on ranks 5-8, then in the a1-h8 diagonal
+/// if above it. The king ends on [`TRIANGLE`]; on the diagonal a1-d4 nothing more is done.
+#[inline]
+pub fn canonical_pawnless(wk: Square) -> impl Fn(Square) -> Square {
+    let ff = wk.file() >= 4;
+    let wk1 = if ff { wk.flip_file() } else { wk };
+    let fr = wk1.rank() >= 4;
+    let wk2 = if fr { wk1.flip_rank() } else { wk1 };
+    let fd = wk2.rank() > wk2.file();
+    move |s: Square| {
+        let s = if ff { s.flip_file() } else { s };
+        let s = if fr { s.flip_rank() } else { s };
+        if fd {
+            s.flip_diagonal()
+        } else {
+            s
+        }
+    }
+}
+
+/// True if a square is on the triangle where White's king stands in a pawnless slice.
+#[inline]
+pub fn on_triangle(sq: Square) -> bool {
+    TRIANGLE_FIELD[sq.index()] != 255
+}
 
 /// Maps positions of one slice to indices and back.
 #[derive(Clone, Debug)]
@@ -39,7 +118,7 @@ impl SliceIndexer {
         let men = key.material.non_pawn_men();
         let pawnless = !key.material.has_pawns();
         let n = men.len() as u32;
-        let per_side = if pawnless { 16 * 64u64.pow(n - 1) } else { 64u64.pow(n) };
+        let per_side = if pawnless { 10 * 64u64.pow(n - 1) } else { 64u64.pow(n) };
         let mut pawn_board = Board::empty();
         for sq in key.white_pawns {
             pawn_board.set(sq, Piece::new(Color::White, Role::Pawn));
@@ -90,20 +169,20 @@ impl SliceIndexer {
             rest >>= 6;
         }
         squares[0] = if self.pawnless {
-            Square::from_coords((rest & 3) as u8, (rest >> 2) as u8)
+            TRIANGLE[rest as usize]
         } else {
             Square::new(rest as u8)
         };
         Placement { squares, turn }
     }
 
-    /// The index of a placement; White's king must be on the quadrant in a pawnless slice.
+    /// The index of a placement; White's king must be on the triangle in a pawnless slice.
     #[inline]
     pub fn index_of(&self, squares: &[Square], turn: Color) -> u64 {
         let n = self.men.len();
         let mut idx = if self.pawnless {
-            debug_assert!(squares[0].file() < 4 && squares[0].rank() < 4);
-            (squares[0].rank() * 4 + squares[0].file()) as u64
+            debug_assert!(on_triangle(squares[0]));
+            TRIANGLE_FIELD[squares[0].index()] as u64
         } else {
             squares[0].u8() as u64
         };
@@ -117,20 +196,26 @@ impl SliceIndexer {
     /// The position may still be illegal (kings adjacent, side not to move in check).
     pub fn position(&self, index: u64) -> Option<Position> {
         let p = self.placement(index);
+        self.position_of(&p.squares[..self.men.len()], p.turn)
+    }
+
+    /// The position with the non-pawn men on `squares` (field order) and the pawns of the slice,
+    /// or `None` if two men share a square.
+    #[inline]
+    pub fn position_of(&self, squares: &[Square], turn: Color) -> Option<Position> {
         let mut board = self.pawn_board;
-        for (k, &piece) in self.men.iter().enumerate() {
-            let sq = p.squares[k];
+        for (&piece, &sq) in self.men.iter().zip(squares) {
             if board.occupied().contains(sq) {
                 return None;
             }
             board.put(sq, piece);
         }
-        Some(Position::new(board, p.turn))
+        Some(Position::new(board, turn))
     }
 
     /// The index of a position of this slice, given in the slice's own orientation (the
     /// material as the table names it, the pawns as in the key) with White's king already on the
-    /// quadrant for a pawnless slice; the en-passant square is ignored.
+    /// triangle for a pawnless slice; the en-passant square is ignored.
     /// Of men of the same kind, the one on the lower square takes the first label.
     pub fn index(&self, pos: &Position) -> Option<u64> {
         let mut squares = [Square::A1; 8];
@@ -149,7 +234,7 @@ impl SliceIndexer {
         if k != self.men.len() {
             return None;
         }
-        if self.pawnless && (squares[0].file() >= 4 || squares[0].rank() >= 4) {
+        if self.pawnless && !on_triangle(squares[0]) {
             return None;
         }
         Some(self.index_of(&squares[..k], pos.turn))
@@ -165,7 +250,7 @@ pub struct Location {
 
 /// Maps any position (any orientation, any material with a table) to where its value is stored:
 /// colours swapped if the material is stored the other way round, mirrored into the canonical
-/// slice, and for a pawnless material White's king moved to the quadrant a1-d4.
+/// slice, and for a pawnless material White's king moved to the triangle a1-d1-d4.
 /// `None` for bare kings. The en-passant square is ignored: resolve it first (see `probe`).
 pub fn locate(pos: &Position) -> Option<Location> {
     let material = Material::of(&pos.board);
@@ -189,12 +274,8 @@ pub fn locate(pos: &Position) -> Option<Location> {
         canon
     } else {
         let wk = p.board.king_of(Color::White)?;
-        if wk.file() >= 4 {
-            p = p.flip_file();
-        }
-        let wk = p.board.king_of(Color::White)?;
-        if wk.rank() >= 4 {
-            p.board = p.board.transform(Square::flip_rank);
+        if !on_triangle(wk) {
+            p.board = p.board.transform(canonical_pawnless(wk));
         }
         key
     };
@@ -210,13 +291,13 @@ fn index_of_board(pos: &Position, pawnless: bool) -> u64 {
     for c in Color::ALL {
         for r in [Role::King, Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
             for sq in pos.board.by_piece(Piece::new(c, r)) {
-                let field = if men == 0 && pawnless { (sq.rank() * 4 + sq.file()) as u64 } else { sq.u8() as u64 };
+                let field = if men == 0 && pawnless { TRIANGLE_FIELD[sq.index()] as u64 } else { sq.u8() as u64 };
                 idx = (idx << 6) | field;
                 men += 1;
             }
         }
     }
-    let per_side = if pawnless { 16u64 << (6 * (men - 1)) } else { 1u64 << (6 * men) };
+    let per_side = if pawnless { 10u64 << (6 * (men - 1)) } else { 1u64 << (6 * men) };
     idx + pos.turn.index() as u64 * per_side
 }
 
@@ -229,7 +310,7 @@ mod tests {
         let kpk = SliceIndexer::new(SliceKey::all_of("KPvK".parse().unwrap())[0]);
         assert_eq!(kpk.size(), 8192);
         let kqrkr = SliceIndexer::new(SliceKey::pawnless("KQRvKR".parse().unwrap()));
-        assert_eq!(kqrkr.size(), 2 * 16 * 64 * 64 * 64 * 64);
+        assert_eq!(kqrkr.size(), 2 * 10 * 64 * 64 * 64 * 64);
     }
 
     #[test]
@@ -281,11 +362,46 @@ mod tests {
         let c: Position = "k6K/8/8/8/8/8/3P4/8 b - - 0 1".parse().unwrap();
         let d: Position = "K6k/8/8/8/8/8/4P3/8 b - - 0 1".parse().unwrap();
         assert_eq!(locate(&c), locate(&d));
-        // Pawnless: four symmetries.
+        // Pawnless: eight symmetries.
         let e: Position = "8/8/8/8/8/2k5/8/K6Q w - - 0 1".parse().unwrap();
         let f: Position = "K6Q/8/2k5/8/8/8/8/8 w - - 0 1".parse().unwrap();
         let g: Position = "8/8/8/8/8/5k2/8/Q6K w - - 0 1".parse().unwrap();
         assert_eq!(locate(&e), locate(&f));
         assert_eq!(locate(&e), locate(&g));
+        // King off the diagonal: all eight images share one index.
+        let p: Position = "8/8/8/3k4/8/1R6/2K5/8 w - - 0 1".parse().unwrap();
+        let images: Vec<Position> = SYMMETRIES
+            .iter()
+            .map(|s| Position::new(p.board.transform(s), p.turn))
+            .collect();
+        for q in &images {
+            assert_eq!(locate(q), locate(&p), "{q}");
+        }
+        // King on the diagonal: a position and its diagonal mirror are stored apart.
+        let d: Position = "8/8/8/3k4/8/1R6/1K6/8 w - - 0 1".parse().unwrap();
+        let dm = Position::new(d.board.transform(Square::flip_diagonal), d.turn);
+        assert_ne!(locate(&d), locate(&dm));
+    }
+
+    /// Every image of every position of a pawnless slice lands on an index holding one of its
+    /// images, and the canonical form of a stored position is itself.
+    #[test]
+    fn canonical_pawnless_is_a_retraction() {
+        let key = SliceKey::pawnless("KRvK".parse().unwrap());
+        let ix = SliceIndexer::new(key);
+        for i in 0..ix.size() {
+            let Some(pos) = ix.position(i) else { continue };
+            let wk = pos.board.king_of(Color::White).unwrap();
+            let c = canonical_pawnless(wk);
+            assert!(Square::all().all(|s| c(s) == s), "stored position {pos} is not in table form");
+            for sym in SYMMETRIES {
+                let img = Position::new(pos.board.transform(sym), pos.turn);
+                let loc = locate(&img).unwrap();
+                let back = ix.position(loc.index).unwrap();
+                let same = back == pos
+                    || (wk.file() == wk.rank() && back.board == pos.board.transform(Square::flip_diagonal));
+                assert!(same, "{img} -> {back}, expected {pos}");
+            }
+        }
     }
 }

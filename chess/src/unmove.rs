@@ -4,18 +4,23 @@
 
 use crate::attacks;
 use crate::position::Position;
-use crate::types::{Piece, Role, Square};
+use crate::types::{Bitboard, Piece, Role, Square};
 
 /// Calls `f(piece, now, before)` for every un-move of `pos`: the man `piece` of the side that just
 /// moved (not `pos.turn`) stands on `now` and came from the empty square `before`. Only un-moves
 /// whose predecessor is legal are given: there, the side to move in `pos` must not be in check.
-pub fn for_each_unmove(pos: &Position, mut f: impl FnMut(Piece, Square, Square)) {
+pub fn for_each_unmove(pos: &Position, f: impl FnMut(Piece, Square, Square)) {
+    for_each_unmove_from(pos, Bitboard::ALL, f)
+}
+
+/// [`for_each_unmove`] for the men standing on `from` only.
+pub fn for_each_unmove_from(pos: &Position, from: Bitboard, mut f: impl FnMut(Piece, Square, Square)) {
     let mover = pos.turn.other();
     let victim = pos.turn;
     let board = &pos.board;
     let occ = board.occupied();
     let Some(their_king) = board.king_of(victim) else { return };
-    for now in board.by_color(mover) & !board.by_role(Role::Pawn) {
+    for now in board.by_color(mover) & !board.by_role(Role::Pawn) & from {
         let piece = board.piece_at(now).expect("occupied");
         let occ_without = occ.without(now);
         // Squares from which this man would attack the victim's king: it may not come from there.

@@ -2,6 +2,7 @@
 //! move, over every legal position of the whole board (not only the stored canonical part).
 
 use serde::Serialize;
+use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Bitboard, Color, Material, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
@@ -24,11 +25,18 @@ pub struct Stats {
     pub black: SideStats,
 }
 
-/// How many real positions each stored index stands for, times `labels` (see [`labels`]).
-fn weight(key: &SliceKey) -> u64 {
-    if !key.material.has_pawns() {
-        4 // White's king on the quadrant: each index is one of four mirror images.
-    } else if key.is_self_mirror() {
+/// How many real positions the stored index `i` stands for, times `labels` (see [`labels`]).
+fn weight(ix: &SliceIndexer, i: u64) -> u64 {
+    if ix.is_pawnless() {
+        // White's king on the triangle: the index is one of eight images, or, with the king on
+        // the diagonal a1-d4 where the diagonal mirror is stored too, one of four.
+        let king = ix.placement(i).squares[0];
+        if king.file() == king.rank() {
+            4
+        } else {
+            8
+        }
+    } else if ix.key().is_self_mirror() {
         1 // Both halves are stored.
     } else {
         2 // The index and its mirror image in the slice not stored.
@@ -51,11 +59,12 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
     let mut max = [0u32; 2];
     for (i, entry) in table.slices().iter().enumerate() {
         let key = SliceKey { material: *material, white_pawns: Bitboard(entry.key[0]), black_pawns: Bitboard(entry.key[1]) };
-        let w = weight(&key);
+        let ix = SliceIndexer::new(key);
         let values = table.read_slice(i)?;
         let half = values.len() / 2;
         for (side, vals) in [&values[..half], &values[half..]].into_iter().enumerate() {
-            for &raw in vals {
+            for (j, &raw) in vals.iter().enumerate() {
+                let w = weight(&ix, (side * half + j) as u64);
                 let Some(v) = Value::from_raw(raw) else { continue };
                 let slot = match v {
                     Value::Win(n) => {

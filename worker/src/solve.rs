@@ -17,11 +17,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use tracing::debug;
-use zermelo_chess::index::{Placement, SliceIndexer};
+use zermelo_chess::attacks::king_attacks;
+use zermelo_chess::index::{canonical_pawnless, on_triangle, SliceIndexer, SYMMETRIES, TRIANGLE_BB};
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::unmove::for_each_unmove;
+use zermelo_chess::unmove::{for_each_unmove, for_each_unmove_from};
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
-use zermelo_chess::{Position, Square};
+use zermelo_chess::{Bitboard, Color, Position, Square};
 
 use crate::par::for_each_chunk;
 
@@ -278,11 +279,9 @@ fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successo
 /// From a position whose final value is exactly `plies`, un-moves to its predecessors.
 fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
     let placement = ix.placement(j as u64);
-    let pos = ix.position(j as u64).expect("a decided index is a position");
     let n_men = ix.men().len();
     let lost_here = plies % 2 == 0;
-    for_each_unmove(&pos, |_piece, now, before| {
-        let p = predecessor_index(ix, &placement, n_men, now, before);
+    let visit = |p: usize| {
         let v = cells.value(p);
         if v < UNDECIDED {
             return;
@@ -302,29 +301,59 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
                 }
             }
         }
-    });
-}
-
-/// The index of the predecessor where the man on `now` stood on `before`, the other side to move.
-#[inline]
-fn predecessor_index(ix: &SliceIndexer, pl: &Placement, n_men: usize, now: Square, before: Square) -> usize {
-    let mut squares = pl.squares;
-    let k = squares[..n_men].iter().position(|&s| s == now).expect("the man is in the placement");
-    squares[k] = before;
-    if k == 0 && ix.is_pawnless() {
-        // White's king left the quadrant: bring it back by a symmetry of the whole board.
-        if before.file() >= 4 {
-            for s in &mut squares[..n_men] {
-                *s = s.flip_file();
-            }
-        }
-        if squares[0].rank() >= 4 {
-            for s in &mut squares[..n_men] {
-                *s = s.flip_rank();
-            }
-        }
+    };
+    let turn = placement.turn.other();
+    if !ix.is_pawnless() {
+        // Moves inside a pawn slice never leave it or need a symmetry: un-move in place.
+        let pos = ix.position(j as u64).expect("a decided index is a position");
+        for_each_unmove(&pos, |_piece, now, before| {
+            let mut squares = placement.squares;
+            let k = squares[..n_men].iter().position(|&s| s == now).expect("the man is in the placement");
+            squares[k] = before;
+            visit(ix.index_of(&squares[..n_men], turn) as usize);
+        });
+        return;
     }
-    ix.index_of(&squares[..n_men], pl.turn.other()) as usize
+    // Pawnless: the stored positions are those with White's king on the triangle. A stored
+    // position `q` is a predecessor of `j` through every move that leads to an image `z` of
+    // position `j` whose table form is `j` itself. So un-move from each such distinct image and
+    // keep the predecessors that are stored as they are (White's king on the triangle): each
+    // move from a stored position into `j` is then found exactly once, which the move counters
+    // need.
+    let sq = &placement.squares[..n_men];
+    let mut seen: [[Square; 8]; 8] = [[Square::A1; 8]; 8];
+    let mut n_seen = 0;
+    for (si, sym) in SYMMETRIES.iter().enumerate() {
+        let mut z = [Square::A1; 8];
+        for (d, &s) in z.iter_mut().zip(sq) {
+            *d = sym(s);
+        }
+        if si > 0 {
+            // The image must go back to `j` itself, and be new.
+            let back = canonical_pawnless(z[0]);
+            if z[..n_men].iter().zip(sq).any(|(&a, &b)| back(a) != b) || seen[..n_seen].contains(&z) {
+                continue;
+            }
+            // Off the triangle, only White's king can step back onto it.
+            if turn != Color::White || (king_attacks(z[0]) & TRIANGLE_BB).is_empty() {
+                seen[n_seen] = z;
+                n_seen += 1;
+                continue;
+            }
+        }
+        seen[n_seen] = z;
+        n_seen += 1;
+        let pos = ix.position_of(&z[..n_men], placement.turn).expect("an image of a position is a position");
+        let from = if si == 0 { Bitboard::ALL } else { z[0].bb() };
+        for_each_unmove_from(&pos, from, |_piece, now, before| {
+            let mut q = z;
+            let k = q[..n_men].iter().position(|&s| s == now).expect("the man is in the placement");
+            q[k] = before;
+            if on_triangle(q[0]) {
+                visit(ix.index_of(&q[..n_men], turn) as usize);
+            }
+        });
+    }
 }
 
 #[cfg(test)]
