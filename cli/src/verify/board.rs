@@ -399,25 +399,32 @@ impl Position {
     /// move flipped. Same value as `self`.
     #[cfg(test)]
     pub(super) fn color_swapped(&self) -> Position {
-        self.transformed(0x70, true)
+        self.transformed(|s| s ^ 0x70, true)
     }
 
     /// The position mirrored left to right.
     #[cfg(test)]
     pub(super) fn file_mirrored(&self) -> Position {
-        self.transformed(0x07, false)
+        self.transformed(|s| s ^ 0x07, false)
     }
 
     /// The position mirrored top to bottom, colours kept (a symmetry of pawnless positions).
     #[cfg(test)]
     pub(super) fn rank_mirrored(&self) -> Position {
-        self.transformed(0x70, false)
+        self.transformed(|s| s ^ 0x70, false)
     }
 
-    /// XORs every square with `mask` (0x07 mirrors files, 0x70 ranks), swapping colours too if
-    /// asked.
+    /// The position mirrored in the a1-h8 diagonal (file and rank exchanged), colours kept (a
+    /// symmetry of pawnless positions).
     #[cfg(test)]
-    fn transformed(&self, mask: u8, swap_colors: bool) -> Position {
+    pub(super) fn transposed(&self) -> Position {
+        self.transformed(|s| (s & 7) << 4 | s >> 4, false)
+    }
+
+    /// Moves every man from 0x88 square `s` to `map(s)` (a symmetry of the board), swapping
+    /// colours too if asked.
+    #[cfg(test)]
+    fn transformed(&self, map: impl Fn(u8) -> u8, swap_colors: bool) -> Position {
         let mut board = [0u8; 128];
         for sq in (0..128u8).filter(|s| s & 0x88 == 0) {
             let c = self.at(sq);
@@ -427,17 +434,17 @@ impl Position {
                 } else {
                     cell_color(c)
                 };
-                board[usize::from(sq ^ mask)] = cell(color, cell_kind(c));
+                board[usize::from(map(sq))] = cell(color, cell_kind(c));
             }
         }
-        let mut kings = [self.kings[0] ^ mask, self.kings[1] ^ mask];
+        let mut kings = [map(self.kings[0]), map(self.kings[1])];
         if swap_colors {
             kings.swap(0, 1);
         }
         Position {
             board,
             turn: if swap_colors { self.turn.other() } else { self.turn },
-            ep: self.ep.map(|s| s ^ mask),
+            ep: self.ep.map(&map),
             kings,
         }
     }

@@ -1,11 +1,31 @@
-//! The position index of layout 1, both ways: where a position's value is stored
+//! The position index of layout 2, both ways: where a position's value is stored
 //! ([`locate`]) and which position an index stands for ([`decode`]).
 
 use super::board::{Color, Position, KING, PAWN};
 use super::material::{mirror, Material};
 
 /// The index layout this verifier reads.
-pub(super) const LAYOUT: u32 = 1;
+pub(super) const LAYOUT: u32 = 2;
+
+/// The squares White's king may stand on in a pawnless table (the triangle a1-d1-d4), in the order
+/// of its field: by rank, then by file.
+const TRIANGLE: [u8; 10] = [0, 1, 2, 3, 9, 10, 11, 18, 19, 27];
+
+/// The field of White's king on a square of [`TRIANGLE`] (by square, 0..32; `u8::MAX` off it).
+const TRIANGLE_FIELD: [u8; 32] = {
+    let mut fields = [u8::MAX; 32];
+    let mut i = 0;
+    while i < TRIANGLE.len() {
+        fields[TRIANGLE[i] as usize] = i as u8;
+        i += 1;
+    }
+    fields
+};
+
+/// A square (0..64) mirrored in the a1-h8 diagonal: file and rank exchanged.
+fn transpose(sq: u8) -> u8 {
+    (sq & 7) << 3 | sq >> 3
+}
 
 /// More men than any material [`Material::parse`] accepts (9 pieces and 8 pawns a side).
 const MAX_MEN: usize = 40;
@@ -27,8 +47,11 @@ pub(super) enum Location {
 ///
 /// The men are put in table orientation: colours swapped if the material is not normalized;
 /// then with pawns the board is mirrored left to right if the pawn key is not canonical; without
-/// pawns it is mirrored so that White's king is on files a-d, then on ranks 1-4. Men of one kind
-/// take their fields in ascending square order.
+/// pawns it is mirrored so that White's king is on files a-d, then on ranks 1-4, then (if the king
+/// stands above the a1-h8 diagonal) in that diagonal, which puts the king on the triangle
+/// a1-d1-d4. A king on the diagonal itself leaves the position as it is: the position and its
+/// mirror image in the diagonal are both stored, at two indices. Men of one kind take their fields
+/// in ascending square order (after the symmetries).
 pub(super) fn locate(pos: &Position) -> Location {
     debug_assert!(
         pos.ep().is_none(),
@@ -64,6 +87,7 @@ pub(super) fn locate(pos: &Position) -> Location {
         }
     }
     let mut flip = 0u8;
+    let mut transposed = false;
     if material.has_pawns() {
         let mirrored = [mirror(key[0]), mirror(key[1])];
         if mirrored < key {
@@ -81,14 +105,24 @@ pub(super) fn locate(pos: &Position) -> Location {
         if (wk ^ flip) / 8 >= 4 {
             flip ^= 56;
         }
+        let k = wk ^ flip;
+        transposed = k / 8 > k % 8; // above the a1-h8 diagonal
     }
+    let orient = |sq: u8| {
+        let sq = sq ^ flip;
+        if transposed {
+            transpose(sq)
+        } else {
+            sq
+        }
+    };
 
     // Sort keys `(colour, kind, square)` packed in a u16; pawns have no field.
     let mut order = [0u16; MAX_MEN];
     let mut m = 0;
     for &(color, kind, sq) in men.iter() {
         if kind != PAWN {
-            order[m] = (color as u16) << 9 | u16::from(kind) << 6 | u16::from(sq ^ flip);
+            order[m] = (color as u16) << 9 | u16::from(kind) << 6 | u16::from(orient(sq));
             m += 1;
         }
     }
@@ -98,8 +132,10 @@ pub(super) fn locate(pos: &Position) -> Location {
     for (i, &o) in order.iter().enumerate() {
         let sq = u64::from(o & 63);
         fields = if i == 0 && !material.has_pawns() {
-            // White's king, restricted to a1-d4: rank * 4 + file.
-            (sq / 8) * 4 + sq % 8
+            // White's king, on the triangle: its place in TRIANGLE.
+            let field = TRIANGLE_FIELD[sq as usize];
+            debug_assert!(field < 10, "the symmetries put White's king on the triangle");
+            u64::from(field)
         } else {
             fields * 64 + sq
         };
@@ -167,8 +203,8 @@ impl Decoder {
         let n = self.kinds.len();
         for i in (0..n).rev() {
             let sq = if i == 0 && self.pawnless {
-                let code = rest as u8; // 0..16: rank * 4 + file
-                (code / 4) * 8 + code % 4
+                // 0..10: the king's place in TRIANGLE.
+                TRIANGLE[rest as usize]
             } else {
                 let sq = (rest % 64) as u8;
                 rest /= 64;

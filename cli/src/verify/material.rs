@@ -150,14 +150,14 @@ impl Material {
             .sum()
     }
 
-    /// Indices per side to move in one slice: `16 * 64^(n-1)` without pawns (White's king in the
-    /// a1-d4 quarter), `64^n` with pawns.
+    /// Indices per side to move in one slice: `10 * 64^(n-1)` without pawns (White's king on the
+    /// triangle a1-d1-d4), `64^n` with pawns.
     pub(super) fn per_side(&self) -> u64 {
         let n = self.indexed_count();
         if self.has_pawns() {
             64u64.pow(n)
         } else {
-            16 * 64u64.pow(n - 1)
+            10 * 64u64.pow(n - 1)
         }
     }
 

@@ -10,7 +10,7 @@
 //! # What is checked
 //!
 //! For the table of one material:
-//! 1. the file's own checksums (footer, every block, every slice hash), its index layout (1),
+//! 1. the file's own checksums (footer, every block, every slice hash), its index layout (2),
 //!    its material (normalized, matching the file name), and that it holds exactly the
 //!    canonical slices of the material, sorted, each with `2 * per_side` values;
 //! 2. at every index: an illegal position (or two men on one square) stores 0; a legal one

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use zermelo_storage::{table_file_name, write_table, Metric, SliceData, Table, TableMeta};
 
-use super::board::{Color, Position};
+use super::board::{Color, Position, KING, PAWN};
 use super::index::{locate, Decoded, Decoder, Location};
 use super::material::{mirror, Material, MaterialNameError};
 use super::{value, verify_table, Library, VerifyError, VerifyOptions, VerifyReport};
@@ -247,23 +247,171 @@ fn locate_inverts_decode() {
     }
 }
 
+/// The 8 images of a position under the symmetries of the board: itself, mirrored in files,
+/// ranks or both, and the transposes (mirrored in the a1-h8 diagonal) of these four.
+fn images(p: &Position) -> Vec<Position> {
+    let four = [
+        p.clone(),
+        p.file_mirrored(),
+        p.rank_mirrored(),
+        p.file_mirrored().rank_mirrored(),
+    ];
+    let transposed: Vec<Position> = four.iter().map(Position::transposed).collect();
+    four.into_iter().chain(transposed).collect()
+}
+
+/// The 0..64 square of White's king.
+fn white_king(p: &Position) -> u8 {
+    let mut at = None;
+    p.for_each_man(|color, kind, sq| {
+        if color == Color::White && kind == KING {
+            at = Some(sq);
+        }
+    });
+    at.unwrap()
+}
+
+/// On a1, b2, c3 or d4 (the diagonal part of the triangle).
+fn on_diagonal(sq: u8) -> bool {
+    sq % 8 == sq / 8 && sq % 8 < 4
+}
+
+/// The index `locate` gives `p` (which must be stored).
+fn index_of(p: &Position) -> u64 {
+    match locate(p) {
+        Location::Stored { index, .. } => index,
+        Location::BareKings => panic!("bare kings"),
+    }
+}
+
+#[test]
+fn layout_2_by_hand() {
+    let kqvk = Material::parse("KQvK").unwrap();
+    assert_eq!(kqvk.per_side(), 10 * 64 * 64);
+    assert_eq!(Material::parse("KQvKR").unwrap().per_side(), 10 * 64 * 64 * 64);
+    // Pawnful: unchanged.
+    assert_eq!(Material::parse("KPvK").unwrap().per_side(), 64 * 64);
+    assert_eq!(Material::parse("KRPvKR").unwrap().per_side(), 64u64.pow(4));
+    let key = [0, 0];
+    // White: Ke5 Qa8, Black: Kg1. Mirror a<->h (Kd5 Qh8 Kb1), then 1<->8 (Kd4 Qh1 Kb8); the
+    // king is on d4, on the diagonal: no transpose. Field 9 (d4), h1 = 7, b8 = 57.
+    let p = fen("Q7/8/8/4K3/8/8/8/6k1 w - - 0 1");
+    assert_eq!(
+        locate(&p),
+        Location::Stored {
+            material: kqvk,
+            key,
+            index: (9 * 64 + 7) * 64 + 57
+        }
+    );
+    // White: Kb3 Qa1, Black: Kh5, Black to move. The king is above the diagonal: transpose
+    // (Kc2 Qa1 Ke8). Field 5 (c2), a1 = 0, e8 = 60.
+    let q = fen("8/8/8/7k/8/1K6/8/Q7 b - - 0 1");
+    let index = 10 * 64 * 64 + (5 * 64) * 64 + 60;
+    assert_eq!(
+        locate(&q),
+        Location::Stored {
+            material: kqvk,
+            key,
+            index
+        }
+    );
+    let d = Decoder::new(&kqvk, key);
+    assert_eq!(
+        d.decode(index),
+        Decoded::Position(fen("4k3/8/8/8/8/8/2K5/Q7 b - - 0 1"))
+    );
+    // Colours swapped (KvKQ): White's king from the other side. Black: Kb6 Qa8, White: Kh4,
+    // White to move: swapped to White: Kb3 Qa1, Black: Kh5, Black to move, as above.
+    assert_eq!(index_of(&fen("q7/8/1k6/8/7K/8/8/8 w - - 0 1")), index);
+    // The king fields in order: a1 b1 c1 d1 b2 c2 d2 c3 d3 d4.
+    let squares: Vec<u8> = (0..10u64)
+        .map(|f| match d.decode(f * 64 * 64 + 63 * 64 + 62) {
+            Decoded::Position(p) => white_king(&p),
+            Decoded::Collision { .. } => panic!(),
+        })
+        .collect();
+    assert_eq!(squares, [0, 1, 2, 3, 9, 10, 11, 18, 19, 27]);
+}
+
+#[test]
+fn decode_then_locate_gives_the_same_position() {
+    // Every index of KQvK and KRvK, a sample of larger materials (KRRvK: labelled men).
+    for (material, step) in [
+        ("KQvK", 1),
+        ("KRvK", 1),
+        ("KQvKR", 53),
+        ("KBNvK", 89),
+        ("KRRvK", 7),
+    ] {
+        let mut diagonal = 0;
+        let mut fields = [0u32; 10];
+        for (m, key, i, p) in sample_positions(material, step) {
+            let Location::Stored {
+                material: lm,
+                key: lk,
+                index,
+            } = locate(&p)
+            else {
+                panic!()
+            };
+            assert_eq!((lm, lk), (m, key));
+            assert_eq!(Decoder::new(&m, key).decode(index), Decoded::Position(p.clone()));
+            let distinct = material != "KRRvK";
+            if distinct {
+                assert_eq!(index, i, "{material} {}", p.fen());
+            }
+            fields[(i % m.per_side() / 64u64.pow(m.indexed_count() - 1)) as usize] += 1;
+            let wk = white_king(&p);
+            if on_diagonal(wk) {
+                diagonal += 1;
+                // The steps leave a position whose king is on the diagonal as it is: a lookup of
+                // it gives its own index (with labelled men, the one with the same position).
+                if distinct {
+                    assert_eq!(index, i);
+                }
+                // Its transpose is stored too, at its own index, as itself.
+                let t = p.transposed();
+                assert_eq!(white_king(&t), wk);
+                let j = index_of(&t);
+                assert_eq!(Decoder::new(&m, key).decode(j), Decoded::Position(t.clone()));
+                assert_eq!(j == index, t == p, "{} / {}", p.fen(), t.fen());
+            }
+        }
+        assert!(diagonal > 0, "{material}");
+        assert!(fields.iter().all(|&n| n > 0), "{material}: {fields:?}");
+    }
+}
+
 #[test]
 fn symmetric_positions_share_an_index() {
-    for (material, step) in [("KQvKR", 61), ("KBNvK", 4099), ("KRvKR", 37)] {
-        for (m, _, _, p) in sample_positions(material, step) {
-            let here = locate(&p);
-            let mut images = vec![
-                p.file_mirrored(),
-                p.rank_mirrored(),
-                p.file_mirrored().rank_mirrored(),
-            ];
+    for (material, step) in [("KQvKR", 61), ("KBNvK", 4099), ("KRvKR", 37), ("KRRvK", 101)] {
+        for (m, key, _, p) in sample_positions(material, step) {
+            let here = index_of(&p);
+            let diagonal = on_diagonal(white_king(&p));
+            let twin = index_of(&p.transposed());
+            assert_eq!(twin == here, !diagonal || p.transposed() == p, "{}", p.fen());
+            let mut all = images(&p);
             // With the same men on both sides, both colourings are stored (each side to move).
             if m.swapped() != m {
-                images.extend([p.color_swapped(), p.color_swapped().file_mirrored()]);
+                all.extend(images(&p.color_swapped()));
             }
-            for q in images {
-                assert_eq!(locate(&q), here, "{} vs {}", p.fen(), q.fen());
+            let mut seen = Vec::new();
+            for q in all {
+                let Location::Stored {
+                    material: lm,
+                    key: lk,
+                    index,
+                } = locate(&q)
+                else {
+                    panic!()
+                };
+                assert_eq!((lm, lk), (m, key));
+                // Off the diagonal one index; on it, the position's or its transpose's.
+                assert!(index == here || index == twin, "{} vs {}", p.fen(), q.fen());
+                seen.push(index);
             }
+            assert!(seen.contains(&here) && seen.contains(&twin));
         }
     }
     // KRvKR: the colour-swapped image is White's turn where this is Black's.
@@ -540,7 +688,7 @@ fn write(dir: &Path, name: &str, slices: &[([u64; 2], Vec<u16>)]) {
     let meta = TableMeta {
         material: name.to_owned(),
         metric: Metric::Dtm,
-        index_layout: 1,
+        index_layout: 2,
     };
     let data: Vec<SliceData<'_>> = slices
         .iter()
@@ -760,7 +908,8 @@ fn a_draw_made_a_win_is_caught() {
 fn a_legal_position_stored_illegal_is_caught() {
     let key = [0, 0];
     // Black to move with only the black king's moves: the first legal one.
-    let i = find("KQvK", key, |i, v| i >= 16 * 64 * 64 && v != 0);
+    let per_side = Material::parse("KQvK").unwrap().per_side();
+    let i = find("KQvK", key, |i, v| i >= per_side && v != 0);
     let was = table("KQvK")[0].1[i as usize];
     let dir = with_table("KQvK", &edited("KQvK", &[(key, i, 0)]));
     let result = verify(dir.path(), "KQvK", 2);
@@ -897,7 +1046,7 @@ fn files_are_checked() {
     let meta = TableMeta {
         material: "KQvK".to_owned(),
         metric: Metric::Dtm,
-        index_layout: 1,
+        index_layout: 2,
     };
     let krvk = table("KRvK");
     let slices = [SliceData {
@@ -910,16 +1059,52 @@ fn files_are_checked() {
         Err(VerifyError::WrongMaterial { .. })
     ));
 
-    // Another index layout.
+    // Another index layout: layout 1 (the a1-d4 quadrant, 16 king squares) is refused, whatever
+    // the size of its slice, and so is any other.
+    for (layout, values) in [
+        (1, vec![0; 2 * 16 * 64]),
+        (1, krvk[0].1.clone()),
+        (3, krvk[0].1.clone()),
+    ] {
+        let meta = TableMeta {
+            material: "KRvK".to_owned(),
+            metric: Metric::Dtm,
+            index_layout: layout,
+        };
+        let slices = [SliceData {
+            key: [0, 0],
+            values: &values,
+        }];
+        write_table(&dir.path().join("KRvK.zmt"), &meta, &slices).unwrap();
+        match verify(dir.path(), "KRvK", 1) {
+            Err(e @ VerifyError::WrongLayout { found, .. }) => {
+                assert_eq!(found, layout);
+                let message = e.to_string();
+                assert!(
+                    message.contains(&format!("has index layout {layout}"))
+                        && message.contains("reads layout 2"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A successor table of layout 1 is refused too.
+    let dir = folder(&["KPvK"]);
+    let kqvk = table("KQvK");
     let meta = TableMeta {
-        material: "KRvK".to_owned(),
+        material: "KQvK".to_owned(),
         metric: Metric::Dtm,
-        index_layout: 2,
+        index_layout: 1,
     };
-    write_table(&dir.path().join("KRvK.zmt"), &meta, &slices).unwrap();
+    let slices = [SliceData {
+        key: [0, 0],
+        values: &kqvk[0].1,
+    }];
+    write_table(&dir.path().join("KQvK.zmt"), &meta, &slices).unwrap();
     assert!(matches!(
-        verify(dir.path(), "KRvK", 1),
-        Err(VerifyError::WrongLayout { found: 2, .. })
+        verify(dir.path(), "KPvK", 1),
+        Err(VerifyError::WrongLayout { found: 1, .. })
     ));
 
     // A flipped byte in the values.
@@ -986,6 +1171,164 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
     // So White's best here avoids e4.
     let mut w = super::Worker::new(&library, material, key).unwrap();
     assert_eq!(w.derive(&start).ok(), Some(value::DRAW));
+}
+
+/// A tiny deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) % n
+    }
+}
+
+/// `count` random legal positions of `name` (as written: White may have the other side's men).
+fn random_positions(name: &str, count: usize, seed: u64) -> Vec<Position> {
+    let m = Material::parse(name).unwrap();
+    let mut kinds = Vec::new();
+    for color in [Color::White, Color::Black] {
+        for kind in 0..6u8 {
+            for _ in 0..m.count(color, kind) {
+                kinds.push((color, kind));
+            }
+        }
+    }
+    let mut rng = Rng(seed | 1);
+    let mut out = Vec::new();
+    while out.len() < count {
+        let men: Vec<(Color, u8, u8)> = kinds
+            .iter()
+            .map(|&(color, kind)| {
+                let sq = if kind == PAWN {
+                    8 + rng.below(48)
+                } else {
+                    rng.below(64)
+                };
+                (color, kind, sq as u8)
+            })
+            .collect();
+        let turn = if rng.below(2) == 0 {
+            Color::White
+        } else {
+            Color::Black
+        };
+        if let Some(p) = Position::from_men(&men, turn) {
+            if p.is_legal() {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_images_of_a_position_read_one_value() {
+    for (name, stored) in [
+        ("KQvK", "KQvK"),
+        ("KvKQ", "KQvK"),
+        ("KRvK", "KRvK"),
+        ("KvKR", "KRvK"),
+        ("KBvK", "KBvK"),
+        ("KNvK", "KNvK"),
+    ] {
+        let values = &table(stored)[0].1;
+        let m = Material::parse(stored).unwrap();
+        let decoder = Decoder::new(&m, [0, 0]);
+        let mut twins = 0;
+        for (n, p) in random_positions(name, 2000, name.len() as u64 * 7919 + 17)
+            .into_iter()
+            .enumerate()
+        {
+            // Every image of p, in both colourings: they all have p's value.
+            let orbit: Vec<Position> = images(&p).into_iter().chain(images(&p.color_swapped())).collect();
+            let mut indices = Vec::new();
+            for q in images(&p) {
+                let Location::Stored { material, key, index } = locate(&q) else {
+                    panic!()
+                };
+                assert_eq!((material, key), (m, [0, 0]));
+                let Decoded::Position(d) = decoder.decode(index) else {
+                    panic!("{} locates to a collision", q.fen())
+                };
+                assert!(orbit.contains(&d), "{}: {} is no image of it", q.fen(), d.fen());
+                assert_eq!(
+                    values[index as usize],
+                    values[indices.first().map_or(index, |&i: &u64| i) as usize],
+                    "{name} #{n}: {} and {}",
+                    p.fen(),
+                    q.fen()
+                );
+                assert_ne!(values[index as usize], 0, "{} is stored as illegal", q.fen());
+                if !indices.contains(&index) {
+                    indices.push(index);
+                }
+            }
+            // One index, or two twins (the king on the diagonal, the position not symmetric in it).
+            assert!(indices.len() <= 2, "{}: {indices:?}", p.fen());
+            if indices.len() == 2 {
+                twins += 1;
+                let [a, b] = [indices[0], indices[1]].map(|i| match decoder.decode(i) {
+                    Decoded::Position(d) => d,
+                    Decoded::Collision { .. } => unreachable!(),
+                });
+                assert!(on_diagonal(white_king(&a)));
+                assert_eq!(a.transposed(), b);
+            }
+        }
+        assert!(twins > 0, "{name}");
+    }
+}
+
+#[test]
+fn twins_hold_equal_values_in_brute_force_tables() {
+    for name in ["KQvK", "KRvK", "KBvK", "KNvK"] {
+        let values = &table(name)[0].1;
+        let m = Material::parse(name).unwrap();
+        let decoder = Decoder::new(&m, [0, 0]);
+        let mut twins = 0;
+        for i in 0..decoder.len() {
+            let Decoded::Position(p) = decoder.decode(i) else {
+                continue;
+            };
+            if !on_diagonal(white_king(&p)) {
+                continue;
+            }
+            let j = index_of(&p.transposed());
+            assert_eq!(values[i as usize], values[j as usize], "{name}: {}", p.fen());
+            if j != i {
+                twins += 1;
+            }
+        }
+        assert!(twins > 0);
+    }
+}
+
+#[test]
+fn a_twin_with_another_value_is_caught() {
+    // A White win at an index with the king on the diagonal whose transpose is another index:
+    // only this one of the pair is made wrong.
+    let key = [0, 0];
+    let m = Material::parse("KRvK").unwrap();
+    let decoder = Decoder::new(&m, key);
+    let i = find("KRvK", key, |i, v| {
+        v >= 2
+            && (v - 2) % 2 == 1
+            && match decoder.decode(i) {
+                Decoded::Position(p) => on_diagonal(white_king(&p)) && index_of(&p.transposed()) != i,
+                Decoded::Collision { .. } => false,
+            }
+    });
+    let v = table("KRvK")[0].1[i as usize];
+    let dir = with_table("KRvK", &edited("KRvK", &[(key, i, v + 2)]));
+    assert_mismatch(
+        verify(dir.path(), "KRvK", 2),
+        &fen_at("KRvK", key, i),
+        &value::describe(u32::from(v) + 2),
+        &value::describe(u32::from(v)),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
