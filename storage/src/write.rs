@@ -258,6 +258,12 @@ impl TableWriter {
         } = self;
         let io_err = |e| StorageError::io(&target, e);
         let file = file.into_inner().map_err(|e| io_err(e.into_error()))?;
+        // The temp file is private (0600); a finished table is for everyone to read.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(io_err)?;
+        }
         file.sync_data().map_err(io_err)?;
         drop(file);
         temp_path.persist(&target).map_err(|e| io_err(e.error))?;

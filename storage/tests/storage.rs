@@ -302,6 +302,12 @@ fn a_rewrite_replaces_the_file_and_leaves_no_temp_file() {
     assert_eq!(old.read_slice(0).unwrap(), first[0].1);
     old.verify_checksum().unwrap();
     assert_eq!(Table::open(&path).unwrap().read_slice(1).unwrap(), second[1].1);
+    // A finished table is readable by all, not private like the temp file it was.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+    }
 }
 
 #[test]
