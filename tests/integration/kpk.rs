@@ -90,3 +90,30 @@ fn probe_json_shape_for_mate_in_one() {
     assert_eq!(m["checkmate"], true);
     assert_eq!(m["moves"].as_array().unwrap().len(), 0);
 }
+
+/// En passant in the FEN is honoured: the capture is listed and valued, and the position's value
+/// is the best of its moves (the tables hold no en-passant square).
+#[test]
+fn en_passant_in_the_fen_is_honoured() {
+    let dir = tables_with(&["KPvKP"]);
+    // Black has just played d7-d5; White's e5 pawn may take en passant.
+    let with_ep = "4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 1";
+    let without = "4k3/8/8/3pP3/8/8/8/4K3 w - - 0 1";
+    let a = &probe(&dir, &[with_ep, without]);
+    let ep_moves = a[0]["moves"].as_array().unwrap();
+    let ep = ep_moves.iter().find(|m| m["uci"] == "e5d6").expect("en-passant capture listed");
+    assert_eq!(ep["san"], "exd6");
+    assert!(a[1]["moves"].as_array().unwrap().iter().all(|m| m["uci"] != "e5d6"));
+    assert_eq!(ep_moves.len(), a[1]["moves"].as_array().unwrap().len() + 1);
+    // The value is the best move's, seen from the side to move.
+    let best = &ep_moves[0];
+    let flip = |c: &str| match c {
+        "win" => "loss",
+        "loss" => "win",
+        _ => "draw",
+    };
+    assert_eq!(a[0]["category"], flip(best["category"].as_str().unwrap()));
+    if let Some(d) = best["dtm"].as_i64() {
+        assert_eq!(a[0]["dtm"].as_i64().unwrap(), if d <= 0 { 1 - d } else { -(d + 1) });
+    }
+}
