@@ -68,6 +68,43 @@ pub const SYMMETRIES: [fn(Square) -> Square; 8] = [
     |s| s.flip_file().flip_rank().flip_diagonal(),
 ];
 
+/// `SYMMETRY_TABLE[s][sq]` = `SYMMETRIES[s](sq)`, for hot loops.
+pub const SYMMETRY_TABLE: [[Square; 64]; 8] = {
+    let mut t = [[Square::A1; 64]; 8];
+    let mut i = 0;
+    while i < 64 {
+        let sq = Square::new(i as u8);
+        let (ff, fr, d) = (sq.flip_file(), sq.flip_rank(), sq.flip_diagonal());
+        t[0][i] = sq;
+        t[1][i] = ff;
+        t[2][i] = fr;
+        t[3][i] = ff.flip_rank();
+        t[4][i] = d;
+        t[5][i] = ff.flip_diagonal();
+        t[6][i] = fr.flip_diagonal();
+        t[7][i] = ff.flip_rank().flip_diagonal();
+        i += 1;
+    }
+    t
+};
+
+/// `CANONICAL_SYMMETRY[wk]`: the index in [`SYMMETRIES`] of [`canonical_pawnless`]`(wk)`.
+pub const CANONICAL_SYMMETRY: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        let wk = Square::new(i as u8);
+        let ff = wk.file() >= 4;
+        let wk1 = if ff { wk.flip_file() } else { wk };
+        let fr = wk1.rank() >= 4;
+        let wk2 = if fr { wk1.flip_rank() } else { wk1 };
+        let fd = wk2.rank() > wk2.file();
+        t[i] = ff as u8 + 2 * fr as u8 + 4 * fd as u8;
+        i += 1;
+    }
+    t
+};
+
 /// The symmetry that brings a pawnless position into table form, chosen by White's king `wk`:
 /// mirror a<->h if it stands on files e-h, then 1<->8 if on ranks 5-8, then in the a1-h8 diagonal
 /// if above it. The king ends on [`TRIANGLE`]; on the diagonal a1-d4 nothing more is done.
@@ -381,6 +418,19 @@ mod tests {
         let d: Position = "8/8/8/3k4/8/1R6/1K6/8 w - - 0 1".parse().unwrap();
         let dm = Position::new(d.board.transform(Square::flip_diagonal), d.turn);
         assert_ne!(locate(&d), locate(&dm));
+    }
+
+    #[test]
+    fn symmetry_tables_agree_with_the_functions() {
+        for sq in Square::all() {
+            for (k, f) in SYMMETRIES.iter().enumerate() {
+                assert_eq!(SYMMETRY_TABLE[k][sq.index()], f(sq));
+            }
+            let c = canonical_pawnless(sq);
+            let t = CANONICAL_SYMMETRY[sq.index()] as usize;
+            assert!(Square::all().all(|x| c(x) == SYMMETRY_TABLE[t][x.index()]), "{sq}");
+            assert!(on_triangle(c(sq)));
+        }
     }
 
     /// Every image of every position of a pawnless slice lands on an index holding one of its

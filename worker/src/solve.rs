@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use tracing::debug;
 use zermelo_chess::attacks::king_attacks;
-use zermelo_chess::index::{canonical_pawnless, on_triangle, SliceIndexer, SYMMETRIES, TRIANGLE_BB};
+use zermelo_chess::index::{on_triangle, SliceIndexer, CANONICAL_SYMMETRY, SYMMETRY_TABLE, TRIANGLE_BB};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::unmove::{for_each_unmove, for_each_unmove_from};
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
@@ -319,27 +319,29 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
     // position `j` whose table form is `j` itself. So un-move from each such distinct image and
     // keep the predecessors that are stored as they are (White's king on the triangle): each
     // move from a stored position into `j` is then found exactly once, which the move counters
-    // need.
+    // need. Off the triangle only White's king can step back onto it, so the other images
+    // matter only when White moved and its king stands next to the triangle.
     let sq = &placement.squares[..n_men];
     let mut seen: [[Square; 8]; 8] = [[Square::A1; 8]; 8];
     let mut n_seen = 0;
-    for (si, sym) in SYMMETRIES.iter().enumerate() {
+    let images = if turn == Color::White { SYMMETRY_TABLE.len() } else { 1 };
+    for (si, table) in SYMMETRY_TABLE.iter().enumerate().take(images) {
         let mut z = [Square::A1; 8];
-        for (d, &s) in z.iter_mut().zip(sq) {
-            *d = sym(s);
-        }
         if si > 0 {
-            // The image must go back to `j` itself, and be new.
-            let back = canonical_pawnless(z[0]);
-            if z[..n_men].iter().zip(sq).any(|(&a, &b)| back(a) != b) || seen[..n_seen].contains(&z) {
+            z[0] = table[sq[0].index()];
+            if (king_attacks(z[0]) & TRIANGLE_BB).is_empty() {
                 continue;
             }
-            // Off the triangle, only White's king can step back onto it.
-            if turn != Color::White || (king_attacks(z[0]) & TRIANGLE_BB).is_empty() {
-                seen[n_seen] = z;
-                n_seen += 1;
+            // The image must go back to `j` itself (its table form), and be new.
+            let back = &SYMMETRY_TABLE[CANONICAL_SYMMETRY[z[0].index()] as usize];
+            for (d, &s) in z.iter_mut().zip(sq) {
+                *d = table[s.index()];
+            }
+            if z[..n_men].iter().zip(sq).any(|(&a, &b)| back[a.index()] != b) || seen[..n_seen].contains(&z) {
                 continue;
             }
+        } else {
+            z[..n_men].copy_from_slice(sq);
         }
         seen[n_seen] = z;
         n_seen += 1;
