@@ -88,7 +88,8 @@ pub const SYMMETRY_TABLE: [[Square; 64]; 8] = {
     t
 };
 
-/// `CANONICAL_SYMMETRY[wk]`: the index in [`SYMMETRIES`] of [`canonical_pawnless`]`(wk)`.
+/// `CANONICAL_SYMMETRY[wk]`: the index in [`SYMMETRIES`] of the symmetry that brings White's
+/// king from `wk` onto [`TRIANGLE`] (see [`canonical_pawnless`]).
 pub const CANONICAL_SYMMETRY: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut i = 0;
@@ -110,19 +111,20 @@ pub const CANONICAL_SYMMETRY: [u8; 64] = {
 /// if above it. The king ends on [`TRIANGLE`]; on the diagonal a1-d4 nothing more is done.
 #[inline]
 pub fn canonical_pawnless(wk: Square) -> impl Fn(Square) -> Square {
-    let ff = wk.file() >= 4;
-    let wk1 = if ff { wk.flip_file() } else { wk };
-    let fr = wk1.rank() >= 4;
-    let wk2 = if fr { wk1.flip_rank() } else { wk1 };
-    let fd = wk2.rank() > wk2.file();
-    move |s: Square| {
-        let s = if ff { s.flip_file() } else { s };
-        let s = if fr { s.flip_rank() } else { s };
-        if fd {
-            s.flip_diagonal()
-        } else {
-            s
-        }
+    let table = &SYMMETRY_TABLE[CANONICAL_SYMMETRY[wk.index()] as usize];
+    move |s: Square| table[s.index()]
+}
+
+/// Applies `SYMMETRIES[k]` to a whole bitboard: bit 0 of `k` mirrors a<->h, bit 1 mirrors 1<->8,
+/// bit 2 then mirrors in the a1-h8 diagonal.
+#[inline]
+pub fn symmetry_bb(k: usize, b: Bitboard) -> Bitboard {
+    let b = if k & 1 != 0 { b.flip_file() } else { b };
+    let b = if k & 2 != 0 { b.flip_rank() } else { b };
+    if k & 4 != 0 {
+        b.flip_diagonal()
+    } else {
+        b
     }
 }
 
@@ -312,7 +314,8 @@ pub fn locate(pos: &Position) -> Option<Location> {
     } else {
         let wk = p.board.king_of(Color::White)?;
         if !on_triangle(wk) {
-            p.board = p.board.transform(canonical_pawnless(wk));
+            let k = CANONICAL_SYMMETRY[wk.index()] as usize;
+            p.board = p.board.map(|b| symmetry_bb(k, b));
         }
         key
     };
@@ -421,15 +424,48 @@ mod tests {
     }
 
     #[test]
+    fn bitboard_flips_agree_with_square_flips() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..1000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = Bitboard(x);
+            let by_square = |f: fn(Square) -> Square| b.into_iter().fold(Bitboard::EMPTY, |acc, s| acc.with(f(s)));
+            assert_eq!(b.flip_diagonal(), by_square(Square::flip_diagonal));
+            assert_eq!(b.flip_file(), by_square(Square::flip_file));
+            assert_eq!(b.flip_rank(), by_square(Square::flip_rank));
+        }
+    }
+
+    #[test]
     fn symmetry_tables_agree_with_the_functions() {
         for sq in Square::all() {
             for (k, f) in SYMMETRIES.iter().enumerate() {
                 assert_eq!(SYMMETRY_TABLE[k][sq.index()], f(sq));
             }
+            // The table form: mirror a<->h if on files e-h, then 1<->8 if on ranks 5-8, then in
+            // the diagonal if above it; written out here apart from the tables.
+            let ff = sq.file() >= 4;
+            let s1 = if ff { sq.flip_file() } else { sq };
+            let fr = s1.rank() >= 4;
+            let s2 = if fr { s1.flip_rank() } else { s1 };
+            let fd = s2.rank() > s2.file();
+            let step = |x: Square| {
+                let x = if ff { x.flip_file() } else { x };
+                let x = if fr { x.flip_rank() } else { x };
+                if fd {
+                    x.flip_diagonal()
+                } else {
+                    x
+                }
+            };
             let c = canonical_pawnless(sq);
-            let t = CANONICAL_SYMMETRY[sq.index()] as usize;
-            assert!(Square::all().all(|x| c(x) == SYMMETRY_TABLE[t][x.index()]), "{sq}");
+            let k = CANONICAL_SYMMETRY[sq.index()] as usize;
+            assert!(Square::all().all(|x| c(x) == step(x)), "{sq}");
             assert!(on_triangle(c(sq)));
+            let b = Bitboard(0x1234_5678_9abc_def0);
+            assert_eq!(symmetry_bb(k, b), b.into_iter().fold(Bitboard::EMPTY, |acc, x| acc.with(c(x))));
         }
     }
 

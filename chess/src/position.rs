@@ -109,6 +109,12 @@ impl Board {
         }
     }
 
+    /// Applies a map of bitboards (a symmetry of the board) to every man.
+    #[inline]
+    pub fn map(&self, f: impl Fn(Bitboard) -> Bitboard) -> Board {
+        Board { by_color: self.by_color.map(&f), by_role: self.by_role.map(&f) }
+    }
+
     /// Applies a square map to every man.
     pub fn transform(&self, f: impl Fn(Square) -> Square) -> Board {
         let mut b = Board::empty();

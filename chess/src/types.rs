@@ -318,6 +318,19 @@ impl Bitboard {
         Bitboard(self.0.swap_bytes())
     }
 
+    /// Mirror every square in the a1-h8 diagonal (file and rank swap).
+    #[inline]
+    pub const fn flip_diagonal(self) -> Bitboard {
+        let mut x = self.0;
+        let t = 0x0f0f_0f0f_0000_0000 & (x ^ (x << 28));
+        x ^= t ^ (t >> 28);
+        let t = 0x3333_0000_3333_0000 & (x ^ (x << 14));
+        x ^= t ^ (t >> 14);
+        let t = 0x5500_5500_5500_5500 & (x ^ (x << 7));
+        x ^= t ^ (t >> 7);
+        Bitboard(x)
+    }
+
     pub fn squares(self) -> BitboardIter {
         BitboardIter(self.0)
     }
