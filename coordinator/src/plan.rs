@@ -41,8 +41,11 @@ impl Plan {
     }
 }
 
+/// A material's slices and, for each, the slices one move leads into.
+type MaterialGraph = (Vec<SliceKey>, HashMap<SliceKey, Vec<SliceKey>>);
+
 /// The slices of one material with their successors.
-fn material_graph(material: Material) -> (Vec<SliceKey>, HashMap<SliceKey, Vec<SliceKey>>) {
+fn material_graph(material: Material) -> MaterialGraph {
     let slices = SliceKey::all_of(material);
     let edges = slices.iter().map(|s| (*s, s.successors())).collect();
     (slices, edges)
@@ -78,7 +81,7 @@ fn waves(slices: &[SliceKey], edges: &HashMap<SliceKey, Vec<SliceKey>>) -> Vec<V
 /// Plans the given materials and every material they convert into.
 pub fn plan(targets: &[Material]) -> Plan {
     // Closure over materials, with each material's graph.
-    let mut graphs: BTreeMap<Material, (Vec<SliceKey>, HashMap<SliceKey, Vec<SliceKey>>)> = BTreeMap::new();
+    let mut graphs: BTreeMap<Material, MaterialGraph> = BTreeMap::new();
     let mut todo: Vec<Material> = targets.iter().map(|m| m.normalized().0).collect();
     while let Some(m) = todo.pop() {
         if graphs.contains_key(&m) || m.is_bare_kings() {

@@ -47,7 +47,7 @@ fn krk_like(i: u64) -> u16 {
         return 0xffff;
     }
     if (distance(wr, bk) <= 1 && distance(wr, wk) > 1 && stm == 1)
-        || (distance(x, bk) <= 1 && mix(i / 64) % 4 == 0)
+        || (distance(x, bk) <= 1 && mix(i / 64).is_multiple_of(4))
     {
         return 0;
     }

@@ -284,7 +284,7 @@ fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successo
 fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
     let placement = ix.placement(j as u64);
     let n_men = ix.men().len();
-    let lost_here = plies % 2 == 0;
+    let lost_here = plies.is_multiple_of(2);
     let visit = |p: usize| {
         let v = cells.value(p);
         if v < UNDECIDED {
