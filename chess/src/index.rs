@@ -157,7 +157,11 @@ impl SliceIndexer {
         let men = key.material.non_pawn_men();
         let pawnless = !key.material.has_pawns();
         let n = men.len() as u32;
-        let per_side = if pawnless { 10 * 64u64.pow(n - 1) } else { 64u64.pow(n) };
+        let per_side = if pawnless {
+            10 * 64u64.pow(n - 1)
+        } else {
+            64u64.pow(n)
+        };
         let mut pawn_board = Board::empty();
         for sq in key.white_pawns {
             pawn_board.set(sq, Piece::new(Color::White, Role::Pawn));
@@ -165,7 +169,13 @@ impl SliceIndexer {
         for sq in key.black_pawns {
             pawn_board.set(sq, Piece::new(Color::Black, Role::Pawn));
         }
-        SliceIndexer { key, men, pawnless, per_side, pawn_board }
+        SliceIndexer {
+            key,
+            men,
+            pawnless,
+            per_side,
+            pawn_board,
+        }
     }
 
     pub fn key(&self) -> &SliceKey {
@@ -199,7 +209,11 @@ impl SliceIndexer {
     #[inline]
     pub fn placement(&self, index: u64) -> Placement {
         debug_assert!(index < self.size());
-        let turn = if index >= self.per_side { Color::Black } else { Color::White };
+        let turn = if index >= self.per_side {
+            Color::Black
+        } else {
+            Color::White
+        };
         let mut rest = index % self.per_side;
         let n = self.men.len();
         let mut squares = [Square::A1; 8];
@@ -304,7 +318,11 @@ pub fn locate(pos: &Position) -> Option<Location> {
     let material = Material::of(&p.board);
     let wp = p.board.by_piece(Piece::new(Color::White, Role::Pawn));
     let bp = p.board.by_piece(Piece::new(Color::Black, Role::Pawn));
-    let key = SliceKey { material, white_pawns: wp, black_pawns: bp };
+    let key = SliceKey {
+        material,
+        white_pawns: wp,
+        black_pawns: bp,
+    };
     let slice = if material.has_pawns() {
         let (canon, mirrored) = key.canonical();
         if mirrored {
@@ -319,7 +337,10 @@ pub fn locate(pos: &Position) -> Option<Location> {
         }
         key
     };
-    Some(Location { slice, index: index_of_board(&p, !material.has_pawns()) })
+    Some(Location {
+        slice,
+        index: index_of_board(&p, !material.has_pawns()),
+    })
 }
 
 /// The index of a position already in table orientation (see [`SliceIndexer::index`]), without
@@ -331,13 +352,21 @@ fn index_of_board(pos: &Position, pawnless: bool) -> u64 {
     for c in Color::ALL {
         for r in [Role::King, Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
             for sq in pos.board.by_piece(Piece::new(c, r)) {
-                let field = if men == 0 && pawnless { TRIANGLE_FIELD[sq.index()] as u64 } else { sq.u8() as u64 };
+                let field = if men == 0 && pawnless {
+                    TRIANGLE_FIELD[sq.index()] as u64
+                } else {
+                    sq.u8() as u64
+                };
                 idx = (idx << 6) | field;
                 men += 1;
             }
         }
     }
-    let per_side = if pawnless { 10u64 << (6 * (men - 1)) } else { 1u64 << (6 * men) };
+    let per_side = if pawnless {
+        10u64 << (6 * (men - 1))
+    } else {
+        1u64 << (6 * men)
+    };
     idx + pos.turn.index() as u64 * per_side
 }
 
@@ -431,7 +460,8 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let b = Bitboard(x);
-            let by_square = |f: fn(Square) -> Square| b.into_iter().fold(Bitboard::EMPTY, |acc, s| acc.with(f(s)));
+            let by_square =
+                |f: fn(Square) -> Square| b.into_iter().fold(Bitboard::EMPTY, |acc, s| acc.with(f(s)));
             assert_eq!(b.flip_diagonal(), by_square(Square::flip_diagonal));
             assert_eq!(b.flip_file(), by_square(Square::flip_file));
             assert_eq!(b.flip_rank(), by_square(Square::flip_rank));
@@ -465,7 +495,10 @@ mod tests {
             assert!(Square::all().all(|x| c(x) == step(x)), "{sq}");
             assert!(on_triangle(c(sq)));
             let b = Bitboard(0x1234_5678_9abc_def0);
-            assert_eq!(symmetry_bb(k, b), b.into_iter().fold(Bitboard::EMPTY, |acc, x| acc.with(c(x))));
+            assert_eq!(
+                symmetry_bb(k, b),
+                b.into_iter().fold(Bitboard::EMPTY, |acc, x| acc.with(c(x)))
+            );
         }
     }
 
@@ -479,7 +512,10 @@ mod tests {
             let Some(pos) = ix.position(i) else { continue };
             let wk = pos.board.king_of(Color::White).unwrap();
             let c = canonical_pawnless(wk);
-            assert!(Square::all().all(|s| c(s) == s), "stored position {pos} is not in table form");
+            assert!(
+                Square::all().all(|s| c(s) == s),
+                "stored position {pos} is not in table form"
+            );
             for sym in SYMMETRIES {
                 let img = Position::new(pos.board.transform(sym), pos.turn);
                 let loc = locate(&img).unwrap();

@@ -74,12 +74,16 @@ impl Material {
 
     /// True for KvK, which has no table (always a draw).
     pub fn is_bare_kings(&self) -> bool {
-        self.men() == 2 && self.count(Color::White, Role::King) == 1 && self.count(Color::Black, Role::King) == 1
+        self.men() == 2
+            && self.count(Color::White, Role::King) == 1
+            && self.count(Color::Black, Role::King) == 1
     }
 
     /// The same men with the colours swapped.
     pub fn flipped(&self) -> Material {
-        Material { counts: [self.counts[1], self.counts[0]] }
+        Material {
+            counts: [self.counts[1], self.counts[0]],
+        }
     }
 
     /// The men other than pawns, kings first: White's K Q R B N, then Black's K Q R B N.
@@ -131,7 +135,10 @@ impl Material {
     pub fn is_normalized(&self) -> bool {
         let w = &self.counts[0];
         let b = &self.counts[1];
-        let (wn, bn): (u32, u32) = (w.iter().map(|&n| n as u32).sum(), b.iter().map(|&n| n as u32).sum());
+        let (wn, bn): (u32, u32) = (
+            w.iter().map(|&n| n as u32).sum(),
+            b.iter().map(|&n| n as u32).sum(),
+        );
         if wn != bn {
             return wn > bn;
         }
@@ -162,7 +169,11 @@ impl Material {
             return Err(MaterialError::BareKings(s.to_string()));
         }
         if m.men() > max_men {
-            return Err(MaterialError::TooManyMen { name: m.to_string(), men: m.men(), max: max_men });
+            return Err(MaterialError::TooManyMen {
+                name: m.to_string(),
+                men: m.men(),
+                max: max_men,
+            });
         }
         Ok(m)
     }
@@ -182,20 +193,35 @@ impl FromStr for Material {
         let mut counts = [[0u8; 6]; 2];
         for (side, text) in [(0usize, w), (1usize, b)] {
             for ch in text.chars() {
-                let role = Role::from_char(ch)
-                    .ok_or_else(|| MaterialError::UnknownPiece { name: s.to_string(), letter: ch })?;
+                let role = Role::from_char(ch).ok_or_else(|| MaterialError::UnknownPiece {
+                    name: s.to_string(),
+                    letter: ch,
+                })?;
                 let n = &mut counts[side][role.index()];
                 *n = n.saturating_add(1);
             }
         }
         for (side, name) in [(0usize, "the first side"), (1usize, "the second side")] {
             match counts[side][Role::King.index()] {
-                0 => return Err(MaterialError::NoKing { name: s.to_string(), side: name }),
+                0 => {
+                    return Err(MaterialError::NoKing {
+                        name: s.to_string(),
+                        side: name,
+                    })
+                }
                 1 => {}
-                _ => return Err(MaterialError::ManyKings { name: s.to_string(), side: name }),
+                _ => {
+                    return Err(MaterialError::ManyKings {
+                        name: s.to_string(),
+                        side: name,
+                    })
+                }
             }
             if counts[side][Role::Pawn.index()] > 8 {
-                return Err(MaterialError::TooManyPawns { name: s.to_string(), side: name });
+                return Err(MaterialError::TooManyPawns {
+                    name: s.to_string(),
+                    side: name,
+                });
             }
         }
         Ok(Material { counts }.normalized().0)
@@ -205,7 +231,12 @@ impl FromStr for Material {
 impl fmt::Display for Material {
     /// `KRPvKR`, White's men first.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}v{}", self.side_string(Color::White), self.side_string(Color::Black))
+        write!(
+            f,
+            "{}v{}",
+            self.side_string(Color::White),
+            self.side_string(Color::Black)
+        )
     }
 }
 
@@ -243,12 +274,30 @@ mod tests {
 
     #[test]
     fn refuses_bad_names() {
-        assert!(matches!("KXvK".parse::<Material>(), Err(MaterialError::UnknownPiece { letter: 'x', .. })));
-        assert!(matches!("QvK".parse::<Material>(), Err(MaterialError::NoKing { .. })));
-        assert!(matches!("KKvK".parse::<Material>(), Err(MaterialError::ManyKings { .. })));
-        assert!(matches!("KQK".parse::<Material>(), Err(MaterialError::NoSeparator(_))));
-        assert!(matches!(Material::parse_table("KvK", 5), Err(MaterialError::BareKings(_))));
-        assert!(matches!(Material::parse_table("KQRvKRP", 5), Err(MaterialError::TooManyMen { men: 6, .. })));
+        assert!(matches!(
+            "KXvK".parse::<Material>(),
+            Err(MaterialError::UnknownPiece { letter: 'x', .. })
+        ));
+        assert!(matches!(
+            "QvK".parse::<Material>(),
+            Err(MaterialError::NoKing { .. })
+        ));
+        assert!(matches!(
+            "KKvK".parse::<Material>(),
+            Err(MaterialError::ManyKings { .. })
+        ));
+        assert!(matches!(
+            "KQK".parse::<Material>(),
+            Err(MaterialError::NoSeparator(_))
+        ));
+        assert!(matches!(
+            Material::parse_table("KvK", 5),
+            Err(MaterialError::BareKings(_))
+        ));
+        assert!(matches!(
+            Material::parse_table("KQRvKRP", 5),
+            Err(MaterialError::TooManyMen { men: 6, .. })
+        ));
         assert!(Material::parse_table("KQRvKR", 5).is_ok());
     }
 

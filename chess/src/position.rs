@@ -11,7 +11,10 @@ pub struct Board {
 
 impl Board {
     pub const fn empty() -> Board {
-        Board { by_color: [Bitboard::EMPTY; 2], by_role: [Bitboard::EMPTY; 6] }
+        Board {
+            by_color: [Bitboard::EMPTY; 2],
+            by_role: [Bitboard::EMPTY; 6],
+        }
     }
 
     #[inline]
@@ -48,7 +51,9 @@ impl Board {
         } else {
             return None;
         };
-        let role = Role::ALL.into_iter().find(|&r| self.by_role[r as usize].contains(sq))?;
+        let role = Role::ALL
+            .into_iter()
+            .find(|&r| self.by_role[r as usize].contains(sq))?;
         Some(Piece { color, role })
     }
 
@@ -90,7 +95,9 @@ impl Board {
 
     /// Every man with its square, a1 first.
     pub fn pieces(&self) -> impl Iterator<Item = (Square, Piece)> + '_ {
-        self.occupied().into_iter().map(move |sq| (sq, self.piece_at(sq).expect("occupied square")))
+        self.occupied()
+            .into_iter()
+            .map(move |sq| (sq, self.piece_at(sq).expect("occupied square")))
     }
 
     /// The board mirrored a <-> h.
@@ -112,7 +119,10 @@ impl Board {
     /// Applies a map of bitboards (a symmetry of the board) to every man.
     #[inline]
     pub fn map(&self, f: impl Fn(Bitboard) -> Bitboard) -> Board {
-        Board { by_color: self.by_color.map(&f), by_role: self.by_role.map(&f) }
+        Board {
+            by_color: self.by_color.map(&f),
+            by_role: self.by_role.map(&f),
+        }
     }
 
     /// Applies a square map to every man.
@@ -138,7 +148,11 @@ pub struct Position {
 
 impl Position {
     pub const fn new(board: Board, turn: Color) -> Position {
-        Position { board, turn, ep_square: None }
+        Position {
+            board,
+            turn,
+            ep_square: None,
+        }
     }
 
     /// The same position with colours swapped and the board mirrored 1 <-> 8.

@@ -43,6 +43,10 @@ pub fn moves<S: ValueSource + ?Sized>(pos: &Position, src: &S) -> Result<Vec<(Mo
     for m in pos.legal_moves().iter() {
         out.push((*m, value(&pos.play(m), src)?));
     }
-    out.sort_by(|a, b| b.1.after_move().cmp(&a.1.after_move()).then_with(|| a.0.uci().cmp(&b.0.uci())));
+    out.sort_by(|a, b| {
+        b.1.after_move()
+            .cmp(&a.1.after_move())
+            .then_with(|| a.0.uci().cmp(&b.0.uci()))
+    });
     Ok(out)
 }

@@ -24,7 +24,11 @@ impl SliceKey {
     /// The one slice of a pawnless material.
     pub fn pawnless(material: Material) -> SliceKey {
         debug_assert!(!material.has_pawns());
-        SliceKey { material, white_pawns: Bitboard::EMPTY, black_pawns: Bitboard::EMPTY }
+        SliceKey {
+            material,
+            white_pawns: Bitboard::EMPTY,
+            black_pawns: Bitboard::EMPTY,
+        }
     }
 
     /// The key as stored in a table file: `[white pawns, black pawns]`.
@@ -70,7 +74,11 @@ impl SliceKey {
             return None;
         }
         let key = if material.is_normalized() {
-            SliceKey { material, white_pawns, black_pawns }
+            SliceKey {
+                material,
+                white_pawns,
+                black_pawns,
+            }
         } else {
             SliceKey {
                 material: material.flipped(),
@@ -83,8 +91,16 @@ impl SliceKey {
 
     /// Sum of the pawns' ranks, each counted from its own side's first rank. A pawn push raises it.
     pub fn rank_sum(&self) -> u32 {
-        let w: u32 = self.white_pawns.into_iter().map(|s| s.relative_rank(Color::White) as u32).sum();
-        let b: u32 = self.black_pawns.into_iter().map(|s| s.relative_rank(Color::Black) as u32).sum();
+        let w: u32 = self
+            .white_pawns
+            .into_iter()
+            .map(|s| s.relative_rank(Color::White) as u32)
+            .sum();
+        let b: u32 = self
+            .black_pawns
+            .into_iter()
+            .map(|s| s.relative_rank(Color::Black) as u32)
+            .sum();
         w + b
     }
 
@@ -96,7 +112,11 @@ impl SliceKey {
         let mut out = Vec::new();
         for wp in subsets(PAWN_SQUARES, nw) {
             for bp in subsets(PAWN_SQUARES & !wp, nb) {
-                let key = SliceKey { material, white_pawns: wp, black_pawns: bp };
+                let key = SliceKey {
+                    material,
+                    white_pawns: wp,
+                    black_pawns: bp,
+                };
                 if key.is_canonical() {
                     out.push(key);
                 }
@@ -114,6 +134,7 @@ impl SliceKey {
     /// slice that no legal position reaches, but never misses one that is reached.
     pub fn successors(&self) -> Vec<SliceKey> {
         let mut out = Vec::new();
+        let mut ep_pushes = Vec::new();
         let m = self.material;
         let pawns = [self.white_pawns, self.black_pawns];
         let all_pawns = self.white_pawns | self.black_pawns;
@@ -158,18 +179,23 @@ impl SliceKey {
                             if !all_pawns.contains(two) {
                                 let (wp, bp) = set(rest.with(two), theirs);
                                 push(m, wp, bp);
-                                // En passant by an enemy pawn beside the landing square.
-                                for side in [-1i8, 1] {
-                                    let f = two.file() as i8 + side;
-                                    if !(0..8).contains(&f) {
-                                        continue;
+                                // An enemy pawn beside the landing square may take en passant.
+                                // The tables hold no en-passant square, so the position after
+                                // the push is valued by looking one move further: every slice
+                                // one move from the pushed slice is read too.
+                                let beside = Bitboard(
+                                    (two.bb().0 << 1 & !0x0101_0101_0101_0101)
+                                        | (two.bb().0 >> 1 & !0x8080_8080_8080_8080),
+                                );
+                                if (theirs & beside).any() {
+                                    if let Some(pushed) = SliceKey::normalize(m, wp, bp) {
+                                        ep_pushes.push(pushed);
                                     }
-                                    let beside = Square::from_coords(f as u8, two.rank());
-                                    if theirs.contains(beside) {
-                                        let t2 = theirs.without(beside).with(one);
-                                        let (wp, bp) = set(rest, t2);
-                                        push(m.without(us, Role::Pawn), wp, bp);
-                                    }
+                                }
+                                // The captures en passant themselves.
+                                for taker in theirs & beside {
+                                    let (wp, bp) = set(rest, theirs.without(taker).with(one));
+                                    push(m.without(us, Role::Pawn), wp, bp);
                                 }
                             }
                         }
@@ -222,6 +248,9 @@ impl SliceKey {
                     push(m.without(them, victim), wp, bp);
                 }
             }
+        }
+        for pushed in ep_pushes {
+            out.extend(pushed.successors());
         }
         out.sort();
         out.dedup();
@@ -285,7 +314,9 @@ mod tests {
     fn kpk_has_24_slices_on_files_a_to_d() {
         let slices = SliceKey::all_of(mat("KPvK"));
         assert_eq!(slices.len(), 24);
-        assert!(slices.iter().all(|s| s.white_pawns.into_iter().all(|sq| sq.file() < 4)));
+        assert!(slices
+            .iter()
+            .all(|s| s.white_pawns.into_iter().all(|sq| sq.file() < 4)));
     }
 
     #[test]
@@ -325,14 +356,35 @@ mod tests {
         }
     }
 
+    /// The position after a double push that allows en passant is valued from its own moves,
+    /// so the slices those lead into are successors too (found by a worker that fetched only
+    /// the listed successors: KPvKP[Pa2 pb4] reads KPvKP[Pa4 pb3] through a2-a4 b4-b3).
+    #[test]
+    fn double_push_allowing_en_passant_lists_the_slices_one_move_further() {
+        let m = mat("KPvKP");
+        let sq = |s: &str| Square::parse(s).unwrap().bb();
+        let k = SliceKey::normalize(m, sq("a2"), sq("b4")).unwrap();
+        let further = SliceKey::normalize(m, sq("a4"), sq("b3")).unwrap();
+        assert!(k.successors().contains(&further));
+        // Without an enemy pawn beside the landing square, nothing further is listed.
+        let k = SliceKey::normalize(m, sq("a2"), sq("d4")).unwrap();
+        let further = SliceKey::normalize(m, sq("a4"), sq("d3")).unwrap();
+        assert!(!k.successors().contains(&further));
+    }
+
     #[test]
     fn double_push_lists_en_passant_capture() {
         // White e2, black d4: e2-e4 allows dxe3, leaving KvKP -> KPvK with the pawn on e3 seen from Black.
         let m = mat("KPvKP");
-        let k = SliceKey::normalize(m, Square::parse("e2").unwrap().bb(), Square::parse("d4").unwrap().bb())
-            .unwrap();
+        let k = SliceKey::normalize(
+            m,
+            Square::parse("e2").unwrap().bb(),
+            Square::parse("d4").unwrap().bb(),
+        )
+        .unwrap();
         let succ = k.successors();
-        let ep = SliceKey::normalize(mat("KPvK"), Square::parse("e6").unwrap().bb(), Bitboard::EMPTY).unwrap();
+        let ep =
+            SliceKey::normalize(mat("KPvK"), Square::parse("e6").unwrap().bb(), Bitboard::EMPTY).unwrap();
         assert!(succ.contains(&ep), "{succ:?}");
     }
 }

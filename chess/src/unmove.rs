@@ -19,7 +19,9 @@ pub fn for_each_unmove_from(pos: &Position, from: Bitboard, mut f: impl FnMut(Pi
     let victim = pos.turn;
     let board = &pos.board;
     let occ = board.occupied();
-    let Some(their_king) = board.king_of(victim) else { return };
+    let Some(their_king) = board.king_of(victim) else {
+        return;
+    };
     for now in board.by_color(mover) & !board.by_role(Role::Pawn) & from {
         let piece = board.piece_at(now).expect("occupied");
         let occ_without = occ.without(now);
@@ -36,8 +38,9 @@ pub fn for_each_unmove_from(pos: &Position, from: Bitboard, mut f: impl FnMut(Pi
             }
         } else {
             for before in targets {
-                let blocked =
-                    uncovered.into_iter().all(|a| attacks::between(a, their_king).contains(before));
+                let blocked = uncovered
+                    .into_iter()
+                    .all(|a| attacks::between(a, their_king).contains(before));
                 if blocked {
                     f(piece, now, before);
                 }
@@ -93,7 +96,10 @@ mod tests {
                     // Forward then backward.
                     for mv in pos.legal_moves().iter().filter(|m| !m.leaves_slice()) {
                         let next = pos.play(mv);
-                        assert!(unmoves(&next).contains(&Position::new(pos.board, pos.turn)), "{pos} {mv:?}");
+                        assert!(
+                            unmoves(&next).contains(&Position::new(pos.board, pos.turn)),
+                            "{pos} {mv:?}"
+                        );
                     }
                 }
             }

@@ -111,7 +111,13 @@ mod tests {
 
     #[test]
     fn raw_round_trip_and_order() {
-        for v in [Value::Draw, Value::Win(1), Value::Win(37), Value::Loss(0), Value::Loss(40)] {
+        for v in [
+            Value::Draw,
+            Value::Win(1),
+            Value::Win(37),
+            Value::Loss(0),
+            Value::Loss(40),
+        ] {
             assert_eq!(Value::from_raw(v.raw()), Some(v));
         }
         assert_eq!(Value::from_raw(ILLEGAL), None);

@@ -28,14 +28,21 @@ pub fn run(materials: &[Material], alone: bool, threads: usize, dir: Option<&Pat
     if alone {
         // Build every sub-table: the plan of each material minus the material itself.
         let plan = zermelo_coordinator::plan::plan(materials);
-        let subs: Vec<Material> =
-            plan.materials.iter().map(|m| m.material).filter(|m| !materials.contains(m)).collect();
+        let subs: Vec<Material> = plan
+            .materials
+            .iter()
+            .map(|m| m.material)
+            .filter(|m| !materials.contains(m))
+            .collect();
         build(&subs, &dir, threads, &quiet).map_err(|e| e.to_string())?;
     }
     let start = Instant::now();
     let outcomes = build(materials, &dir, threads, &quiet).map_err(|e| e.to_string())?;
     let wall = start.elapsed().as_secs_f64();
-    println!("{:<10} {:>14} {:>10} {:>14}", "material", "positions", "seconds", "positions/s");
+    println!(
+        "{:<10} {:>14} {:>10} {:>14}",
+        "material", "positions", "seconds", "positions/s"
+    );
     let mut positions = 0u64;
     for o in outcomes.iter().filter(|o| !o.skipped) {
         positions += o.positions;
@@ -47,7 +54,13 @@ pub fn run(materials: &[Material], alone: bool, threads: usize, dir: Option<&Pat
             o.positions as f64 / o.seconds.max(1e-9)
         );
     }
-    println!("{:<10} {:>14} {:>10.3} {:>14.0}", "total", positions, wall, positions as f64 / wall.max(1e-9));
+    println!(
+        "{:<10} {:>14} {:>10.3} {:>14.0}",
+        "total",
+        positions,
+        wall,
+        positions as f64 / wall.max(1e-9)
+    );
     println!("threads: {threads}");
     match peak_memory_bytes() {
         Some(b) => println!("peak memory: {:.1} MiB", b as f64 / (1024.0 * 1024.0)),

@@ -48,8 +48,10 @@ pub fn build(
     threads: usize,
     progress: Progress<'_>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|source| BuildError::CreateDir { path: dir.display().to_string(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
+        path: dir.display().to_string(),
+        source,
+    })?;
     let tables = TableDir::new(dir);
     let plan: Plan = plan(targets);
     let total = plan.positions();
@@ -72,10 +74,19 @@ pub fn build(
         }
         info!(slices = mp.slice_count(), positions = mp.positions, "solving");
         let values = solve_material(&tables, mp, threads, &|d| progress(done + d, total, &mp.material))?;
-        let slices: Vec<SliceData<'_>> =
-            values.iter().map(|(k, v)| SliceData { key: *k, values: v }).collect();
-        let meta = TableMeta { material: mp.material.to_string(), metric: Metric::Dtm, index_layout: INDEX_LAYOUT };
-        let options = WriteOptions { threads, ..WriteOptions::default() };
+        let slices: Vec<SliceData<'_>> = values
+            .iter()
+            .map(|(k, v)| SliceData { key: *k, values: v })
+            .collect();
+        let meta = TableMeta {
+            material: mp.material.to_string(),
+            metric: Metric::Dtm,
+            index_layout: INDEX_LAYOUT,
+        };
+        let options = WriteOptions {
+            threads,
+            ..WriteOptions::default()
+        };
         let summary = write_table_with(&tables.path_of(&mp.material), &meta, &slices, &options)?;
         tables.forget(&mp.material);
         done += mp.positions;
@@ -88,7 +99,12 @@ pub fn build(
             positions_per_second = (mp.positions as f64 / seconds.max(1e-9)) as u64,
             "table written"
         );
-        outcomes.push(MaterialOutcome { material: mp.material, skipped: false, positions: mp.positions, seconds });
+        outcomes.push(MaterialOutcome {
+            material: mp.material,
+            skipped: false,
+            positions: mp.positions,
+            seconds,
+        });
     }
     Ok(outcomes)
 }
@@ -96,7 +112,9 @@ pub fn build(
 /// True if the material's table is in the directory with exactly the planned slices and a good
 /// checksum.
 pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
-    let Ok(table) = tables.table(&mp.material) else { return false };
+    let Ok(table) = tables.table(&mp.material) else {
+        return false;
+    };
     let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
     expected.sort();
     let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
@@ -153,4 +171,40 @@ fn solve_material(
         progress(done);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use zermelo_chess::Material;
+    use zermelo_coordinator::plan::plan;
+    use zermelo_worker::tables::SliceMap;
+    use zermelo_worker::{solve_slice, SolveError};
+
+    /// Each slice solves with nothing but the slices `SliceKey::successors` lists (as a cluster
+    /// worker that fetched exactly those): the list is complete, en passant included.
+    #[test]
+    fn listed_successors_are_all_a_slice_reads() {
+        let material: Material = "KPvKP".parse().unwrap();
+        let mut solved = HashMap::new();
+        for mp in plan(&[material]).materials {
+            for wave in &mp.waves {
+                for key in wave {
+                    let mut map = SliceMap::new();
+                    for s in key.successors() {
+                        map.insert(s, solved.get(&s).cloned().expect("successor solved first"));
+                    }
+                    match solve_slice(key, &map, 2) {
+                        Ok(v) => {
+                            solved.insert(*key, std::sync::Arc::<[u16]>::from(v));
+                        }
+                        Err(SolveError::MissingSuccessor(s)) => panic!("{key} reads {s}, not listed"),
+                        Err(e) => panic!("{key}: {e}"),
+                    }
+                }
+            }
+        }
+        assert!(solved.len() > 1128);
+    }
 }

@@ -1,8 +1,10 @@
 //! The `zermelo` command's library: the single-node build ([`build`]), probing ([`probe`]),
-//! table statistics ([`stats`]) and the independent verifier ([`verify`]).
+//! table statistics ([`stats`]), the independent verifier ([`verify`]) and the cluster commands
+//! ([`cluster`]).
 
 pub mod bench;
 pub mod build;
+pub mod cluster;
 pub mod probe;
 pub mod stats;
 pub mod verify;

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tracing::error;
 use zermelo_chess::Material;
 use zermelo_cli::build::build;
+use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::probe::probe_fen;
 use zermelo_cli::stats::stats;
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
@@ -101,6 +102,86 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         tables: Option<PathBuf>,
     },
+    /// Run a cluster coordinator: takes jobs, leases their slices to workers, journals finished
+    /// slices (a restart on the same directories resumes) and writes each finished table into
+    /// the tables directory, byte-identical to `zermelo solve`. Stops on ctrl-c or SIGTERM.
+    Coordinator {
+        /// Address to listen on, e.g. 0.0.0.0:50051 (port 0 picks a free one; see the log).
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+        /// Directory of the table files (created if missing).
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// Directory of the journal and the finished slices (default: TABLES/.zermelo-coordinator).
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// The cluster token every request must carry (none: every caller is accepted).
+        #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+        token: Option<String>,
+        /// Seconds a lease lives without a heartbeat (a dead worker's task is leased again
+        /// after it); a worker silent for three times as long is forgotten.
+        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        lease_ttl: u64,
+    },
+    /// Run a cluster worker: leases tasks from the coordinator, fetches the slices it needs into
+    /// its cache, solves, uploads. Stops on ctrl-c or SIGTERM, dropping the task in flight.
+    Worker {
+        /// The coordinator's URL, e.g. http://coordinator:50051.
+        #[arg(long, value_name = "URL")]
+        coordinator: String,
+        /// Directory of the local slice cache (created if missing).
+        #[arg(long, value_name = "DIR")]
+        cache: PathBuf,
+        /// Solver threads (default: all cores).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// The cluster token.
+        #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+        token: Option<String>,
+    },
+    /// Submit a job to a coordinator: prints its id; with --wait, shows progress until it is done.
+    Submit {
+        /// The coordinator's URL.
+        #[arg(long, value_name = "URL")]
+        coordinator: String,
+        /// Materials to build, with every material they convert into.
+        #[arg(required = true, value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Wait until the job is done (exit 1 if it fails).
+        #[arg(long)]
+        wait: bool,
+        /// The cluster token.
+        #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+        token: Option<String>,
+    },
+    /// Print a coordinator's jobs (or one job) and live workers as JSON. Exit 0 when it answers.
+    Status {
+        /// The coordinator's URL.
+        #[arg(long, value_name = "URL")]
+        coordinator: String,
+        /// Only this job.
+        #[arg(value_name = "JOB")]
+        job: Option<u64>,
+        /// The cluster token.
+        #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+        token: Option<String>,
+    },
+    /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
+    /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
+    Cluster {
+        /// Worker processes.
+        #[arg(long, value_name = "N", default_value_t = 2)]
+        workers: usize,
+        /// Materials to build, with every material they convert into.
+        #[arg(required = true, value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Directory of the table files (created if missing).
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// Solver threads per worker (default: the cores shared out among the workers).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+    },
 }
 
 /// A failure that ends the command: a message and an exit code.
@@ -109,9 +190,21 @@ struct Failure {
     message: String,
 }
 
+impl From<ClusterFailure> for Failure {
+    fn from(f: ClusterFailure) -> Failure {
+        Failure {
+            code: f.code,
+            message: f.message,
+        }
+    }
+}
+
 impl Failure {
     fn input(message: impl Into<String>) -> Failure {
-        Failure { code: 2, message: message.into() }
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
     }
 }
 
@@ -164,15 +257,22 @@ fn parse_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
         .collect()
 }
 
+/// Materials checked here (one clear line for a bad one) and sent by their table names.
+fn canonical_names(names: &[String]) -> Result<Vec<String>, Failure> {
+    Ok(parse_materials(names)?.iter().map(|m| m.to_string()).collect())
+}
+
 fn progress_bar(show: bool, what: &str) -> Option<ProgressBar> {
     if !show {
         return None;
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg:>12} [{bar:40}] {percent:>3}% {human_pos}/{human_len} positions, eta {eta}")
-            .expect("progress template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{spinner} {msg:>12} [{bar:40}] {percent:>3}% {human_pos}/{human_len} positions, eta {eta}",
+        )
+        .expect("progress template")
+        .progress_chars("=> "),
     );
     bar.set_message(what.to_string());
     Some(bar)
@@ -180,7 +280,11 @@ fn progress_bar(show: bool, what: &str) -> Option<ProgressBar> {
 
 fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
     match command {
-        Command::Solve { materials, tables, threads: t } => {
+        Command::Solve {
+            materials,
+            tables,
+            threads: t,
+        } => {
             let materials = parse_materials(&materials)?;
             let threads = threads(t)?;
             let bar = progress_bar(show_bar, "solving");
@@ -193,7 +297,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 }
             };
             let start = Instant::now();
-            let outcomes = build(&materials, &tables, threads, &report).map_err(|e| Failure { code: 2, message: e.to_string() })?;
+            let outcomes = build(&materials, &tables, threads, &report).map_err(|e| Failure {
+                code: 2,
+                message: e.to_string(),
+            })?;
             if let Some(b) = bar {
                 b.finish_and_clear();
             }
@@ -210,7 +317,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
         }
         Command::Probe { tables, fens } => {
             if !tables.is_dir() {
-                return Err(Failure::input(format!("tables directory {} does not exist", tables.display())));
+                return Err(Failure::input(format!(
+                    "tables directory {} does not exist",
+                    tables.display()
+                )));
             }
             let dir = TableDir::new(&tables);
             let mut code = 0u8;
@@ -229,7 +339,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
                     }
                 };
-                writeln!(out, "{line}").map_err(|e| Failure { code: 2, message: format!("writing output: {e}") })
+                writeln!(out, "{line}").map_err(|e| Failure {
+                    code: 2,
+                    message: format!("writing output: {e}"),
+                })
             };
             if fens.is_empty() {
                 for line in std::io::stdin().lock().lines() {
@@ -250,7 +363,11 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             println!("{}", serde_json::to_string_pretty(&s).expect("json"));
             Ok(0)
         }
-        Command::Verify { tables, materials, threads: t } => {
+        Command::Verify {
+            tables,
+            materials,
+            threads: t,
+        } => {
             let materials = parse_materials(&materials)?;
             let opts = VerifyOptions { threads: threads(t)? };
             let mut code = 0;
@@ -282,18 +399,88 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         }
                         println!("{m}: FAILED: {e}");
                         eprintln!("zermelo: verify {m}: {e}");
-                        code = if matches!(e, VerifyError::Mismatch { .. }) { code.max(1) } else { 2 };
+                        code = if matches!(e, VerifyError::Mismatch { .. }) {
+                            code.max(1)
+                        } else {
+                            2
+                        };
                     }
                 }
             }
             Ok(code)
         }
-        Command::Bench { materials, alone, threads: t, tables } => {
-            let names = if materials.is_empty() { vec!["KPvK".to_string()] } else { materials };
+        Command::Bench {
+            materials,
+            alone,
+            threads: t,
+            tables,
+        } => {
+            let names = if materials.is_empty() {
+                vec!["KPvK".to_string()]
+            } else {
+                materials
+            };
             let materials = parse_materials(&names)?;
             let threads = threads(t)?;
-            zermelo_cli::bench::run(&materials, alone, threads, tables.as_deref()).map_err(|e| Failure { code: 2, message: e })?;
+            zermelo_cli::bench::run(&materials, alone, threads, tables.as_deref())
+                .map_err(|e| Failure { code: 2, message: e })?;
             Ok(0)
+        }
+        Command::Coordinator {
+            listen,
+            tables,
+            state,
+            token,
+            lease_ttl,
+        } => {
+            if lease_ttl == 0 {
+                return Err(Failure::input("--lease-ttl must be at least 1 second"));
+            }
+            Ok(cluster::coordinator(
+                &listen,
+                &tables,
+                state.as_deref(),
+                token,
+                lease_ttl,
+            )?)
+        }
+        Command::Worker {
+            coordinator,
+            cache,
+            threads: t,
+            token,
+        } => Ok(cluster::worker(&coordinator, &cache, threads(t)?, token)?),
+        Command::Submit {
+            coordinator,
+            materials,
+            wait,
+            token,
+        } => {
+            let names = canonical_names(&materials)?;
+            let bar = if wait { progress_bar(show_bar, "job") } else { None };
+            Ok(cluster::submit(&coordinator, &names, wait, token, bar)?)
+        }
+        Command::Status {
+            coordinator,
+            job,
+            token,
+        } => Ok(cluster::status(&coordinator, job, token)?),
+        Command::Cluster {
+            workers,
+            materials,
+            tables,
+            threads: t,
+        } => {
+            if workers == 0 {
+                return Err(Failure::input("--workers must be at least 1"));
+            }
+            let names = canonical_names(&materials)?;
+            let per_worker = match t {
+                Some(_) => threads(t)?,
+                None => (threads(None)? / workers).max(1),
+            };
+            let bar = progress_bar(show_bar, "cluster");
+            Ok(cluster::cluster(workers, &names, &tables, per_worker, bar)?)
         }
     }
 }

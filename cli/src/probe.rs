@@ -41,7 +41,16 @@ pub enum ProbeFailure {
 impl ProbeFailure {
     /// True for a table that is corrupt or unreadable, not just absent.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, ProbeFailure::Table(TableError::Storage(_) | TableError::IllegalValue { .. } | TableError::WrongTable { .. } | TableError::WrongLayout { .. } | TableError::MissingSlice { .. }))
+        matches!(
+            self,
+            ProbeFailure::Table(
+                TableError::Storage(_)
+                    | TableError::IllegalValue { .. }
+                    | TableError::WrongTable { .. }
+                    | TableError::WrongLayout { .. }
+                    | TableError::MissingSlice { .. }
+            )
+        )
     }
 }
 
@@ -50,7 +59,9 @@ pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure>
     let pos = Position::from_fen(fen).map_err(|e| ProbeFailure::Input(format!("invalid FEN: {e}")))?;
     let men = Material::of(&pos.board).men();
     if men > max_men {
-        return Err(ProbeFailure::Input(format!("position has {men} men; tables of at most {max_men} men are supported")));
+        return Err(ProbeFailure::Input(format!(
+            "position has {men} men; tables of at most {max_men} men are supported"
+        )));
     }
     Ok(pos)
 }

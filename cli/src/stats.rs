@@ -48,7 +48,9 @@ fn labels(material: &Material) -> u64 {
     let fact = |n: u8| (1..=n as u64).product::<u64>();
     Color::ALL
         .iter()
-        .flat_map(|&c| [Role::Queen, Role::Rook, Role::Bishop, Role::Knight].map(|r| fact(material.count(c, r))))
+        .flat_map(|&c| {
+            [Role::Queen, Role::Rook, Role::Bishop, Role::Knight].map(|r| fact(material.count(c, r)))
+        })
         .product()
 }
 
@@ -58,7 +60,11 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
     let mut sides = [[0u64; 4]; 2];
     let mut max = [0u32; 2];
     for (i, entry) in table.slices().iter().enumerate() {
-        let key = SliceKey { material: *material, white_pawns: Bitboard(entry.key[0]), black_pawns: Bitboard(entry.key[1]) };
+        let key = SliceKey {
+            material: *material,
+            white_pawns: Bitboard(entry.key[0]),
+            black_pawns: Bitboard(entry.key[1]),
+        };
         let ix = SliceIndexer::new(key);
         let values = table.read_slice(i)?;
         let half = values.len() / 2;
@@ -90,5 +96,9 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
         loss: sides[s][3] / l,
         max_dtm: max[s],
     };
-    Ok(Stats { material: material.to_string(), white: side(0), black: side(1) })
+    Ok(Stats {
+        material: material.to_string(),
+        white: side(0),
+        black: side(1),
+    })
 }

@@ -1,4 +1,4 @@
-//! The coordinator side of Zermelo, without the network:
+//! The coordinator side of Zermelo:
 //!
 //! * [`plan`]: the planner, which turns a job (materials) into its graph of slices and orders it
 //!   leaf-first. The single-node build (`zermelo solve`) and the cluster use the same plan.
@@ -6,6 +6,8 @@
 //!   leases them to workers leaf-first with a time-to-live, and checks completions by hash.
 //! * [`journal`]: the durable, append-only record of jobs taken and slices finished, from which a
 //!   restarted coordinator resumes.
+//! * [`service`]: all of the above as the gRPC service `zermelo.v1.Coordinator` ([`service::serve`]),
+//!   with the finished slices kept in a [`store`] and each material's table written when done.
 //!
 //! ```
 //! let plan = zermelo_coordinator::plan::plan(&["KPvK".parse().unwrap()]);
@@ -16,3 +18,5 @@
 pub mod journal;
 pub mod plan;
 pub mod schedule;
+pub mod service;
+pub mod store;

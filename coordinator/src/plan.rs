@@ -62,7 +62,13 @@ fn waves(slices: &[SliceKey], edges: &HashMap<SliceKey, Vec<SliceKey>>) -> Vec<V
         let d = edges[s]
             .iter()
             .filter(|t| t.material == s.material)
-            .map(|t| depth.get(t).copied().expect("same-material successor has a larger rank sum") + 1)
+            .map(|t| {
+                depth
+                    .get(t)
+                    .copied()
+                    .expect("same-material successor has a larger rank sum")
+                    + 1
+            })
             .max()
             .unwrap_or(0);
         depth.insert(*s, d);
@@ -107,13 +113,24 @@ pub fn plan(targets: &[Material]) -> Plan {
         for s in slices {
             for t in &edges[s] {
                 if t.material != m {
-                    assert!(rank[&t.material] < rank[&m], "material order is not leaf-first: {s} -> {t}");
+                    assert!(
+                        rank[&t.material] < rank[&m],
+                        "material order is not leaf-first: {s} -> {t}"
+                    );
                     external.insert(*t);
                 }
             }
         }
-        let positions = slices.iter().map(|s| zermelo_chess::index::SliceIndexer::new(*s).size()).sum();
-        out.push(MaterialPlan { material: m, waves: waves(slices, edges), external, positions });
+        let positions = slices
+            .iter()
+            .map(|s| zermelo_chess::index::SliceIndexer::new(*s).size())
+            .sum();
+        out.push(MaterialPlan {
+            material: m,
+            waves: waves(slices, edges),
+            external,
+            positions,
+        });
     }
     Plan { materials: out }
 }

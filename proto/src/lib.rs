@@ -212,3 +212,6 @@ fn key_name(key: &SliceKey) -> String {
 
 #[cfg(test)]
 mod tests;
+
+pub mod auth;
+pub mod wire;

@@ -262,7 +262,8 @@ impl TableWriter {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(io_err)?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o644))
+                .map_err(io_err)?;
         }
         file.sync_data().map_err(io_err)?;
         drop(file);
@@ -312,7 +313,10 @@ impl TableWriter {
                     .zip(blocks.chunks(per))
                     .map(|(c, part)| s.spawn(move || compress_blocks(c, part)))
                     .collect();
-                handles.into_iter().map(|h| h.join().expect("compression thread")).collect()
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("compression thread"))
+                    .collect()
             })
         };
         let mut frames = Vec::with_capacity(blocks.len());
@@ -326,7 +330,11 @@ impl TableWriter {
             }
         }
         for frame in frames {
-            let entry = BlockEntry { offset: self.written, len: frame.len() as u32, crc: crc32fast::hash(&frame) };
+            let entry = BlockEntry {
+                offset: self.written,
+                len: frame.len() as u32,
+                crc: crc32fast::hash(&frame),
+            };
             self.write(&frame)?;
             self.blocks.push(entry);
         }
@@ -373,7 +381,10 @@ fn new_compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>
 }
 
 /// Compresses each block (values little-endian) into its own frame.
-fn compress_blocks(c: &mut zstd::bulk::Compressor<'static>, blocks: &[&[u16]]) -> std::io::Result<Vec<Vec<u8>>> {
+fn compress_blocks(
+    c: &mut zstd::bulk::Compressor<'static>,
+    blocks: &[&[u16]],
+) -> std::io::Result<Vec<Vec<u8>>> {
     let mut raw = Vec::new();
     blocks
         .iter()

@@ -229,7 +229,10 @@ fn compression_threads_do_not_change_the_bytes() {
     let mut files = Vec::new();
     for threads in [1, 2, 3, 8] {
         let path = dir.path().join(format!("t{threads}.zmt"));
-        let options = WriteOptions { threads, ..small_blocks() };
+        let options = WriteOptions {
+            threads,
+            ..small_blocks()
+        };
         write_table_with(&path, &meta("KPvK"), &as_data(&slices), &options).unwrap();
         files.push(fs::read(&path).unwrap());
     }

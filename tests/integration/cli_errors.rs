@@ -4,7 +4,12 @@ use crate::common::*;
 
 fn assert_clean_failure(o: &std::process::Output, code: i32, needle: &str) {
     let err = stderr(o);
-    assert_eq!(o.status.code(), Some(code), "stdout: {}\nstderr: {err}", stdout(o));
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {err}",
+        stdout(o)
+    );
     assert!(err.contains(needle), "stderr should mention {needle:?}: {err}");
     assert!(!err.contains("panicked"), "{err}");
     assert!(!err.contains("RUST_BACKTRACE"), "{err}");
@@ -57,20 +62,40 @@ k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
 ";
     let o = run_with_stdin(&["probe", "--tables", d], input);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 7);
     assert!(lines[0]["error"].as_str().unwrap().contains("invalid FEN"));
     assert!(lines[1]["error"].as_str().unwrap().contains("castling"));
     assert_eq!(lines[2]["category"], "draw", "bare kings need no table");
     assert_eq!(lines[3]["category"], "win");
-    assert!(lines[4]["error"].as_str().unwrap().contains("KQvKQ"), "{}", lines[4]);
-    assert!(lines[5]["error"].as_str().unwrap().contains("KQQvK"), "{}", lines[5]);
-    assert!(lines[6]["error"].as_str().unwrap().contains("men"), "{}", lines[6]);
+    assert!(
+        lines[4]["error"].as_str().unwrap().contains("KQvKQ"),
+        "{}",
+        lines[4]
+    );
+    assert!(
+        lines[5]["error"].as_str().unwrap().contains("KQQvK"),
+        "{}",
+        lines[5]
+    );
+    assert!(
+        lines[6]["error"].as_str().unwrap().contains("men"),
+        "{}",
+        lines[6]
+    );
     assert!(!stderr(&o).contains("panicked"));
 }
 
 #[test]
 fn probe_without_tables_dir_fails_cleanly() {
-    let o = run(&["probe", "--tables", "/nonexistent/zermelo", "8/8/8/8/8/8/8/K6k w - - 0 1"]);
+    let o = run(&[
+        "probe",
+        "--tables",
+        "/nonexistent/zermelo",
+        "8/8/8/8/8/8/8/K6k w - - 0 1",
+    ]);
     assert_clean_failure(&o, 2, "does not exist");
 }

@@ -1,8 +1,8 @@
 //! Running the `zermelo` binary and sharing built tables between tests.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::io::Write;
 
 /// The `zermelo` binary built by cargo for these tests.
 pub fn zermelo() -> Command {
@@ -13,7 +13,11 @@ pub fn zermelo() -> Command {
 
 /// Runs `zermelo` with arguments, stdin closed.
 pub fn run(args: &[&str]) -> Output {
-    zermelo().args(args).stdin(Stdio::null()).output().expect("run zermelo")
+    zermelo()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run zermelo")
 }
 
 /// Runs `zermelo` with `input` on stdin.
@@ -39,14 +43,25 @@ pub fn stderr(o: &Output) -> String {
 
 /// Asserts the command succeeded, showing its output otherwise.
 pub fn assert_ok(o: &Output) {
-    assert!(o.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), stdout(o), stderr(o));
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
 }
 
 /// A directory of tables shared by the tests of one build of the binary.
 pub fn shared_tables() -> PathBuf {
     let bin = Path::new(env!("CARGO_BIN_EXE_zermelo"));
     let meta = std::fs::metadata(bin).expect("binary metadata");
-    let stamp = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0);
+    let stamp = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tables-{stamp}-{}", meta.len()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -70,7 +85,10 @@ pub fn probe(dir: &Path, fens: &[&str]) -> Vec<serde_json::Value> {
     args.extend_from_slice(fens);
     let o = run(&args);
     assert_ok(&o);
-    stdout(&o).lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+    stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
 }
 
 /// The JSON of `zermelo stats`.
@@ -82,5 +100,7 @@ pub fn stats(dir: &Path, material: &str) -> serde_json::Value {
 
 /// The reference data folder in the repository.
 pub fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(name)
 }

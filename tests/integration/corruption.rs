@@ -21,7 +21,12 @@ fn one_flipped_byte_is_reported_not_served() {
     std::fs::write(&dst, &bytes).unwrap();
     let o = run(&["verify", "--tables", d, "KQvK"]);
     assert!(!o.status.success());
-    assert!(stdout(&o).contains("FAILED") && stderr(&o).contains("corrupt"), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("FAILED") && stderr(&o).contains("corrupt"),
+        "{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     // Probe every position of a sample: each either errors naming corruption or is absent; a
     // value read from the damaged block is never printed.
     let o = run(&["probe", "--tables", d, fen]);

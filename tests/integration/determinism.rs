@@ -7,7 +7,15 @@ fn one_and_two_threads_give_identical_files() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     for (dir, threads) in [(&a, "1"), (&b, "2")] {
-        let o = run(&["solve", "KPvK", "KRvKP", "--tables", dir.path().to_str().unwrap(), "--threads", threads]);
+        let o = run(&[
+            "solve",
+            "KPvK",
+            "KRvKP",
+            "--tables",
+            dir.path().to_str().unwrap(),
+            "--threads",
+            threads,
+        ]);
         assert_ok(&o);
     }
     let mut names: Vec<String> = std::fs::read_dir(a.path())

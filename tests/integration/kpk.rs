@@ -51,17 +51,34 @@ fn kpk_textbook_positions_probe_as_stated() {
 fn kpk_underpromotion_wins() {
     let dir = tables_with(&["KPvK"]);
     // Ka4 Pb7 vs Ka6, Kb4 Pb7 vs Ka6, Ka5 Pc7 vs Ka7, White to move.
-    let fens = ["8/1P6/k7/8/K7/8/8/8 w - - 0 1", "8/1P6/k7/8/1K6/8/8/8 w - - 0 1", "8/k1P5/8/K7/8/8/8/8 w - - 0 1"];
+    let fens = [
+        "8/1P6/k7/8/K7/8/8/8 w - - 0 1",
+        "8/1P6/k7/8/1K6/8/8/8 w - - 0 1",
+        "8/k1P5/8/K7/8/8/8/8 w - - 0 1",
+    ];
     let answers = probe(&dir, &fens);
     for (fen, a) in fens.iter().zip(&answers) {
         assert_eq!(a["category"], "win", "{fen}");
         let best = &a["moves"][0];
-        assert!(best["san"].as_str().unwrap().contains("=R"), "{fen}: best move {best}");
-        let queen = a["moves"].as_array().unwrap().iter().find(|m| m["san"].as_str().unwrap().contains("=Q")).unwrap();
+        assert!(
+            best["san"].as_str().unwrap().contains("=R"),
+            "{fen}: best move {best}"
+        );
+        let queen = a["moves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["san"].as_str().unwrap().contains("=Q"))
+            .unwrap();
         assert_eq!(queen["category"], "draw", "{fen}: queening {queen}");
     }
     // Stalemate after queening in the first one.
-    let q = answers[0]["moves"].as_array().unwrap().iter().find(|m| m["uci"] == "b7b8q").unwrap();
+    let q = answers[0]["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["uci"] == "b7b8q")
+        .unwrap();
     assert_eq!(q["stalemate"], true);
 }
 
@@ -101,9 +118,16 @@ fn en_passant_in_the_fen_is_honoured() {
     let without = "4k3/8/8/3pP3/8/8/8/4K3 w - - 0 1";
     let a = &probe(&dir, &[with_ep, without]);
     let ep_moves = a[0]["moves"].as_array().unwrap();
-    let ep = ep_moves.iter().find(|m| m["uci"] == "e5d6").expect("en-passant capture listed");
+    let ep = ep_moves
+        .iter()
+        .find(|m| m["uci"] == "e5d6")
+        .expect("en-passant capture listed");
     assert_eq!(ep["san"], "exd6");
-    assert!(a[1]["moves"].as_array().unwrap().iter().all(|m| m["uci"] != "e5d6"));
+    assert!(a[1]["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["uci"] != "e5d6"));
     assert_eq!(ep_moves.len(), a[1]["moves"].as_array().unwrap().len() + 1);
     // The value is the best move's, seen from the side to move.
     let best = &ep_moves[0];
@@ -114,6 +138,9 @@ fn en_passant_in_the_fen_is_honoured() {
     };
     assert_eq!(a[0]["category"], flip(best["category"].as_str().unwrap()));
     if let Some(d) = best["dtm"].as_i64() {
-        assert_eq!(a[0]["dtm"].as_i64().unwrap(), if d <= 0 { 1 - d } else { -(d + 1) });
+        assert_eq!(
+            a[0]["dtm"].as_i64().unwrap(),
+            if d <= 0 { 1 - d } else { -(d + 1) }
+        );
     }
 }

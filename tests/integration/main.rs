@@ -8,6 +8,7 @@
 mod common;
 
 mod cli_errors;
+mod cluster;
 mod corruption;
 mod determinism;
 mod kpk;

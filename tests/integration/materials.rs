@@ -2,8 +2,9 @@
 
 use crate::common::*;
 
-const MATERIALS: &[&str] =
-    &["KPvK", "KQvK", "KRvK", "KBvK", "KNvK", "KPvKP", "KPPvK", "KQvKP", "KRvKP", "KBNvK", "KQvKR"];
+const MATERIALS: &[&str] = &[
+    "KPvK", "KQvK", "KRvK", "KBvK", "KNvK", "KPvKP", "KPPvK", "KQvKP", "KRvKP", "KBNvK", "KQvKR",
+];
 
 #[test]
 fn verify_passes_on_every_built_table() {
@@ -14,7 +15,10 @@ fn verify_passes_on_every_built_table() {
     assert_ok(&o);
     let out = stdout(&o);
     for m in MATERIALS {
-        assert!(out.lines().any(|l| l.starts_with(&format!("{m}: ok"))), "{m} not verified:\n{out}");
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{m}: ok"))),
+            "{m} not verified:\n{out}"
+        );
     }
 }
 
@@ -27,7 +31,7 @@ fn known_longest_mates() {
         assert_eq!(s["white"]["max_dtm"], 2 * moves - 1, "{m}: {s}");
         // Black to move loses in an even number of plies, never more than one move longer.
         let black = s["black"]["max_dtm"].as_u64().unwrap();
-        assert!(black % 2 == 0 && black <= 2 * moves as u64, "{m}: {s}");
+        assert!(black.is_multiple_of(2) && black <= 2 * moves as u64, "{m}: {s}");
     }
 }
 

@@ -168,16 +168,25 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
         }
         let target = plies as u16 + 2;
         // Winning exits are wins in an odd number of plies; NO_LOSS itself has distance 0.
-        let pending_win = if plies % 2 == 1 { NO_LOSS | plies as u16 } else { u16::MAX };
+        let pending_win = if plies % 2 == 1 {
+            NO_LOSS | plies as u16
+        } else {
+            u16::MAX
+        };
         let frontier = &cells.frontier[plies as usize % 2];
         // Indices that become final at this distance other than through the last pass join the
         // frontier: scan the chunks flagged for it.
-        let scan_all =
-            plies >= MASK_LEVELS && cells.far_pending.lock().expect("far pending lock").contains(&plies);
+        let scan_all = plies >= MASK_LEVELS
+            && cells
+                .far_pending
+                .lock()
+                .expect("far pending lock")
+                .contains(&plies);
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
         for_each_chunk(cells.pending.len(), 16, threads, |chunks| {
             for c in chunks {
-                let flagged = plies < MASK_LEVELS && cells.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                let flagged =
+                    plies < MASK_LEVELS && cells.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
                 if !flagged && !scan_all {
                     continue;
                 }
@@ -226,11 +235,21 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
 
 /// Looks at one index before the passes: illegal, final (no inside move), or undecided with its
 /// best exit and its count of inside moves.
-fn init_position(ix: &SliceIndexer, cells: &Cells, i: usize, succ: &dyn Successors) -> Result<(), SolveError> {
-    let Some(pos) = ix.position(i as u64) else { return Ok(()) };
+fn init_position(
+    ix: &SliceIndexer,
+    cells: &Cells,
+    i: usize,
+    succ: &dyn Successors,
+) -> Result<(), SolveError> {
+    let Some(pos) = ix.position(i as u64) else {
+        return Ok(());
+    };
     // Built from an index, the position has one king a side and its pawns on ranks 2-7; it is
     // legal unless the side not to move is attacked (by a king too: kings side by side).
-    let their_king = pos.board.king_of(pos.turn.other()).expect("a slice has both kings");
+    let their_king = pos
+        .board
+        .king_of(pos.turn.other())
+        .expect("a slice has both kings");
     if pos.attackers_to(their_king, pos.turn, pos.board.occupied()).any() {
         return Ok(());
     }
@@ -312,7 +331,10 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
         let pos = ix.position(j as u64).expect("a decided index is a position");
         for_each_unmove(&pos, |_piece, now, before| {
             let mut squares = placement.squares;
-            let k = squares[..n_men].iter().position(|&s| s == now).expect("the man is in the placement");
+            let k = squares[..n_men]
+                .iter()
+                .position(|&s| s == now)
+                .expect("the man is in the placement");
             squares[k] = before;
             visit(ix.index_of(&squares[..n_men], turn) as usize);
         });
@@ -328,7 +350,11 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
     let sq = &placement.squares[..n_men];
     let mut seen: [[Square; 8]; 8] = [[Square::A1; 8]; 8];
     let mut n_seen = 0;
-    let images = if turn == Color::White { SYMMETRY_TABLE.len() } else { 1 };
+    let images = if turn == Color::White {
+        SYMMETRY_TABLE.len()
+    } else {
+        1
+    };
     for (si, table) in SYMMETRY_TABLE.iter().enumerate().take(images) {
         let mut z = [Square::A1; 8];
         if si > 0 {
@@ -349,11 +375,16 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
         }
         seen[n_seen] = z;
         n_seen += 1;
-        let pos = ix.position_of(&z[..n_men], placement.turn).expect("an image of a position is a position");
+        let pos = ix
+            .position_of(&z[..n_men], placement.turn)
+            .expect("an image of a position is a position");
         let from = if si == 0 { Bitboard::ALL } else { z[0].bb() };
         for_each_unmove_from(&pos, from, |_piece, now, before| {
             let mut q = z;
-            let k = q[..n_men].iter().position(|&s| s == now).expect("the man is in the placement");
+            let k = q[..n_men]
+                .iter()
+                .position(|&s| s == now)
+                .expect("the man is in the placement");
             q[k] = before;
             if on_triangle(q[0]) {
                 visit(ix.index_of(&q[..n_men], turn) as usize);

@@ -19,12 +19,18 @@ pub enum TableError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error("table file {path} holds {found}, not {expected}")]
-    WrongTable { path: PathBuf, found: String, expected: String },
+    WrongTable {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
     #[error("table file {path} uses index layout {found}; this build reads layout {INDEX_LAYOUT}")]
     WrongLayout { path: PathBuf, found: u32 },
     #[error("table {material} has no slice {slice}; the file is incomplete or corrupt")]
     MissingSlice { material: Material, slice: SliceKey },
-    #[error("table {slice} holds no value at index {index}, which is a legal position; the table is corrupt")]
+    #[error(
+        "table {slice} holds no value at index {index}, which is a legal position; the table is corrupt"
+    )]
     IllegalValue { slice: SliceKey, index: u64 },
 }
 
@@ -41,7 +47,10 @@ pub struct TableDir {
 
 impl TableDir {
     pub fn new(dir: impl Into<PathBuf>) -> TableDir {
-        TableDir { dir: dir.into(), open: Mutex::new(HashMap::new()) }
+        TableDir {
+            dir: dir.into(),
+            open: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -59,7 +68,10 @@ impl TableDir {
         }
         let path = self.path_of(material);
         if !path.exists() {
-            return Err(TableError::Missing { material: *material, dir: self.dir.clone() });
+            return Err(TableError::Missing {
+                material: *material,
+                dir: self.dir.clone(),
+            });
         }
         let table = Table::open(&path)?;
         if table.meta().material != material.to_string() {
@@ -70,10 +82,16 @@ impl TableDir {
             });
         }
         if table.meta().index_layout != INDEX_LAYOUT {
-            return Err(TableError::WrongLayout { path, found: table.meta().index_layout });
+            return Err(TableError::WrongLayout {
+                path,
+                found: table.meta().index_layout,
+            });
         }
         let table = Arc::new(table);
-        self.open.lock().expect("table map lock").insert(*material, table.clone());
+        self.open
+            .lock()
+            .expect("table map lock")
+            .insert(*material, table.clone());
         Ok(table)
     }
 
@@ -85,9 +103,10 @@ impl TableDir {
     /// All values of one slice, decompressed and checked against the slice's content hash.
     pub fn load_slice(&self, key: &SliceKey) -> Result<Arc<[u16]>, TableError> {
         let table = self.table(&key.material)?;
-        let i = table
-            .find_slice(key.raw())
-            .ok_or(TableError::MissingSlice { material: key.material, slice: *key })?;
+        let i = table.find_slice(key.raw()).ok_or(TableError::MissingSlice {
+            material: key.material,
+            slice: *key,
+        })?;
         Ok(table.read_slice(i)?.into())
     }
 
@@ -104,9 +123,15 @@ impl ValueSource for TableDir {
         let table = self.table(&loc.slice.material)?;
         let i = table
             .find_slice(loc.slice.raw())
-            .ok_or(TableError::MissingSlice { material: loc.slice.material, slice: loc.slice })?;
+            .ok_or(TableError::MissingSlice {
+                material: loc.slice.material,
+                slice: loc.slice,
+            })?;
         let raw = table.value(i, loc.index)?;
-        Value::from_raw(raw).ok_or(TableError::IllegalValue { slice: loc.slice, index: loc.index })
+        Value::from_raw(raw).ok_or(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
+        })
     }
 }
 
@@ -153,9 +178,15 @@ impl ValueSource for SliceMap {
 
     #[inline]
     fn value_at(&self, loc: &Location) -> Result<Value, SolveError> {
-        let values = self.slices.get(&loc.slice).ok_or(SolveError::MissingSuccessor(loc.slice))?;
+        let values = self
+            .slices
+            .get(&loc.slice)
+            .ok_or(SolveError::MissingSuccessor(loc.slice))?;
         let raw = values.get(loc.index as usize).copied().unwrap_or(0);
-        Value::from_raw(raw).ok_or(SolveError::BadSuccessor { slice: loc.slice, index: loc.index })
+        Value::from_raw(raw).ok_or(SolveError::BadSuccessor {
+            slice: loc.slice,
+            index: loc.index,
+        })
     }
 }
 

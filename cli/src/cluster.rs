@@ -1,0 +1,515 @@
+//! The cluster commands: `coordinator`, `worker`, `submit`, `status`, and `cluster`, which
+//! runs a coordinator and N workers of this same binary on loopback for one job.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use tonic::Code;
+use tracing::info;
+use zermelo_coordinator::service::{serve, ServiceConfig};
+use zermelo_proto as pb;
+use zermelo_worker::client::{connect, WorkerConfig};
+
+/// A failed command: the exit code and one line for stderr.
+#[derive(Debug)]
+pub struct ClusterFailure {
+    pub code: u8,
+    pub message: String,
+}
+
+fn fail(code: u8, message: impl Into<String>) -> ClusterFailure {
+    ClusterFailure {
+        code,
+        message: message.into(),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ClusterFailure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(2, format!("starting the async runtime: {e}")))
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    info!("stop signal received");
+}
+
+/// `zermelo coordinator`: serves until ctrl-c or SIGTERM.
+pub fn coordinator(
+    listen: &str,
+    tables: &Path,
+    state: Option<&Path>,
+    token: Option<String>,
+    lease_ttl_seconds: u64,
+) -> Result<u8, ClusterFailure> {
+    let mut config = ServiceConfig::new(tables);
+    config.schedule.lease_ttl = lease_ttl_seconds.saturating_mul(1000);
+    config.schedule.worker_timeout = config.schedule.lease_ttl.saturating_mul(3);
+    if let Some(s) = state {
+        config.state = s.to_owned();
+    }
+    config.token = token;
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| fail(2, format!("cannot listen on {listen}: {e}")))?;
+        serve(config, listener, shutdown_signal())
+            .await
+            .map_err(|e| fail(2, e.to_string()))
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result.map(|()| 0)
+}
+
+/// `zermelo worker`: works until ctrl-c or SIGTERM (exit 0) or a fatal error (exit 2).
+pub fn worker(
+    coordinator: &str,
+    cache: &Path,
+    threads: usize,
+    token: Option<String>,
+) -> Result<u8, ClusterFailure> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
+    let config = WorkerConfig {
+        coordinator: coordinator.to_owned(),
+        cache: cache.to_owned(),
+        threads,
+        token,
+        name: format!("{host}-{}", std::process::id()),
+    };
+    let rt = runtime()?;
+    let result = rt.block_on(zermelo_worker::client::run(config, shutdown_signal()));
+    // A solve still running on the blocking pool is abandoned, not waited for.
+    rt.shutdown_background();
+    result.map(|()| 0).map_err(|e| fail(2, e.to_string()))
+}
+
+fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure {
+    match status.code() {
+        Code::Unauthenticated => fail(
+            2,
+            format!(
+                "{what}: unauthenticated: the coordinator at {url} refused the token ({})",
+                status.message()
+            ),
+        ),
+        Code::Unavailable => fail(
+            2,
+            format!(
+                "{what}: the coordinator at {url} does not answer ({})",
+                status.message()
+            ),
+        ),
+        _ => fail(2, format!("{what}: {}", status.message())),
+    }
+}
+
+fn state_name(state: i32) -> &'static str {
+    match pb::JobState::try_from(state).unwrap_or(pb::JobState::Unspecified) {
+        pb::JobState::Queued => "queued",
+        pb::JobState::Running => "running",
+        pb::JobState::Done => "done",
+        pb::JobState::Failed => "failed",
+        pb::JobState::Unspecified => "unknown",
+    }
+}
+
+/// `zermelo status`: prints the coordinator's answer as JSON; exit 0 when it answers.
+pub fn status(url: &str, job: Option<u64>, token: Option<String>) -> Result<u8, ClusterFailure> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut client = connect(url, token.as_deref()).map_err(|e| fail(2, e.to_string()))?;
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.job_status(pb::JobStatusRequest { job_id: job }),
+        )
+        .await
+        .map_err(|_| {
+            fail(
+                2,
+                format!("status: the coordinator at {url} did not answer within 10 s"),
+            )
+        })?;
+        let answer = match answer {
+            Ok(a) => a.into_inner(),
+            Err(s) if s.code() == Code::NotFound => return Err(fail(1, format!("status: {}", s.message()))),
+            Err(s) => return Err(status_error("status", url, s)),
+        };
+        let jobs: Vec<serde_json::Value> = answer
+            .jobs
+            .iter()
+            .map(|j| {
+                serde_json::json!({
+                    "job": j.job_id,
+                    "materials": j.materials,
+                    "state": state_name(j.state),
+                    "slices_done": j.slices_done,
+                    "slices_total": j.slices_total,
+                    "positions_done": j.positions_done,
+                    "positions_total": j.positions_total,
+                    "positions_per_second": j.positions_per_second,
+                    "error": if j.error.is_empty() { None } else { Some(&j.error) },
+                })
+            })
+            .collect();
+        let out = serde_json::json!({ "workers_alive": answer.workers_alive, "jobs": jobs });
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+        Ok(0)
+    })
+}
+
+/// Submits a job; returns its id.
+async fn submit_job(
+    url: &str,
+    token: Option<&str>,
+    materials: &[String],
+) -> Result<pb::SubmitJobResponse, ClusterFailure> {
+    let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
+    let request = pb::SubmitJobRequest {
+        materials: materials.to_vec(),
+    };
+    match client.submit_job(request).await {
+        Ok(a) => Ok(a.into_inner()),
+        Err(s) if s.code() == Code::InvalidArgument => Err(fail(2, format!("submit: {}", s.message()))),
+        Err(s) => Err(status_error("submit", url, s)),
+    }
+}
+
+/// Polls a job until it is done (Ok) or failed (exit 1); `alive` is asked between polls and
+/// may end the wait. Transient errors (a coordinator restarting) are retried for a minute.
+async fn wait_for_job(
+    url: &str,
+    token: Option<&str>,
+    job: u64,
+    bar: Option<&ProgressBar>,
+    mut alive: impl FnMut() -> Result<(), ClusterFailure>,
+) -> Result<pb::JobInfo, ClusterFailure> {
+    let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
+    let mut failing_since: Option<Instant> = None;
+    loop {
+        alive()?;
+        match client
+            .job_status(pb::JobStatusRequest { job_id: Some(job) })
+            .await
+        {
+            Ok(answer) => {
+                failing_since = None;
+                let Some(info) = answer.into_inner().jobs.into_iter().next() else {
+                    return Err(fail(2, format!("the coordinator does not report job {job}")));
+                };
+                if let Some(b) = bar {
+                    b.set_length(info.positions_total);
+                    b.set_position(info.positions_done);
+                }
+                match pb::JobState::try_from(info.state).unwrap_or(pb::JobState::Unspecified) {
+                    pb::JobState::Done => return Ok(info),
+                    pb::JobState::Failed => return Err(fail(1, format!("job {job} failed: {}", info.error))),
+                    _ => {}
+                }
+            }
+            Err(s) if matches!(s.code(), Code::Unauthenticated | Code::NotFound) => {
+                return Err(status_error("status", url, s))
+            }
+            Err(s) => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(60) {
+                    return Err(status_error("status", url, s));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `zermelo submit`: prints the job id; with `wait`, shows progress until the job is done.
+pub fn submit(
+    url: &str,
+    materials: &[String],
+    wait: bool,
+    token: Option<String>,
+    bar: Option<ProgressBar>,
+) -> Result<u8, ClusterFailure> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let job = submit_job(url, token.as_deref(), materials).await?;
+        println!("{}", job.job_id);
+        eprintln!(
+            "zermelo: job {} submitted: {} slices, {} positions",
+            job.job_id, job.slices_total, job.positions_total
+        );
+        if wait {
+            let start = Instant::now();
+            let info = wait_for_job(url, token.as_deref(), job.job_id, bar.as_ref(), || Ok(())).await?;
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            eprintln!(
+                "zermelo: job {} done: {} slices, {} positions in {:.1} s",
+                info.job_id,
+                info.slices_total,
+                info.positions_total,
+                start.elapsed().as_secs_f64()
+            );
+        }
+        Ok(0)
+    })
+}
+
+/// Child processes, stopped (SIGTERM, then SIGKILL after a grace period) when dropped.
+struct Children {
+    procs: Vec<(String, Child)>,
+    logs: PathBuf,
+}
+
+impl Children {
+    fn spawn(&mut self, name: &str, args: &[&str], token: &str) -> Result<(), ClusterFailure> {
+        let exe = std::env::current_exe().map_err(|e| fail(2, format!("cannot find this binary: {e}")))?;
+        let log_path = self.logs.join(format!("{name}.log"));
+        let log =
+            File::create(&log_path).map_err(|e| fail(2, format!("creating {}: {e}", log_path.display())))?;
+        let mut cmd = Command::new(exe);
+        cmd.args(args)
+            .env("ZERMELO_TOKEN", token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if std::env::var_os("ZERMELO_LOG").is_none() {
+            cmd.env("ZERMELO_LOG", "info");
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| fail(2, format!("starting the {name}: {e}")))?;
+        self.procs.push((name.to_owned(), child));
+        Ok(())
+    }
+
+    /// An error if a child has exited.
+    fn check(&mut self) -> Result<(), ClusterFailure> {
+        for (name, child) in &mut self.procs {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(fail(
+                    2,
+                    format!(
+                        "the {name} exited ({status}); its log: {}",
+                        self.logs.join(format!("{name}.log")).display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the children, workers first (the coordinator last), each with SIGTERM and up to
+    /// `grace` to exit, then SIGKILL.
+    fn stop(&mut self, grace: Duration) {
+        for (_, child) in self.procs.iter_mut().rev() {
+            terminate(child);
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.procs.clear();
+    }
+
+    /// The last lines of every log, for a failure message.
+    fn log_tails(&self) -> String {
+        let mut out = String::new();
+        let Ok(entries) = std::fs::read_dir(&self.logs) else {
+            return out;
+        };
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for p in paths {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("--- {} (last lines)\n", p.display()));
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(2));
+    }
+}
+
+/// Sends SIGTERM (a clean stop) to a child.
+fn terminate(child: &Child) {
+    #[cfg(unix)]
+    {
+        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+            // Safety: kill(2) with a pid of our own child that has not been waited for yet (it
+            // is reaped only by `Children::stop`), so the pid cannot belong to another process.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = child;
+}
+
+fn free_port() -> Result<u16, ClusterFailure> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| fail(2, format!("finding a free port: {e}")))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| fail(2, format!("finding a free port: {e}")))
+}
+
+fn fresh_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded from the OS's randomness: two of them give unrelated values.
+    let word = || {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    format!("{:016x}{:016x}", word(), word())
+}
+
+/// `zermelo cluster`: a coordinator and `workers` worker processes of this binary on
+/// 127.0.0.1, one job, then everything stopped. Exit 0 when the job is done.
+pub fn cluster(
+    workers: usize,
+    materials: &[String],
+    tables: &Path,
+    threads: usize,
+    bar: Option<ProgressBar>,
+) -> Result<u8, ClusterFailure> {
+    let scratch = tempfile::Builder::new()
+        .prefix("zermelo-cluster-")
+        .tempdir()
+        .map_err(|e| fail(2, format!("creating a temporary directory: {e}")))?;
+    let logs = scratch.path().join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| fail(2, format!("creating {}: {e}", logs.display())))?;
+    std::fs::create_dir_all(tables).map_err(|e| fail(2, format!("creating {}: {e}", tables.display())))?;
+    let port = free_port()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let token = fresh_token();
+    let mut children = Children {
+        procs: Vec::new(),
+        logs: logs.clone(),
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let state = scratch.path().join("state");
+    let (tables_s, state_s) = (tables.display().to_string(), state.display().to_string());
+    children.spawn(
+        "coordinator",
+        &[
+            "coordinator",
+            "--listen",
+            &listen,
+            "--tables",
+            &tables_s,
+            "--state",
+            &state_s,
+        ],
+        &token,
+    )?;
+    for i in 0..workers {
+        let cache = scratch.path().join(format!("cache-{i}")).display().to_string();
+        let t = threads.to_string();
+        children.spawn(
+            &format!("worker-{i}"),
+            &[
+                "worker",
+                "--coordinator",
+                &url,
+                "--cache",
+                &cache,
+                "--threads",
+                &t,
+            ],
+            &token,
+        )?;
+    }
+    let rt = runtime()?;
+    let start = Instant::now();
+    let outcome = rt.block_on(async {
+        // Wait for the coordinator to answer.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut client = connect(&url, Some(&token)).map_err(|e| fail(2, e.to_string()))?;
+        loop {
+            children.check()?;
+            match client.job_status(pb::JobStatusRequest { job_id: None }).await {
+                Ok(_) => break,
+                Err(s) if Instant::now() > deadline => {
+                    return Err(status_error("starting the coordinator", &url, s))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        let job = submit_job(&url, Some(&token), materials).await?;
+        info!(
+            job = job.job_id,
+            slices = job.slices_total,
+            positions = job.positions_total,
+            "job submitted"
+        );
+        wait_for_job(&url, Some(&token), job.job_id, bar.as_ref(), || children.check()).await
+    });
+    drop(rt);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    match outcome {
+        Ok(info) => {
+            children.stop(Duration::from_secs(5));
+            eprintln!(
+                "zermelo: cluster of {workers} worker(s) built {} slices, {} positions in {:.1} s ({})",
+                info.slices_total,
+                info.positions_total,
+                start.elapsed().as_secs_f64(),
+                tables.display()
+            );
+            Ok(0)
+        }
+        Err(mut e) => {
+            children.stop(Duration::from_secs(2));
+            let kept = scratch.keep();
+            e.message = format!(
+                "{}\nlogs kept in {}\n{}",
+                e.message,
+                kept.join("logs").display(),
+                children.log_tails()
+            );
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,1224 @@
+//! The coordinator as a gRPC service (`zermelo.v1.Coordinator`): the [`Scheduler`] behind a
+//! mutex, every finished slice made durable in the [`Journal`] before the worker hears that it
+//! was accepted, uploaded slices kept in a [`SliceStore`] (hash-checked in and out), and each
+//! material's table file written into the tables directory, with exactly the bytes of
+//! `zermelo solve`, as soon as its last slice is finished.
+//!
+//! Restarting on the same state directory replays the journal: the jobs are planned again and
+//! only their unfinished slices are leased; tables whose slices are all finished but whose file
+//! is missing are written at start.
+//!
+//! Errors: one enum, [`ServiceError`], mapped to a gRPC status (and a log level) in one place,
+//! [`ServiceError::status`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio_stream::Stream;
+use tonic::service::Interceptor;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, error, info, warn};
+use zermelo_chess::index::INDEX_LAYOUT;
+use zermelo_chess::{Material, SliceKey};
+use zermelo_proto as pb;
+use zermelo_proto::coordinator_server::{Coordinator, CoordinatorServer};
+use zermelo_proto::{FramingError, SliceAssembler};
+use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
+
+use crate::journal::{Journal, JournalError, Record};
+use crate::plan::{plan, MaterialPlan};
+use crate::schedule::{
+    self, Action, Event, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult, WorkerId,
+};
+use crate::store::{from_wire, to_wire, SliceStore, StoreError};
+
+/// Bytes of slice data per stream chunk (under gRPC's 4 MiB message limit).
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// How the coordinator runs.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// Where finished tables are written (one file per material).
+    pub tables: PathBuf,
+    /// The journal and the slice store.
+    pub state: PathBuf,
+    /// The cluster token every RPC must carry; `None` accepts every caller.
+    pub token: Option<String>,
+    /// The scheduler's knobs (`first_id` is set from the clock at start).
+    pub schedule: schedule::Config,
+    /// The most men a submitted material may have.
+    pub max_men: u32,
+}
+
+impl ServiceConfig {
+    /// Defaults for a tables directory: state in `TABLES/.zermelo-coordinator`, no token.
+    pub fn new(tables: impl Into<PathBuf>) -> ServiceConfig {
+        let tables = tables.into();
+        ServiceConfig {
+            state: tables.join(".zermelo-coordinator"),
+            tables,
+            token: None,
+            schedule: schedule::Config::default(),
+            max_men: 5,
+        }
+    }
+}
+
+/// Everything that can go wrong in an RPC or at start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("missing or wrong cluster token")]
+    Unauthenticated,
+    #[error("{what} is missing from the request")]
+    MissingField { what: &'static str },
+    #[error("material {name}: {reason}")]
+    BadMaterial { name: String, reason: String },
+    #[error("no material was given")]
+    NoMaterial,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("malformed slice stream: {0}")]
+    Framing(#[from] FramingError),
+    #[error("slice {key} is not finished")]
+    NotFinished { key: SliceKey },
+    #[error("job {0} is unknown")]
+    UnknownJob(u64),
+    #[error("job {job} was not taken: {reason}")]
+    JobRejected {
+        job: JobId,
+        reason: schedule::JobRejection,
+    },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("the journal failed earlier ({0}); restart the coordinator")]
+    JournalBroken(String),
+    #[error("the journal does not replay: {0}")]
+    Resume(#[from] ResumeConflict),
+    #[error("writing table {material}: {source}")]
+    Table {
+        material: Material,
+        source: zermelo_storage::StorageError,
+    },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("a blocking task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("serving gRPC: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+impl ServiceError {
+    /// The one place where errors become gRPC statuses (and are logged at their level).
+    pub fn status(&self) -> Status {
+        use tonic::Code;
+        let code = match self {
+            ServiceError::Unauthenticated => Code::Unauthenticated,
+            ServiceError::MissingField { .. }
+            | ServiceError::BadMaterial { .. }
+            | ServiceError::NoMaterial
+            | ServiceError::Framing(_) => Code::InvalidArgument,
+            ServiceError::Store(StoreError::HashMismatch { .. } | StoreError::Wire { .. }) => Code::DataLoss,
+            ServiceError::Store(
+                StoreError::BadKey(_) | StoreError::WrongPositions { .. } | StoreError::BadHashLength { .. },
+            ) => Code::InvalidArgument,
+            ServiceError::Store(StoreError::Missing { .. })
+            | ServiceError::NotFinished { .. }
+            | ServiceError::UnknownJob(_) => Code::NotFound,
+            ServiceError::JobRejected { .. } => Code::FailedPrecondition,
+            ServiceError::JournalBroken(_) => Code::Unavailable,
+            ServiceError::Store(StoreError::Corrupt { .. } | StoreError::Io { .. })
+            | ServiceError::Journal(_)
+            | ServiceError::Resume(_)
+            | ServiceError::Table { .. }
+            | ServiceError::Io { .. }
+            | ServiceError::Join(_)
+            | ServiceError::Transport(_) => Code::Internal,
+        };
+        match code {
+            Code::Internal | Code::Unavailable => error!(error = %self, "request failed"),
+            Code::DataLoss => warn!(error = %self, "request refused"),
+            _ => debug!(error = %self, "request refused"),
+        }
+        Status::new(code, self.to_string())
+    }
+}
+
+impl From<ServiceError> for Status {
+    fn from(e: ServiceError) -> Status {
+        e.status()
+    }
+}
+
+/// Checks the cluster token of every request before the service sees it.
+#[derive(Clone, Debug)]
+pub struct ServerAuth {
+    token: Option<Arc<str>>,
+}
+
+impl ServerAuth {
+    pub fn new(token: Option<&str>) -> ServerAuth {
+        ServerAuth {
+            token: token.map(Arc::from),
+        }
+    }
+}
+
+impl Interceptor for ServerAuth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        match &self.token {
+            Some(t) if !pb::auth::token_matches(request.metadata(), t) => {
+                Err(ServiceError::Unauthenticated.into())
+            }
+            _ => Ok(request),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TableState {
+    /// Slices remain to be solved.
+    Pending,
+    Writing,
+    Written,
+    Failed(String),
+}
+
+#[derive(Debug)]
+struct MaterialState {
+    plan: MaterialPlan,
+    unfinished: usize,
+    table: TableState,
+}
+
+#[derive(Debug)]
+struct JobRecord {
+    requested: Vec<Material>,
+    /// Every material of the job's plan.
+    planned: Vec<Material>,
+    started: bool,
+    /// (time, positions done) samples over the last minute, for the rate.
+    samples: VecDeque<(Millis, u64)>,
+}
+
+struct State {
+    scheduler: Scheduler,
+    journal: Journal,
+    journal_broken: Option<String>,
+    jobs: BTreeMap<u64, JobRecord>,
+    materials: HashMap<Material, MaterialState>,
+    next_job: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    store: SliceStore,
+    tables: PathBuf,
+    max_men: u32,
+    clock: Instant,
+}
+
+/// The service. Cheap to clone (all clones share one state).
+#[derive(Clone)]
+pub struct CoordinatorService {
+    shared: Arc<Shared>,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl CoordinatorService {
+    /// Opens the state directory (creating it), replays the journal, and writes the tables of
+    /// materials whose slices are all finished but whose file is missing. Blocking.
+    pub fn open_blocking(config: &ServiceConfig) -> Result<CoordinatorService, ServiceError> {
+        let io = |what: String| move |source| ServiceError::Io { what, source };
+        std::fs::create_dir_all(&config.tables)
+            .map_err(io(format!("creating {}", config.tables.display())))?;
+        std::fs::create_dir_all(&config.state).map_err(io(format!("creating {}", config.state.display())))?;
+        let store = SliceStore::open(&config.state.join("slices"))?;
+        let (journal, replay) = Journal::open(&config.state.join("journal"))?;
+        let mut sched_config = config.schedule.clone();
+        // Past every id an earlier life of this coordinator gave out (see Config::first_id).
+        sched_config.first_id = sched_config.first_id.max(unix_ms());
+        let finished: Vec<SliceResult> = replay.finished().collect();
+        let scheduler = Scheduler::resume(sched_config, finished.iter().copied())?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                scheduler,
+                journal,
+                journal_broken: None,
+                jobs: BTreeMap::new(),
+                materials: HashMap::new(),
+                next_job: 1,
+            }),
+            store,
+            tables: config.tables.clone(),
+            max_men: config.max_men,
+            clock: Instant::now(),
+        });
+        let service = CoordinatorService { shared };
+        let jobs: Vec<(JobId, Vec<Material>)> = replay.jobs().map(|(j, m)| (j, m.to_vec())).collect();
+        let mut writes = Vec::new();
+        {
+            let mut state = service.lock();
+            for (job, materials) in jobs {
+                state.next_job = state.next_job.max(job.0 + 1);
+                match service.take_job(&mut state, job, &materials) {
+                    Ok((_, w)) => writes.extend(w),
+                    Err(e) => warn!(%job, error = %e, "a journaled job is not taken again"),
+                }
+            }
+            info!(
+                jobs = state.jobs.len(),
+                finished = finished.len(),
+                torn_bytes = replay.torn_bytes,
+                "journal replayed"
+            );
+        }
+        for m in writes {
+            service.write_table_blocking(m);
+        }
+        Ok(service)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the state as it was between two events: go on.
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> Millis {
+        self.shared.clock.elapsed().as_millis() as Millis
+    }
+
+    /// The tonic server for this service, behind the token check.
+    pub fn into_server(
+        self,
+        auth: ServerAuth,
+    ) -> tonic::service::interceptor::InterceptedService<CoordinatorServer<Self>, ServerAuth> {
+        CoordinatorServer::with_interceptor(self, auth)
+    }
+
+    /// Plans a job and hands it to the scheduler (the journal record is the caller's business).
+    /// Returns the scheduler's acceptance and the materials whose tables are to be written now.
+    fn take_job(
+        &self,
+        state: &mut State,
+        job: JobId,
+        materials: &[Material],
+    ) -> Result<(Action, Vec<Material>), ServiceError> {
+        let plan = plan(materials);
+        let planned: Vec<Material> = plan.materials.iter().map(|m| m.material).collect();
+        let actions = state.scheduler.handle(
+            self.now(),
+            Event::JobSubmitted {
+                job,
+                plan: plan.clone(),
+            },
+        );
+        let mut accepted = None;
+        for a in actions {
+            match a {
+                Action::JobRejected { job, reason } => return Err(ServiceError::JobRejected { job, reason }),
+                a @ Action::JobAccepted { .. } => accepted = Some(a),
+                other => log_action(&other),
+            }
+        }
+        let accepted = accepted.expect("a submission is accepted or rejected");
+        let mut writes = Vec::new();
+        for mp in plan.materials {
+            let m = mp.material;
+            if state.materials.contains_key(&m) {
+                continue;
+            }
+            let unfinished = mp
+                .slices()
+                .filter(|s| state.scheduler.finished(s).is_none())
+                .count();
+            let table = if unfinished > 0 {
+                TableState::Pending
+            } else if table_is_complete(&self.shared.tables, &mp, &state.scheduler) {
+                TableState::Written
+            } else {
+                writes.push(m);
+                TableState::Writing
+            };
+            state.materials.insert(
+                m,
+                MaterialState {
+                    plan: mp,
+                    unfinished,
+                    table,
+                },
+            );
+        }
+        state.jobs.insert(
+            job.0,
+            JobRecord {
+                requested: materials.to_vec(),
+                planned,
+                started: false,
+                samples: VecDeque::new(),
+            },
+        );
+        Ok((accepted, writes))
+    }
+
+    /// Writes a material's table from the stored slices (every one finished), with the bytes of
+    /// `zermelo solve`; records the outcome. Blocking.
+    fn write_table_blocking(&self, material: Material) {
+        let (mp, hashes) = {
+            let state = self.lock();
+            let ms = &state.materials[&material];
+            let hashes: Vec<_> = ms.plan.slices().map(|s| state.scheduler.finished(s)).collect();
+            (ms.plan.clone(), hashes)
+        };
+        let result = (|| -> Result<u64, ServiceError> {
+            let mut slices: Vec<(SliceKey, Vec<u16>)> = Vec::with_capacity(hashes.len());
+            for (key, hash) in mp.slices().zip(&hashes) {
+                let hash = hash.ok_or(ServiceError::NotFinished { key: *key })?;
+                slices.push((*key, self.shared.store.get_blocking(key, &hash)?.1));
+            }
+            slices.sort_by_key(|(k, _)| k.raw());
+            let data: Vec<SliceData<'_>> = slices
+                .iter()
+                .map(|(k, v)| SliceData {
+                    key: k.raw(),
+                    values: v,
+                })
+                .collect();
+            let meta = TableMeta {
+                material: material.to_string(),
+                metric: Metric::Dtm,
+                index_layout: INDEX_LAYOUT,
+            };
+            let path = self
+                .shared
+                .tables
+                .join(zermelo_storage::table_file_name(&material.to_string()));
+            let summary = write_table_with(&path, &meta, &data, &WriteOptions::default())
+                .map_err(|source| ServiceError::Table { material, source })?;
+            Ok(summary.bytes)
+        })();
+        let mut state = self.lock();
+        let ms = state.materials.get_mut(&material).expect("a planned material");
+        match result {
+            Ok(bytes) => {
+                info!(%material, positions = mp.positions, bytes, "table written");
+                ms.table = TableState::Written;
+            }
+            Err(e) => {
+                error!(%material, error = %e, "table not written");
+                ms.table = TableState::Failed(e.to_string());
+            }
+        }
+    }
+
+    /// Applies the scheduler's answer to a completion: journals the finished slices (durably),
+    /// counts them per material. Returns the answer and the tables now to write.
+    fn complete_locked(
+        &self,
+        state: &mut State,
+        lease: LeaseId,
+        results: Vec<SliceResult>,
+    ) -> Result<(pb::CompleteTaskResponse, Vec<Material>), ServiceError> {
+        if let Some(reason) = &state.journal_broken {
+            return Err(ServiceError::JournalBroken(reason.clone()));
+        }
+        let now = self.now();
+        let actions = state.scheduler.handle(
+            now,
+            Event::TaskCompleted {
+                lease,
+                slices: results,
+            },
+        );
+        let records: Vec<Record> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::SliceFinished(r) => Some(Record::SliceFinished(*r)),
+                _ => None,
+            })
+            .collect();
+        if let Err(e) = state.journal.append(&records) {
+            // The scheduler counts these slices finished, but they are not durable: accept
+            // nothing more until a restart replays the journal.
+            state.journal_broken = Some(e.to_string());
+            return Err(e.into());
+        }
+        let mut writes = Vec::new();
+        let mut answer = None;
+        let mut job_done = false;
+        for a in &actions {
+            match a {
+                Action::SliceFinished(r) => {
+                    if let Some(ms) = state.materials.get_mut(&r.key.material) {
+                        ms.unfinished -= 1;
+                        if ms.unfinished == 0 && ms.table == TableState::Pending {
+                            ms.table = TableState::Writing;
+                            writes.push(r.key.material);
+                        }
+                    }
+                }
+                Action::Accepted { new, duplicates, .. } => {
+                    debug!(%lease, new, duplicates, "completion accepted");
+                    answer = Some(pb::complete_task_response::Result::Accepted(pb::Accepted {
+                        job_done: false,
+                    }));
+                }
+                Action::Rejected { reason, .. } => {
+                    warn!(%lease, %reason, "completion rejected");
+                    answer = Some(pb::complete_task_response::Result::Rejected(pb::Rejected {
+                        reason: reason.to_string(),
+                    }));
+                }
+                Action::JobDone { job } => {
+                    info!(%job, "every slice of the job is finished");
+                    job_done = true;
+                }
+                other => log_action(other),
+            }
+        }
+        if let Some(pb::complete_task_response::Result::Accepted(a)) = &mut answer {
+            a.job_done = job_done;
+        }
+        // Rate samples.
+        let progress: Vec<(u64, u64)> = state
+            .scheduler
+            .jobs()
+            .map(|(j, p)| (j.0, p.positions_done))
+            .collect();
+        for (job, done) in progress {
+            if let Some(rec) = state.jobs.get_mut(&job) {
+                if rec.samples.back().map(|s| s.1) != Some(done) {
+                    rec.samples.push_back((now, done));
+                }
+                while rec.samples.len() > 2 && rec.samples[1].0 + 60_000 <= now {
+                    rec.samples.pop_front();
+                }
+            }
+        }
+        let answer = answer.expect("a completion is accepted or rejected");
+        Ok((pb::CompleteTaskResponse { result: Some(answer) }, writes))
+    }
+
+    /// Runs the tables to write on the blocking pool, one after the other.
+    async fn write_tables(&self, writes: Vec<Material>) -> Result<(), ServiceError> {
+        for m in writes {
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || this.write_table_blocking(m)).await?;
+        }
+        Ok(())
+    }
+
+    /// Expires leases and forgets silent workers: call every second or so.
+    pub fn tick(&self) {
+        let now = self.now();
+        let actions = self.lock().scheduler.handle(now, Event::Tick);
+        actions.iter().for_each(log_action);
+    }
+
+    fn job_info(&self, state: &State, job: u64) -> Option<pb::JobInfo> {
+        let rec = state.jobs.get(&job)?;
+        let p = state.scheduler.job(JobId(job))?;
+        let tables: Vec<&TableState> = rec.planned.iter().map(|m| &state.materials[m].table).collect();
+        let failed = tables.iter().find_map(|t| match t {
+            TableState::Failed(e) => Some(e.clone()),
+            _ => None,
+        });
+        let job_state = if failed.is_some() {
+            pb::JobState::Failed
+        } else if p.is_done() && tables.iter().all(|t| **t == TableState::Written) {
+            pb::JobState::Done
+        } else if rec.started || p.slices_done > 0 {
+            pb::JobState::Running
+        } else {
+            pb::JobState::Queued
+        };
+        let rate = match (rec.samples.front(), rec.samples.back()) {
+            (Some(a), Some(b)) if b.0 > a.0 => (b.1 - a.1) as f64 * 1000.0 / (b.0 - a.0) as f64,
+            _ => 0.0,
+        };
+        Some(pb::JobInfo {
+            job_id: job,
+            materials: rec.requested.iter().map(|m| m.to_string()).collect(),
+            state: job_state as i32,
+            slices_done: p.slices_done,
+            slices_total: p.slices_total,
+            positions_done: p.positions_done,
+            positions_total: p.positions_total,
+            positions_per_second: rate,
+            error: failed.unwrap_or_default(),
+        })
+    }
+}
+
+/// True if the material's table file is there with exactly its planned slices, the recorded
+/// hashes and a good checksum.
+fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler) -> bool {
+    let path = tables.join(zermelo_storage::table_file_name(&mp.material.to_string()));
+    let Ok(table) = Table::open(&path) else {
+        return false;
+    };
+    if table.meta().material != mp.material.to_string() || table.meta().index_layout != INDEX_LAYOUT {
+        return false;
+    }
+    let mut expected: Vec<([u64; 2], Option<schedule::Hash>)> =
+        mp.slices().map(|s| (s.raw(), scheduler.finished(s))).collect();
+    expected.sort();
+    let found: Vec<([u64; 2], Option<schedule::Hash>)> =
+        table.slices().iter().map(|s| (s.key, Some(s.hash))).collect();
+    found == expected && table.verify_checksum().is_ok()
+}
+
+fn log_action(a: &Action) {
+    match a {
+        Action::Expired { lease, worker } => {
+            info!(%lease, %worker, "lease expired; its task goes to another worker")
+        }
+        Action::Revoked { lease, worker } => {
+            info!(%lease, %worker, "lease revoked: its slices were finished by another")
+        }
+        Action::WorkerForgotten { worker } => info!(%worker, "worker silent too long, forgotten"),
+        Action::JobDone { job } => info!(%job, "every slice of the job is finished"),
+        other => debug!(action = ?other, "scheduler"),
+    }
+}
+
+fn lease_response(task: &schedule::LeasedTask, now: Millis) -> pb::LeaseTaskResponse {
+    let ttl = task.deadline.saturating_sub(now);
+    pb::LeaseTaskResponse {
+        result: Some(pb::lease_task_response::Result::Task(pb::Task {
+            lease_id: task.lease.0,
+            lease_ttl_ms: ttl,
+            deadline_unix_ms: unix_ms() + ttl,
+            job_id: task.job.0,
+            slices: task.slices.iter().map(to_wire).collect(),
+            successors: task.successors.iter().map(to_wire).collect(),
+        })),
+    }
+}
+
+fn no_task(reason: pb::no_task::Reason, retry_after_ms: u64) -> pb::LeaseTaskResponse {
+    pb::LeaseTaskResponse {
+        result: Some(pb::lease_task_response::Result::NoTask(pb::NoTask {
+            reason: reason as i32,
+            retry_after_ms,
+        })),
+    }
+}
+
+type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::SliceChunk, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Coordinator for CoordinatorService {
+    async fn register(
+        &self,
+        request: Request<pb::RegisterRequest>,
+    ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let r = request.into_inner();
+        if let Err(refused) = pb::check_version(r.protocol_version) {
+            warn!(worker = %r.worker_name, reason = %refused.reason, "worker refused");
+            return Ok(Response::new(pb::RegisterResponse {
+                result: Some(pb::register_response::Result::Refused(refused)),
+            }));
+        }
+        let now = self.now();
+        let actions = self.lock().scheduler.handle(
+            now,
+            Event::WorkerRegistered {
+                name: r.worker_name.clone(),
+                cores: r.cores,
+            },
+        );
+        let mut result = None;
+        for a in actions {
+            match a {
+                Action::Registered { worker, lease_ttl } => {
+                    info!(%worker, name = %r.worker_name, cores = r.cores, "worker registered");
+                    result = Some(pb::register_response::Result::Registered(pb::Registered {
+                        worker_id: worker.0,
+                        lease_ttl_ms: lease_ttl,
+                    }));
+                }
+                other => log_action(&other),
+            }
+        }
+        Ok(Response::new(pb::RegisterResponse { result }))
+    }
+
+    async fn lease_task(
+        &self,
+        request: Request<pb::LeaseTaskRequest>,
+    ) -> Result<Response<pb::LeaseTaskResponse>, Status> {
+        let worker = WorkerId(request.into_inner().worker_id);
+        let now = self.now();
+        let mut state = self.lock();
+        let actions = state.scheduler.handle(now, Event::LeaseRequested { worker });
+        let mut answer = None;
+        for a in actions {
+            match a {
+                Action::Lease(task) => {
+                    debug!(lease = %task.lease, %worker, slices = task.slices.len(), positions = task.positions, "task leased");
+                    if let Some(job) = state.jobs.get_mut(&task.job.0) {
+                        job.started = true;
+                    }
+                    answer = Some(lease_response(&task, now));
+                }
+                Action::NoTask(NoTask::Idle) => answer = Some(no_task(pb::no_task::Reason::Idle, 500)),
+                Action::NoTask(NoTask::Waiting) => answer = Some(no_task(pb::no_task::Reason::Waiting, 200)),
+                Action::NoTask(NoTask::UnknownWorker) => {
+                    answer = Some(no_task(pb::no_task::Reason::UnknownWorker, 0))
+                }
+                other => log_action(&other),
+            }
+        }
+        Ok(Response::new(answer.expect("a lease request is answered")))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let r = request.into_inner();
+        let now = self.now();
+        let mut state = self.lock();
+        let ttl = state.scheduler.config().lease_ttl;
+        let leases = r.lease_ids.iter().map(|&l| LeaseId(l)).collect();
+        let actions = state.scheduler.handle(
+            now,
+            Event::Heartbeat {
+                worker: WorkerId(r.worker_id),
+                leases,
+            },
+        );
+        let mut answer = pb::HeartbeatResponse {
+            lease_ttl_ms: ttl,
+            ..Default::default()
+        };
+        for a in actions {
+            match a {
+                Action::LeaseStatus {
+                    valid,
+                    lost,
+                    unknown_worker,
+                } => {
+                    answer.valid_lease_ids = valid.iter().map(|l| l.0).collect();
+                    answer.lost_lease_ids = lost.iter().map(|l| l.0).collect();
+                    answer.unknown_worker = unknown_worker;
+                }
+                other => log_action(&other),
+            }
+        }
+        Ok(Response::new(answer))
+    }
+
+    async fn complete_task(
+        &self,
+        request: Request<pb::CompleteTaskRequest>,
+    ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
+        let r = request.into_inner();
+        let lease = LeaseId(r.lease_id);
+        let mut results = Vec::with_capacity(r.slices.len());
+        for s in &r.slices {
+            let key = from_wire(
+                s.key
+                    .as_ref()
+                    .ok_or(ServiceError::MissingField { what: "slice key" })?,
+            )
+            .map_err(ServiceError::from)?;
+            let hash: schedule::Hash = s.content_hash.as_slice().try_into().map_err(|_| {
+                ServiceError::Store(StoreError::BadHashLength {
+                    key,
+                    len: s.content_hash.len(),
+                })
+            })?;
+            results.push(SliceResult {
+                key,
+                hash,
+                positions: s.positions,
+            });
+        }
+        // Every reported slice must be in the store with the reported hash (checked on upload).
+        let this = self.clone();
+        let missing = tokio::task::spawn_blocking(move || {
+            let missing = results
+                .iter()
+                .find(|r| this.shared.store.claimed_hash_blocking(&r.key) != Some(r.hash))
+                .map(|r| r.key);
+            (results, missing)
+        });
+        let (results, missing) = missing.await.map_err(ServiceError::from)?;
+        if let Some(key) = missing {
+            let reason = format!("slice {key} was not uploaded with the reported hash");
+            warn!(%lease, %reason, "completion rejected");
+            let result = pb::complete_task_response::Result::Rejected(pb::Rejected { reason });
+            return Ok(Response::new(pb::CompleteTaskResponse { result: Some(result) }));
+        }
+        let this = self.clone();
+        let (answer, writes) = tokio::task::spawn_blocking(move || {
+            let mut state = this.lock();
+            this.complete_locked(&mut state, lease, results)
+        })
+        .await
+        .map_err(ServiceError::from)??;
+        self.write_tables(writes).await?;
+        Ok(Response::new(answer))
+    }
+
+    async fn upload_slice(
+        &self,
+        request: Request<Streaming<pb::UploadSliceChunk>>,
+    ) -> Result<Response<pb::UploadSliceResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut assembler = SliceAssembler::new();
+        let mut stored = Vec::new();
+        let mut bytes = 0u64;
+        while let Some(message) = stream.message().await? {
+            let Some(chunk) = message.chunk else { continue };
+            bytes += chunk.data.len() as u64;
+            let Some((header, data)) = assembler.push(chunk).map_err(ServiceError::from)? else {
+                continue;
+            };
+            let wire_key = header.key.clone().expect("the assembler checks for a key");
+            let key = from_wire(&wire_key).map_err(ServiceError::from)?;
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || {
+                this.shared
+                    .store
+                    .put_blocking(&key, header.positions, &header.content_hash, data)
+            })
+            .await
+            .map_err(ServiceError::from)?
+            .map_err(ServiceError::from)?;
+            debug!(%key, "slice stored");
+            stored.push(wire_key);
+        }
+        assembler.finish().map_err(ServiceError::from)?;
+        Ok(Response::new(pb::UploadSliceResponse { stored, bytes }))
+    }
+
+    type FetchSliceStream = ChunkStream;
+
+    async fn fetch_slice(
+        &self,
+        request: Request<pb::FetchSliceRequest>,
+    ) -> Result<Response<ChunkStream>, Status> {
+        let mut wanted = Vec::new();
+        {
+            let state = self.lock();
+            for k in &request.get_ref().keys {
+                let key = from_wire(k).map_err(ServiceError::from)?;
+                let hash = state
+                    .scheduler
+                    .finished(&key)
+                    .ok_or(ServiceError::NotFinished { key })?;
+                wanted.push((key, hash));
+            }
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::SliceChunk, Status>>(8);
+        let this = self.clone();
+        tokio::spawn(async move {
+            for (key, hash) in wanted {
+                let store = this.clone();
+                let got =
+                    tokio::task::spawn_blocking(move || store.shared.store.get_blocking(&key, &hash)).await;
+                let file = match got {
+                    Ok(Ok((file, _))) => file,
+                    Ok(Err(e)) => {
+                        let _ = tx.send(Err(ServiceError::from(e).status())).await;
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(ServiceError::from(e).status())).await;
+                        return;
+                    }
+                };
+                let header = pb::SliceHeader {
+                    key: Some(to_wire(&key)),
+                    total_length: file.data.len() as u64,
+                    content_hash: hash.to_vec(),
+                    positions: file.positions,
+                };
+                for chunk in pb::slice_chunks(header, &file.data, CHUNK_BYTES) {
+                    if tx.send(Ok(chunk)).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn submit_job(
+        &self,
+        request: Request<pb::SubmitJobRequest>,
+    ) -> Result<Response<pb::SubmitJobResponse>, Status> {
+        let names = request.into_inner().materials;
+        if names.is_empty() {
+            return Err(ServiceError::NoMaterial.into());
+        }
+        let mut materials = Vec::new();
+        for name in &names {
+            let m =
+                Material::parse_table(name, self.shared.max_men).map_err(|e| ServiceError::BadMaterial {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                })?;
+            if !materials.contains(&m) {
+                materials.push(m);
+            }
+        }
+        let this = self.clone();
+        let (response, writes) = tokio::task::spawn_blocking(move || -> Result<_, ServiceError> {
+            let mut state = this.lock();
+            if let Some(reason) = &state.journal_broken {
+                return Err(ServiceError::JournalBroken(reason.clone()));
+            }
+            let job = JobId(state.next_job);
+            state.next_job += 1;
+            if let Err(e) = state.journal.append(&[Record::JobSubmitted { job, materials: materials.clone() }]) {
+                state.journal_broken = Some(e.to_string());
+                return Err(e.into());
+            }
+            let (accepted, writes) = this.take_job(&mut state, job, &materials)?;
+            let Action::JobAccepted { slices, positions, finished, .. } = accepted else { unreachable!() };
+            info!(%job, materials = ?materials.iter().map(|m| m.to_string()).collect::<Vec<_>>(), slices, positions, finished, "job taken");
+            Ok((pb::SubmitJobResponse { job_id: job.0, slices_total: slices, positions_total: positions }, writes))
+        })
+        .await
+        .map_err(ServiceError::from)??;
+        self.write_tables(writes).await?;
+        Ok(Response::new(response))
+    }
+
+    async fn job_status(
+        &self,
+        request: Request<pb::JobStatusRequest>,
+    ) -> Result<Response<pb::JobStatusResponse>, Status> {
+        let state = self.lock();
+        let jobs = match request.get_ref().job_id {
+            Some(j) => vec![self.job_info(&state, j).ok_or(ServiceError::UnknownJob(j))?],
+            None => state
+                .jobs
+                .keys()
+                .filter_map(|&j| self.job_info(&state, j))
+                .collect(),
+        };
+        let workers_alive = state.scheduler.workers_alive() as u32;
+        Ok(Response::new(pb::JobStatusResponse { jobs, workers_alive }))
+    }
+}
+
+/// Serves the coordinator on `listener` until `shutdown` resolves: opens the state (replaying
+/// the journal), ticks the scheduler every second, checks the token on every request.
+pub async fn serve(
+    config: ServiceConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    let open_config = config.clone();
+    let service =
+        tokio::task::spawn_blocking(move || CoordinatorService::open_blocking(&open_config)).await??;
+    if config.token.is_none() {
+        warn!("no cluster token: every caller is accepted");
+    }
+    let ticker = {
+        let service = service.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                interval.tick().await;
+                service.tick();
+            }
+        })
+    };
+    let addr = listener.local_addr().ok();
+    info!(addr = ?addr, tables = %config.tables.display(), state = %config.state.display(), "coordinator listening");
+    let result = tonic::transport::Server::builder()
+        .add_service(service.into_server(ServerAuth::new(config.token.as_deref())))
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await;
+    ticker.abort();
+    result?;
+    info!("coordinator stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::transport::Endpoint;
+    use zermelo_chess::index::SliceIndexer;
+    use zermelo_proto::auth::ClientAuth;
+    use zermelo_proto::coordinator_client::CoordinatorClient;
+    use zermelo_proto::wire::{decode_values, encode_values};
+    use zermelo_storage::slice_hash;
+
+    use super::*;
+
+    type Client = CoordinatorClient<
+        tonic::service::interceptor::InterceptedService<tonic::transport::Channel, ClientAuth>,
+    >;
+
+    struct Running {
+        client: Client,
+        stop: tokio::sync::oneshot::Sender<()>,
+        server: tokio::task::JoinHandle<Result<(), ServiceError>>,
+    }
+
+    async fn start(dir: &Path) -> Running {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = ServiceConfig::new(dir.join("tables"));
+        config.state = dir.join("state");
+        config.token = Some("t".into());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(config, listener, async {
+            stopped.await.ok();
+        }));
+        let mut attempts = 0;
+        let channel = loop {
+            match Endpoint::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) if attempts > 100 => panic!("{e}"),
+                Err(_) => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        let client = CoordinatorClient::with_interceptor(channel, ClientAuth::new(Some("t")).unwrap());
+        Running { client, stop, server }
+    }
+
+    async fn stop(r: Running) {
+        drop(r.client);
+        r.stop.send(()).unwrap();
+        r.server.await.unwrap().unwrap();
+    }
+
+    async fn job_state(client: &mut Client) -> pb::JobState {
+        let jobs = client
+            .job_status(pb::JobStatusRequest { job_id: Some(1) })
+            .await
+            .unwrap()
+            .into_inner()
+            .jobs;
+        pb::JobState::try_from(jobs[0].state).unwrap()
+    }
+
+    fn upload(
+        lease_id: u64,
+        key: &pb::SliceKey,
+        values: &[u16],
+        hash: [u8; 32],
+    ) -> Vec<pb::UploadSliceChunk> {
+        let wire = encode_values(values);
+        let header = pb::SliceHeader {
+            key: Some(key.clone()),
+            total_length: wire.len() as u64,
+            content_hash: hash.to_vec(),
+            positions: values.len() as u64,
+        };
+        pb::slice_chunks(header, &wire, 1000)
+            .enumerate()
+            .map(|(i, chunk)| pb::UploadSliceChunk {
+                lease_id: if i == 0 { lease_id } else { 0 },
+                chunk: Some(chunk),
+            })
+            .collect()
+    }
+
+    /// A whole job over loopback: a corrupted upload and a completion of a slice never uploaded
+    /// are refused, the table is written from the uploaded values, and a restarted coordinator
+    /// resumes from its journal (the job done, nothing to lease, a lost table written again).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_over_loopback_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = start(dir.path()).await;
+        let job = r
+            .client
+            .submit_job(pb::SubmitJobRequest {
+                materials: vec!["kqvk".into()],
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((job.job_id, job.slices_total), (1, 1));
+        assert_eq!(job_state(&mut r.client).await, pb::JobState::Queued);
+
+        let register = pb::RegisterRequest {
+            worker_name: "w".into(),
+            protocol_version: pb::PROTOCOL_VERSION,
+            cores: 1,
+        };
+        let Some(pb::register_response::Result::Registered(reg)) =
+            r.client.register(register).await.unwrap().into_inner().result
+        else {
+            panic!("not registered")
+        };
+        let lease = r
+            .client
+            .lease_task(pb::LeaseTaskRequest {
+                worker_id: reg.worker_id,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(pb::lease_task_response::Result::Task(task)) = lease.result else {
+            panic!("no task: {lease:?}")
+        };
+        let key = task.slices[0].clone();
+        assert_eq!(key.material, "KQvK");
+        let chess_key = from_wire(&key).unwrap();
+        let n = SliceIndexer::new(chess_key).size() as usize;
+        let values: Vec<u16> = (0..n).map(|i| (i % 5) as u16).collect();
+        let hash = slice_hash("KQvK", chess_key.raw(), &values);
+
+        // A hash that does not match the bytes is refused, and nothing is stored.
+        let mut wrong = hash;
+        wrong[0] ^= 1;
+        let err = r
+            .client
+            .upload_slice(tokio_stream::iter(upload(task.lease_id, &key, &values, wrong)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::DataLoss, "{err:?}");
+        let solved = pb::SolvedSlice {
+            key: Some(key.clone()),
+            content_hash: hash.to_vec(),
+            positions: n as u64,
+        };
+        let complete = pb::CompleteTaskRequest {
+            worker_id: reg.worker_id,
+            lease_id: task.lease_id,
+            slices: vec![solved],
+        };
+        let answer = r
+            .client
+            .complete_task(complete.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            matches!(
+                answer.result,
+                Some(pb::complete_task_response::Result::Rejected(_))
+            ),
+            "{answer:?}"
+        );
+
+        let stored = r
+            .client
+            .upload_slice(tokio_stream::iter(upload(task.lease_id, &key, &values, hash)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(stored.stored, std::slice::from_ref(&key));
+        let answer = r.client.complete_task(complete).await.unwrap().into_inner();
+        assert_eq!(
+            answer.result,
+            Some(pb::complete_task_response::Result::Accepted(pb::Accepted {
+                job_done: true
+            }))
+        );
+        assert_eq!(job_state(&mut r.client).await, pb::JobState::Done);
+
+        let table_path = dir.path().join("tables/KQvK.zmt");
+        let table = Table::open(&table_path).unwrap();
+        assert_eq!(table.read_slice(0).unwrap(), values);
+        drop(table);
+
+        // Fetched back, with its hash.
+        let mut stream = r
+            .client
+            .fetch_slice(pb::FetchSliceRequest {
+                keys: vec![key.clone()],
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut assembler = SliceAssembler::new();
+        let mut got = Vec::new();
+        while let Some(chunk) = stream.message().await.unwrap() {
+            got.extend(assembler.push(chunk).unwrap());
+        }
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0.content_hash, hash.to_vec());
+        assert_eq!(decode_values(&got[0].1, n as u64).unwrap(), values);
+        stop(r).await;
+
+        // Restart without the table: it is written again from the store; the job is done.
+        std::fs::remove_file(&table_path).unwrap();
+        let mut r = start(dir.path()).await;
+        assert_eq!(job_state(&mut r.client).await, pb::JobState::Done);
+        assert_eq!(Table::open(&table_path).unwrap().read_slice(0).unwrap(), values);
+        let register = pb::RegisterRequest {
+            worker_name: "w".into(),
+            protocol_version: pb::PROTOCOL_VERSION,
+            cores: 1,
+        };
+        let Some(pb::register_response::Result::Registered(reg)) =
+            r.client.register(register).await.unwrap().into_inner().result
+        else {
+            panic!("not registered")
+        };
+        let lease = r
+            .client
+            .lease_task(pb::LeaseTaskRequest {
+                worker_id: reg.worker_id,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            matches!(lease.result, Some(pb::lease_task_response::Result::NoTask(_))),
+            "{lease:?}"
+        );
+        // The old worker id is unknown to the new coordinator's scheduler.
+        let lease = r
+            .client
+            .lease_task(pb::LeaseTaskRequest {
+                worker_id: reg.worker_id - 1,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            lease.result,
+            Some(pb::lease_task_response::Result::NoTask(pb::NoTask {
+                reason: pb::no_task::Reason::UnknownWorker as i32,
+                retry_after_ms: 0
+            }))
+        );
+        stop(r).await;
+    }
+
+    #[test]
+    fn errors_map_to_their_grpc_codes() {
+        assert_eq!(
+            ServiceError::Unauthenticated.status().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            ServiceError::NoMaterial.status().code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(ServiceError::UnknownJob(3).status().code(), tonic::Code::NotFound);
+        assert_eq!(
+            ServiceError::JournalBroken("disk".into()).status().code(),
+            tonic::Code::Unavailable
+        );
+    }
+}

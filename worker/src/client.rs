@@ -1,0 +1,713 @@
+//! The worker as a gRPC client of the coordinator: registers, then loops: lease a task, bring
+//! its successor slices into memory (from the local cache directory, else fetched from the
+//! coordinator, hash-checked on arrival and fetched again on a mismatch), solve its slices with
+//! [`solve_slice`] on the blocking pool, upload them with their content hashes, complete the
+//! task. It heartbeats its lease while it works and drops the work of a lease it lost.
+//!
+//! Stopping (the `shutdown` future of [`run`] resolving) drops whatever is in flight: a slice is
+//! stored by the coordinator only once all its bytes arrived and its hash checked, so a stop in
+//! the middle of an upload never leaves half a slice anywhere.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+use tracing::{debug, info, info_span, warn, Instrument};
+use zermelo_chess::{Bitboard, Material, SliceKey};
+use zermelo_proto as pb;
+use zermelo_proto::auth::ClientAuth;
+use zermelo_proto::coordinator_client::CoordinatorClient;
+use zermelo_proto::wire::{decode_values, encode_values, slice_file_name, SliceFile};
+use zermelo_proto::SliceAssembler;
+use zermelo_storage::slice_hash;
+
+use crate::par::for_each_chunk;
+use crate::tables::SliceMap;
+use crate::{solve_slice, SolveError};
+
+/// Bytes of slice data per upload chunk.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// Fetches of one slice before the worker gives up on it (each arrival is hash-checked).
+pub const FETCH_ATTEMPTS: usize = 3;
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// The coordinator's URL, `http://host:port`.
+    pub coordinator: String,
+    /// The local slice cache (created if missing).
+    pub cache: PathBuf,
+    /// Threads to solve with.
+    pub threads: usize,
+    /// The cluster token.
+    pub token: Option<String>,
+    /// A name for the coordinator's logs.
+    pub name: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("bad coordinator URL {url}: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error(transparent)]
+    BadToken(#[from] pb::auth::BadToken),
+    #[error("the coordinator refused this worker: {0}")]
+    Refused(String),
+    #[error("unauthenticated: the coordinator refused the cluster token ({0})")]
+    Unauthenticated(String),
+    #[error("{what}: {status}")]
+    Rpc { what: &'static str, status: Status },
+    #[error("the coordinator sent {0}, which is not a slice key")]
+    BadKey(String),
+    #[error("slice {key} could not be fetched intact in {FETCH_ATTEMPTS} attempts: {reason}")]
+    Corrupt { key: SliceKey, reason: String },
+    #[error("the coordinator did not send slice {0}")]
+    NotSent(SliceKey),
+    #[error("slice cache {path}: {source}")]
+    Cache { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Solve(#[from] SolveError),
+    #[error("a blocking task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+impl WorkerError {
+    /// Errors that stop the worker for good (the others are retried after a pause).
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            WorkerError::BadUrl { .. }
+                | WorkerError::BadToken(_)
+                | WorkerError::Refused(_)
+                | WorkerError::Unauthenticated(_)
+                | WorkerError::Cache { .. }
+        )
+    }
+}
+
+type Client = CoordinatorClient<InterceptedService<Channel, ClientAuth>>;
+
+/// What an RPC failure means: the token refused is fatal, the rest is worth a retry.
+fn rpc(what: &'static str) -> impl FnOnce(Status) -> WorkerError {
+    move |status| match status.code() {
+        Code::Unauthenticated => WorkerError::Unauthenticated(status.message().to_owned()),
+        _ => WorkerError::Rpc { what, status },
+    }
+}
+
+/// A client of the coordinator at `url` that sends `token` with every call (connects lazily).
+pub fn connect(url: &str, token: Option<&str>) -> Result<Client, WorkerError> {
+    let bad = |reason: String| WorkerError::BadUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| bad(e.to_string()))?;
+    let channel = endpoint.connect_timeout(Duration::from_secs(5)).connect_lazy();
+    let auth = ClientAuth::new(token)?;
+    Ok(CoordinatorClient::with_interceptor(channel, auth)
+        .max_decoding_message_size(16 << 20)
+        .max_encoding_message_size(16 << 20))
+}
+
+/// Runs a worker until `shutdown` resolves (Ok) or a fatal error (Err). Transient failures (the
+/// coordinator unreachable or restarting) are logged and retried.
+pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
+    std::fs::create_dir_all(&config.cache).map_err(|source| WorkerError::Cache {
+        path: config.cache.clone(),
+        source,
+    })?;
+    let client = connect(&config.coordinator, config.token.as_deref())?;
+    let mut worker = Worker {
+        client,
+        config,
+        id: None,
+        memory: SliceMap::new(),
+        cache_writes: 0,
+    };
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => {
+                info!("stopping: the work in flight is dropped");
+                return Ok(());
+            }
+            step = worker.step() => match step {
+                Ok(()) => {}
+                Err(e) if e.is_fatal() => return Err(e),
+                Err(e) => {
+                    warn!(error = %e, "retrying in a second");
+                    tokio::select! {
+                        _ = &mut shutdown => return Ok(()),
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Worker {
+    client: Client,
+    config: WorkerConfig,
+    id: Option<u64>,
+    /// Slices in memory: the successors of the last task and the slices it solved.
+    memory: SliceMap,
+    cache_writes: u64,
+}
+
+/// Aborts a spawned task when dropped (the heartbeat of a task that ends or is cancelled).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One solved slice, ready to upload.
+struct Solved {
+    key: SliceKey,
+    values: Arc<[u16]>,
+    hash: [u8; 32],
+    wire: Vec<u8>,
+}
+
+impl Worker {
+    /// Registers if needed, leases a task and does it (or waits as told).
+    async fn step(&mut self) -> Result<(), WorkerError> {
+        let id = match self.id {
+            Some(id) => id,
+            None => {
+                let id = self.register().await?;
+                self.id = Some(id);
+                id
+            }
+        };
+        let answer = self
+            .client
+            .lease_task(pb::LeaseTaskRequest { worker_id: id })
+            .await
+            .map_err(rpc("leasing a task"))?
+            .into_inner();
+        match answer.result {
+            Some(pb::lease_task_response::Result::Task(task)) => {
+                let span = info_span!("task", lease = task.lease_id, job = task.job_id);
+                self.do_task(id, task).instrument(span).await
+            }
+            Some(pb::lease_task_response::Result::NoTask(no)) => {
+                if no.reason == pb::no_task::Reason::UnknownWorker as i32 {
+                    info!("the coordinator does not know this worker (restarted?): registering again");
+                    self.id = None;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(no.retry_after_ms.clamp(50, 5000))).await;
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn register(&mut self) -> Result<u64, WorkerError> {
+        let request = pb::RegisterRequest {
+            worker_name: self.config.name.clone(),
+            protocol_version: pb::PROTOCOL_VERSION,
+            cores: self.config.threads as u32,
+        };
+        let answer = self
+            .client
+            .register(request)
+            .await
+            .map_err(rpc("registering"))?
+            .into_inner();
+        match answer.result {
+            Some(pb::register_response::Result::Registered(r)) => {
+                info!(worker = r.worker_id, lease_ttl_ms = r.lease_ttl_ms, "registered");
+                Ok(r.worker_id)
+            }
+            Some(pb::register_response::Result::Refused(r)) => Err(WorkerError::Refused(r.reason)),
+            None => Err(WorkerError::Refused("empty answer to the registration".into())),
+        }
+    }
+
+    async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
+        let slices = task
+            .slices
+            .iter()
+            .map(key_from_wire)
+            .collect::<Result<Vec<_>, _>>()?;
+        let successors = task
+            .successors
+            .iter()
+            .map(key_from_wire)
+            .collect::<Result<BTreeSet<_>, _>>()?;
+        debug!(
+            slices = slices.len(),
+            successors = successors.len(),
+            "task leased"
+        );
+
+        // Heartbeat the lease while the task is worked on.
+        let lost = Arc::new(AtomicBool::new(false));
+        let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
+            self.client.clone(),
+            worker_id,
+            task.lease_id,
+            Duration::from_millis((task.lease_ttl_ms / 3).max(100)),
+            lost.clone(),
+        )));
+
+        self.memory.retain(|k| successors.contains(k));
+        self.bring_successors(&successors).await?;
+
+        // The solver may read slices beyond the task's successors (an en-passant capture is
+        // valued by looking one move further, into a successor's successor, which is finished
+        // too): those are fetched when the solver asks for them and the slice is solved again.
+        let threads = self.config.threads.max(1);
+        let mut solved: Vec<Solved> = Vec::with_capacity(slices.len());
+        let mut to_solve = slices.clone();
+        for round in 0.. {
+            let memory = std::mem::take(&mut self.memory);
+            let batch = to_solve.clone();
+            let (memory, outcome) = tokio::task::spawn_blocking(move || {
+                let outcome = solve_all_blocking(&batch, &memory, threads);
+                (memory, outcome)
+            })
+            .await?;
+            self.memory = memory;
+            let (done, wanting) = outcome?;
+            solved.extend(done);
+            if wanting.is_empty() {
+                break;
+            }
+            let extra: BTreeSet<SliceKey> = wanting.iter().map(|(_, t)| *t).collect();
+            if round >= 8 {
+                return Err(SolveError::MissingSuccessor(*extra.iter().next().expect("one")).into());
+            }
+            debug!(
+                slices = wanting.len(),
+                extra = extra.len(),
+                "fetching slices the solver asked for beyond the task's successors"
+            );
+            self.bring_successors(&extra).await?;
+            to_solve = wanting.into_iter().map(|(s, _)| s).collect();
+        }
+        solved.sort_by_key(|s| s.key.raw());
+        if lost.load(Ordering::Relaxed) {
+            warn!("the lease was lost while solving: its work is dropped");
+            return Ok(());
+        }
+
+        // Keep what was solved: later tasks lead into it.
+        for s in &solved {
+            self.memory.insert(s.key, s.values.clone());
+        }
+        let cache = self.config.cache.clone();
+        let files: Vec<(SliceKey, SliceFile)> = solved
+            .iter()
+            .map(|s| {
+                (
+                    s.key,
+                    SliceFile {
+                        hash: s.hash,
+                        positions: s.values.len() as u64,
+                        data: s.wire.clone(),
+                    },
+                )
+            })
+            .collect();
+        self.cache_writes += files.len() as u64;
+        tokio::task::spawn_blocking(move || {
+            files
+                .iter()
+                .try_for_each(|(k, f)| cache_put_blocking(&cache, k, f))
+        })
+        .await??;
+
+        // Upload, then complete.
+        let mut chunks = Vec::new();
+        for s in &solved {
+            let header = pb::SliceHeader {
+                key: Some(key_to_wire(&s.key)),
+                total_length: s.wire.len() as u64,
+                content_hash: s.hash.to_vec(),
+                positions: s.values.len() as u64,
+            };
+            for chunk in pb::slice_chunks(header, &s.wire, CHUNK_BYTES) {
+                let lease_id = if chunks.is_empty() { task.lease_id } else { 0 };
+                chunks.push(pb::UploadSliceChunk {
+                    lease_id,
+                    chunk: Some(chunk),
+                });
+            }
+        }
+        let uploaded = self
+            .client
+            .upload_slice(tokio_stream::iter(chunks))
+            .await
+            .map_err(rpc("uploading slices"))?
+            .into_inner();
+        debug!(slices = uploaded.stored.len(), bytes = uploaded.bytes, "uploaded");
+        let request = pb::CompleteTaskRequest {
+            worker_id,
+            lease_id: task.lease_id,
+            slices: solved
+                .iter()
+                .map(|s| pb::SolvedSlice {
+                    key: Some(key_to_wire(&s.key)),
+                    content_hash: s.hash.to_vec(),
+                    positions: s.values.len() as u64,
+                })
+                .collect(),
+        };
+        let answer = self
+            .client
+            .complete_task(request)
+            .await
+            .map_err(rpc("completing a task"))?
+            .into_inner();
+        match answer.result {
+            Some(pb::complete_task_response::Result::Accepted(a)) => {
+                info!(slices = solved.len(), job_done = a.job_done, "task done");
+            }
+            Some(pb::complete_task_response::Result::Rejected(r)) => {
+                warn!(reason = %r.reason, "completion rejected")
+            }
+            None => warn!("empty answer to a completion"),
+        }
+        Ok(())
+    }
+
+    /// Puts every successor in memory: from the cache if it is there intact, else fetched.
+    async fn bring_successors(&mut self, successors: &BTreeSet<SliceKey>) -> Result<(), WorkerError> {
+        let wanted: Vec<SliceKey> = successors
+            .iter()
+            .filter(|k| !self.memory.contains(k))
+            .copied()
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let cache = self.config.cache.clone();
+        let from_cache = tokio::task::spawn_blocking(move || {
+            wanted
+                .into_iter()
+                .map(|k| (k, cache_get_blocking(&cache, &k)))
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        let mut missing = Vec::new();
+        for (key, values) in from_cache {
+            match values {
+                Some(v) => self.memory.insert(key, v),
+                None => missing.push(key),
+            }
+        }
+        let mut attempt = 0;
+        while !missing.is_empty() {
+            attempt += 1;
+            let (arrived, bad) = self.fetch(&missing).await?;
+            for (key, v) in arrived {
+                self.memory.insert(key, v);
+            }
+            if let Some((key, reason)) = bad.first() {
+                if attempt >= FETCH_ATTEMPTS {
+                    return Err(WorkerError::Corrupt {
+                        key: *key,
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            missing = bad.into_iter().map(|(k, _)| k).collect();
+        }
+        Ok(())
+    }
+
+    /// Fetches slices; returns those that arrived intact (written to the cache) and those that
+    /// did not, with why.
+    async fn fetch(
+        &mut self,
+        keys: &[SliceKey],
+    ) -> Result<(Vec<(SliceKey, Arc<[u16]>)>, Vec<(SliceKey, String)>), WorkerError> {
+        let request = pb::FetchSliceRequest {
+            keys: keys.iter().map(key_to_wire).collect(),
+        };
+        let mut stream = self
+            .client
+            .fetch_slice(request)
+            .await
+            .map_err(rpc("fetching slices"))?
+            .into_inner();
+        let mut assembler = SliceAssembler::new();
+        let mut received = Vec::new();
+        while let Some(chunk) = stream.message().await.map_err(rpc("fetching slices"))? {
+            let framed = assembler.push(chunk).map_err(|e| WorkerError::Rpc {
+                what: "fetching slices",
+                status: Status::data_loss(e.to_string()),
+            })?;
+            received.extend(framed);
+        }
+        let wanted: BTreeSet<SliceKey> = keys.iter().copied().collect();
+        let cache = self.config.cache.clone();
+        let (good, bad) = tokio::task::spawn_blocking(move || -> Result<_, WorkerError> {
+            let mut good = Vec::new();
+            let mut bad = Vec::new();
+            for (header, data) in received {
+                let key = key_from_wire(header.key.as_ref().expect("the assembler checks for a key"))?;
+                if !wanted.contains(&key) {
+                    continue;
+                }
+                match check_arrival(&key, &header, &data) {
+                    Ok((hash, values)) => {
+                        let file = SliceFile {
+                            hash,
+                            positions: header.positions,
+                            data,
+                        };
+                        cache_put_blocking(&cache, &key, &file)?;
+                        good.push((key, values));
+                    }
+                    Err(reason) => {
+                        warn!(%key, %reason, "a fetched slice is damaged: fetching it again");
+                        bad.push((key, reason));
+                    }
+                }
+            }
+            Ok((good, bad))
+        })
+        .await??;
+        let arrived: BTreeSet<SliceKey> = good
+            .iter()
+            .map(|(k, _)| *k)
+            .chain(bad.iter().map(|(k, _)| *k))
+            .collect();
+        if let Some(k) = keys.iter().find(|k| !arrived.contains(k)) {
+            return Err(WorkerError::NotSent(*k));
+        }
+        Ok((good, bad))
+    }
+}
+
+/// Decodes a fetched slice and checks its hash against its header.
+fn check_arrival(
+    key: &SliceKey,
+    header: &pb::SliceHeader,
+    data: &[u8],
+) -> Result<([u8; 32], Arc<[u16]>), String> {
+    let announced: [u8; 32] = header
+        .content_hash
+        .as_slice()
+        .try_into()
+        .map_err(|_| "a hash that is not 32 bytes".to_string())?;
+    let values = decode_values(data, header.positions).map_err(|e| e.to_string())?;
+    if slice_hash(&key.material.to_string(), key.raw(), &values) != announced {
+        return Err("the content hash differs from the announced one".into());
+    }
+    Ok((announced, values.into()))
+}
+
+/// Heartbeats one lease until aborted; sets `lost` and stops when the lease is no longer ours.
+async fn heartbeat(mut client: Client, worker_id: u64, lease: u64, every: Duration, lost: Arc<AtomicBool>) {
+    loop {
+        tokio::time::sleep(every).await;
+        match client
+            .heartbeat(pb::HeartbeatRequest {
+                worker_id,
+                lease_ids: vec![lease],
+            })
+            .await
+        {
+            Ok(answer) => {
+                let answer = answer.into_inner();
+                if answer.unknown_worker || !answer.valid_lease_ids.contains(&lease) {
+                    lost.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+            Err(status) => warn!(%status, "heartbeat failed"),
+        }
+    }
+}
+
+/// Solves the slices of a task against the successors in `memory`, with their hashes and wire
+/// bytes; a slice whose solve asks for a slice not in `memory` is returned as (slice, the slice
+/// it asked for) instead. Many small slices go one to a thread; otherwise each slice uses every
+/// thread. Blocking.
+#[allow(clippy::type_complexity)]
+fn solve_all_blocking(
+    slices: &[SliceKey],
+    memory: &SliceMap,
+    threads: usize,
+) -> Result<(Vec<Solved>, Vec<(SliceKey, SliceKey)>), SolveError> {
+    let one = |key: &SliceKey, threads: usize| -> Result<Result<Solved, SliceKey>, SolveError> {
+        let _span = info_span!("slice", slice = %key).entered();
+        let values = match solve_slice(key, memory, threads) {
+            Ok(v) => v,
+            Err(SolveError::MissingSuccessor(t)) if !memory.contains(&t) => return Ok(Err(t)),
+            Err(e) => return Err(e),
+        };
+        let hash = slice_hash(&key.material.to_string(), key.raw(), &values);
+        let wire = encode_values(&values);
+        Ok(Ok(Solved {
+            key: *key,
+            values: values.into(),
+            hash,
+            wire,
+        }))
+    };
+    let results: Vec<Result<Solved, SliceKey>> = if threads > 1 && slices.len() >= 2 * threads {
+        let out: Mutex<Vec<Option<Result<Solved, SliceKey>>>> =
+            Mutex::new((0..slices.len()).map(|_| None).collect());
+        for_each_chunk(slices.len(), 1, threads, |range| {
+            for i in range {
+                let s = one(&slices[i], 1)?;
+                out.lock().expect("results lock")[i] = Some(s);
+            }
+            Ok::<(), SolveError>(())
+        })?;
+        out.into_inner()
+            .expect("results lock")
+            .into_iter()
+            .map(|s| s.expect("every slice solved"))
+            .collect()
+    } else {
+        slices.iter().map(|k| one(k, threads)).collect::<Result<_, _>>()?
+    };
+    let mut solved = Vec::new();
+    let mut wanting = Vec::new();
+    for (key, r) in slices.iter().zip(results) {
+        match r {
+            Ok(s) => solved.push(s),
+            Err(t) => wanting.push((*key, t)),
+        }
+    }
+    Ok((solved, wanting))
+}
+
+fn cache_path(cache: &Path, key: &SliceKey) -> PathBuf {
+    cache.join(slice_file_name(&key_to_wire(key)))
+}
+
+/// A cached slice's values if its file is there and intact; a damaged file is removed (and the
+/// slice fetched again). Blocking.
+fn cache_get_blocking(cache: &Path, key: &SliceKey) -> Option<Arc<[u16]>> {
+    let path = cache_path(cache, key);
+    let bytes = std::fs::read(&path).ok()?;
+    let checked = SliceFile::from_bytes(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            let values = decode_values(&f.data, f.positions).map_err(|e| e.to_string())?;
+            if slice_hash(&key.material.to_string(), key.raw(), &values) != f.hash {
+                return Err("content hash mismatch".to_string());
+            }
+            Ok(values)
+        });
+    match checked {
+        Ok(values) => Some(values.into()),
+        Err(reason) => {
+            warn!(%key, %reason, path = %path.display(), "cached slice is damaged: removing it");
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+}
+
+/// Writes a slice into the cache atomically. Blocking.
+fn cache_put_blocking(cache: &Path, key: &SliceKey, file: &SliceFile) -> Result<(), WorkerError> {
+    let err = |source| WorkerError::Cache {
+        path: cache.to_owned(),
+        source,
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(cache).map_err(err)?;
+    tmp.write_all(&file.to_bytes()).map_err(err)?;
+    tmp.persist(cache_path(cache, key)).map_err(|e| err(e.error))?;
+    Ok(())
+}
+
+fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
+    let bad = || {
+        WorkerError::BadKey(format!(
+            "{}[w={:#x} b={:#x}]",
+            k.material, k.white_pawns, k.black_pawns
+        ))
+    };
+    let material: Material = k.material.parse().map_err(|_| bad())?;
+    if material.to_string() != k.material || material.is_bare_kings() {
+        return Err(bad());
+    }
+    let key = SliceKey {
+        material,
+        white_pawns: Bitboard(k.white_pawns),
+        black_pawns: Bitboard(k.black_pawns),
+    };
+    if !key.is_canonical() || (material.pawns() == 0) != (k.white_pawns | k.black_pawns == 0) {
+        return Err(bad());
+    }
+    Ok(key)
+}
+
+fn key_to_wire(key: &SliceKey) -> pb::SliceKey {
+    pb::SliceKey {
+        material: key.material.to_string(),
+        white_pawns: key.white_pawns.0,
+        black_pawns: key.black_pawns.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_cache_file_is_removed_and_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SliceKey::pawnless("KQvK".parse().unwrap());
+        let values = vec![5u16; 64];
+        let hash = slice_hash("KQvK", key.raw(), &values);
+        let file = SliceFile {
+            hash,
+            positions: 64,
+            data: encode_values(&values),
+        };
+        cache_put_blocking(dir.path(), &key, &file).unwrap();
+        assert_eq!(cache_get_blocking(dir.path(), &key).as_deref(), Some(&values[..]));
+        let bad = SliceFile {
+            data: encode_values(&[6u16; 64]),
+            ..file
+        };
+        std::fs::write(cache_path(dir.path(), &key), bad.to_bytes()).unwrap();
+        assert_eq!(cache_get_blocking(dir.path(), &key), None);
+        assert!(!cache_path(dir.path(), &key).exists());
+    }
+
+    #[test]
+    fn a_fetched_slice_with_a_wrong_hash_is_refused() {
+        let key = SliceKey::pawnless("KQvK".parse().unwrap());
+        let values = vec![5u16; 64];
+        let mut header = pb::SliceHeader {
+            key: Some(key_to_wire(&key)),
+            total_length: 0,
+            content_hash: slice_hash("KQvK", key.raw(), &values).to_vec(),
+            positions: 64,
+        };
+        let data = encode_values(&values);
+        assert!(check_arrival(&key, &header, &data).is_ok());
+        header.content_hash[0] ^= 1;
+        assert!(check_arrival(&key, &header, &data).is_err());
+    }
+
+    #[test]
+    fn wire_keys_round_trip() {
+        let key = SliceKey::all_of("KPvKP".parse().unwrap())[3];
+        assert_eq!(key_from_wire(&key_to_wire(&key)).unwrap(), key);
+        let mut w = key_to_wire(&key);
+        w.material = "KPKP".into();
+        assert!(key_from_wire(&w).is_err());
+    }
+}
