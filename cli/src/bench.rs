@@ -72,3 +72,132 @@ pub fn run(materials: &[Material], alone: bool, threads: usize, dir: Option<&Pat
     }
     Ok(())
 }
+
+/// User + system CPU seconds of this process (`RUSAGE_SELF`) or of its waited-for children
+/// (`RUSAGE_CHILDREN`).
+fn cpu_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage only writes the struct we hand it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// One side of the comparison.
+struct Side {
+    wall: f64,
+    cpu: f64,
+}
+
+/// `zermelo bench --cluster N`: builds `materials` (with their sub-tables) once with the
+/// single-node build in this process (`threads` threads), then on a loopback cluster of a
+/// coordinator and `workers` worker processes (`per_worker` threads each), each into a fresh
+/// directory; prints wall time, total CPU time (this process plus every child process, from
+/// getrusage), the slice bytes moved over gRPC per position, the ratios, and whether every
+/// file is byte-identical.
+pub fn run_cluster_comparison(
+    materials: &[Material],
+    workers: usize,
+    threads: usize,
+    per_worker: usize,
+) -> Result<(), String> {
+    let scratch = tempfile::Builder::new()
+        .prefix("zermelo-bench-")
+        .tempdir()
+        .map_err(|e| format!("creating a temporary directory: {e}"))?;
+    let (solve_dir, cluster_dir) = (scratch.path().join("solve"), scratch.path().join("cluster"));
+    let quiet = |_: u64, _: u64, _: &Material| {};
+
+    let (cpu0, start) = (cpu_seconds(libc::RUSAGE_SELF), Instant::now());
+    let outcomes = build(materials, &solve_dir, threads, &quiet).map_err(|e| e.to_string())?;
+    let solve = Side {
+        wall: start.elapsed().as_secs_f64(),
+        cpu: cpu_seconds(libc::RUSAGE_SELF) - cpu0,
+    };
+    let positions: u64 = outcomes.iter().map(|o| o.positions).sum();
+
+    let names: Vec<String> = materials.iter().map(|m| m.to_string()).collect();
+    let (self0, children0) = (cpu_seconds(libc::RUSAGE_SELF), cpu_seconds(libc::RUSAGE_CHILDREN));
+    let start = Instant::now();
+    let run = crate::cluster::run_cluster(workers, &names, &cluster_dir, per_worker, None)
+        .map_err(|e| e.message)?;
+    let cluster = Side {
+        wall: start.elapsed().as_secs_f64(),
+        cpu: (cpu_seconds(libc::RUSAGE_SELF) - self0) + (cpu_seconds(libc::RUSAGE_CHILDREN) - children0),
+    };
+
+    // Byte-identical?
+    let mut files: Vec<String> = std::fs::read_dir(&solve_dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".zmt"))
+        .collect();
+    files.sort();
+    let differing: Vec<&String> = files
+        .iter()
+        .filter(|n| std::fs::read(solve_dir.join(n)).ok() != std::fs::read(cluster_dir.join(n)).ok())
+        .collect();
+
+    let moved = run.bytes_uploaded + run.bytes_fetched;
+    let per = |b: u64| b as f64 / positions.max(1) as f64;
+    println!(
+        "materials: {} ({} tables, {} positions)",
+        names.join(" "),
+        files.len(),
+        positions
+    );
+    println!(
+        "{:<28} {:>10} {:>10} {:>14}",
+        "run", "wall s", "CPU s", "positions/s"
+    );
+    let row = |name: String, s: &Side| {
+        println!(
+            "{:<28} {:>10.2} {:>10.2} {:>14.0}",
+            name,
+            s.wall,
+            s.cpu,
+            positions as f64 / s.wall.max(1e-9)
+        )
+    };
+    row(format!("solve --threads {threads}"), &solve);
+    row(
+        format!("cluster {workers} worker(s) x {per_worker} thr"),
+        &cluster,
+    );
+    println!(
+        "cluster / solve: wall {:.3}, CPU {:.3} ({:+.1}% CPU)",
+        cluster.wall / solve.wall,
+        cluster.cpu / solve.cpu,
+        (cluster.cpu / solve.cpu - 1.0) * 100.0
+    );
+    println!(
+        "cluster job from submission to done: {:.2} s; {} slices",
+        run.seconds, run.info.slices_total
+    );
+    println!(
+        "gRPC slice bytes: uploaded {} ({:.3} B/position), fetched {} ({:.3} B/position), total {} ({:.3} B/position)",
+        run.bytes_uploaded,
+        per(run.bytes_uploaded),
+        run.bytes_fetched,
+        per(run.bytes_fetched),
+        moved,
+        per(moved)
+    );
+    if differing.is_empty() {
+        println!("files: all {} byte-identical", files.len());
+    } else {
+        println!("files: DIFFERENT: {differing:?}");
+    }
+    println!(
+        "CPU is user + system time of every process (getrusage: this one and its waited-for children); \
+         gRPC bytes are slice data in upload and fetch chunks, without protobuf and HTTP/2 framing; \
+         positions are table indices (both sides to move, illegal ones included)"
+    );
+    if differing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the cluster's tables differ from solve's: {differing:?}"))
+    }
+}

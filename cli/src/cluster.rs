@@ -177,7 +177,12 @@ pub fn status(url: &str, job: Option<u64>, token: Option<String>) -> Result<u8, 
                 })
             })
             .collect();
-        let out = serde_json::json!({ "workers_alive": answer.workers_alive, "jobs": jobs });
+        let out = serde_json::json!({
+            "workers_alive": answer.workers_alive,
+            "bytes_uploaded": answer.bytes_uploaded,
+            "bytes_fetched": answer.bytes_fetched,
+            "jobs": jobs,
+        });
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
         Ok(0)
     })
@@ -412,6 +417,38 @@ pub fn cluster(
     threads: usize,
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
+    let done = run_cluster(workers, materials, tables, threads, bar)?;
+    eprintln!(
+        "zermelo: cluster of {workers} worker(s) built {} slices, {} positions in {:.1} s ({})",
+        done.info.slices_total,
+        done.info.positions_total,
+        done.seconds,
+        tables.display()
+    );
+    Ok(0)
+}
+
+/// A finished cluster run: the job as the coordinator last reported it, the slice bytes that
+/// went over gRPC, and the seconds from submission to done.
+#[derive(Debug, Clone)]
+pub struct ClusterRun {
+    pub info: pb::JobInfo,
+    /// Slice bytes the workers uploaded to the coordinator.
+    pub bytes_uploaded: u64,
+    /// Slice bytes the workers fetched from the coordinator.
+    pub bytes_fetched: u64,
+    pub seconds: f64,
+}
+
+/// Runs a coordinator and `workers` worker processes of this binary on 127.0.0.1 for one job
+/// and stops them (each is waited for, so their CPU time is in `RUSAGE_CHILDREN` afterwards).
+pub fn run_cluster(
+    workers: usize,
+    materials: &[String],
+    tables: &Path,
+    threads: usize,
+    bar: Option<ProgressBar>,
+) -> Result<ClusterRun, ClusterFailure> {
     let scratch = tempfile::Builder::new()
         .prefix("zermelo-cluster-")
         .tempdir()
@@ -482,23 +519,28 @@ pub fn cluster(
             positions = job.positions_total,
             "job submitted"
         );
-        wait_for_job(&url, Some(&token), job.job_id, bar.as_ref(), || children.check()).await
+        let info = wait_for_job(&url, Some(&token), job.job_id, bar.as_ref(), || children.check()).await?;
+        let seconds = start.elapsed().as_secs_f64();
+        let totals = client
+            .job_status(pb::JobStatusRequest { job_id: None })
+            .await
+            .map_err(|s| status_error("status", &url, s))?
+            .into_inner();
+        Ok(ClusterRun {
+            info,
+            bytes_uploaded: totals.bytes_uploaded,
+            bytes_fetched: totals.bytes_fetched,
+            seconds,
+        })
     });
     drop(rt);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     match outcome {
-        Ok(info) => {
+        Ok(done) => {
             children.stop(Duration::from_secs(5));
-            eprintln!(
-                "zermelo: cluster of {workers} worker(s) built {} slices, {} positions in {:.1} s ({})",
-                info.slices_total,
-                info.positions_total,
-                start.elapsed().as_secs_f64(),
-                tables.display()
-            );
-            Ok(0)
+            Ok(done)
         }
         Err(mut e) => {
             children.stop(Duration::from_secs(2));

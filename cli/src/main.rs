@@ -87,7 +87,8 @@ enum Command {
     },
     /// Benchmark the build: solves the materials into a fresh temporary directory and prints wall
     /// time, positions per second and peak memory. With --alone, the sub-tables are built first
-    /// and only the named materials are timed.
+    /// and only the named materials are timed. With --cluster N, compares the single-node build
+    /// with a loopback cluster of N workers (wall time, CPU time, gRPC bytes per position).
     Bench {
         /// Materials to build (default: KPvK).
         #[arg(value_name = "MATERIAL")]
@@ -101,6 +102,11 @@ enum Command {
         /// Keep the tables in this directory instead of a temporary one.
         #[arg(long, value_name = "DIR")]
         tables: Option<PathBuf>,
+        /// Compare the single-node build (--threads threads) with a loopback cluster of N worker
+        /// processes (the threads shared out among them): wall time, total CPU time of every
+        /// process, slice bytes over gRPC per position.
+        #[arg(long, value_name = "N", conflicts_with_all = ["alone", "tables"])]
+        cluster: Option<usize>,
     },
     /// Run a cluster coordinator: takes jobs, leases their slices to workers, journals finished
     /// slices (a restart on the same directories resumes) and writes each finished table into
@@ -414,6 +420,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             alone,
             threads: t,
             tables,
+            cluster,
         } => {
             let names = if materials.is_empty() {
                 vec!["KPvK".to_string()]
@@ -422,8 +429,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             };
             let materials = parse_materials(&names)?;
             let threads = threads(t)?;
-            zermelo_cli::bench::run(&materials, alone, threads, tables.as_deref())
-                .map_err(|e| Failure { code: 2, message: e })?;
+            match cluster {
+                Some(0) => return Err(Failure::input("--cluster must be at least 1")),
+                Some(workers) => {
+                    let per_worker = (threads / workers).max(1);
+                    zermelo_cli::bench::run_cluster_comparison(&materials, workers, threads, per_worker)
+                        .map_err(|e| Failure { code: 2, message: e })?
+                }
+                None => zermelo_cli::bench::run(&materials, alone, threads, tables.as_deref())
+                    .map_err(|e| Failure { code: 2, message: e })?,
+            }
             Ok(0)
         }
         Command::Coordinator {

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -218,6 +219,9 @@ struct Shared {
     tables: PathBuf,
     max_men: u32,
     clock: Instant,
+    /// Slice bytes received in uploads and sent in fetches since start (for `JobStatus`).
+    bytes_uploaded: AtomicU64,
+    bytes_fetched: AtomicU64,
 }
 
 /// The service. Cheap to clone (all clones share one state).
@@ -261,6 +265,8 @@ impl CoordinatorService {
             tables: config.tables.clone(),
             max_men: config.max_men,
             clock: Instant::now(),
+            bytes_uploaded: AtomicU64::new(0),
+            bytes_fetched: AtomicU64::new(0),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, Vec<Material>)> = replay.jobs().map(|(j, m)| (j, m.to_vec())).collect();
@@ -782,6 +788,9 @@ impl Coordinator for CoordinatorService {
         while let Some(message) = stream.message().await? {
             let Some(chunk) = message.chunk else { continue };
             bytes += chunk.data.len() as u64;
+            self.shared
+                .bytes_uploaded
+                .fetch_add(chunk.data.len() as u64, Ordering::Relaxed);
             let Some((header, data)) = assembler.push(chunk).map_err(ServiceError::from)? else {
                 continue;
             };
@@ -846,6 +855,11 @@ impl Coordinator for CoordinatorService {
                     positions: file.positions,
                 };
                 for chunk in pb::slice_chunks(header, &file.data, CHUNK_BYTES) {
+                    // Counted when queued for the client (a chunk lost to a client that went
+                    // away is counted too).
+                    this.shared
+                        .bytes_fetched
+                        .fetch_add(chunk.data.len() as u64, Ordering::Relaxed);
                     if tx.send(Ok(chunk)).await.is_err() {
                         return; // the client went away
                     }
@@ -913,7 +927,12 @@ impl Coordinator for CoordinatorService {
                 .collect(),
         };
         let workers_alive = state.scheduler.workers_alive() as u32;
-        Ok(Response::new(pb::JobStatusResponse { jobs, workers_alive }))
+        Ok(Response::new(pb::JobStatusResponse {
+            jobs,
+            workers_alive,
+            bytes_uploaded: self.shared.bytes_uploaded.load(Ordering::Relaxed),
+            bytes_fetched: self.shared.bytes_fetched.load(Ordering::Relaxed),
+        }))
     }
 }
 
@@ -1157,6 +1176,17 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0.content_hash, hash.to_vec());
         assert_eq!(decode_values(&got[0].1, n as u64).unwrap(), values);
+        // The slice bytes that went over the wire, as the status reports them.
+        let totals = r
+            .client
+            .job_status(pb::JobStatusRequest { job_id: None })
+            .await
+            .unwrap()
+            .into_inner();
+        let len = got[0].1.len() as u64;
+        assert_eq!(totals.bytes_fetched, len);
+        // Uploaded twice: once with a wrong hash (refused, but its bytes came), once right.
+        assert_eq!(totals.bytes_uploaded, 2 * len, "{totals:?}");
         stop(r).await;
 
         // Restart without the table: it is written again from the store; the job is done.

@@ -115,6 +115,8 @@ fn messages_round_trip_through_prost() {
             error: String::new(),
         }],
         workers_alive: 2,
+        bytes_uploaded: 3 << 20,
+        bytes_fetched: 5 << 20,
     });
 }
 

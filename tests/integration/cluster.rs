@@ -130,6 +130,75 @@ fn cluster_of_two_workers_builds_kpk_byte_identical_to_solve() {
     assert_eq!(std::fs::read_dir(&cluster_dir).unwrap().count(), names.len());
 }
 
+/// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
+const KPKP_TABLES: &[&str] = &[
+    "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",
+    "KQvKP", "KQvKQ", "KQvKR", "KRvK", "KRvKB", "KRvKN", "KRvKP", "KRvKR",
+];
+
+/// Acceptance 1 (KPvK and KPvKP): a coordinator and two workers build KPvK, KPvKP and every
+/// sub-table byte for byte as `zermelo solve` does (the solve side is the shared tables
+/// directory), and `zermelo verify` passes on the cluster's files.
+#[test]
+fn cluster_of_two_workers_builds_kpkp_byte_identical_to_solve_and_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster_dir = tmp.path().join("cluster");
+    let mut cluster = Proc::spawn(
+        &[
+            "cluster",
+            "--workers",
+            "2",
+            "--threads",
+            "1",
+            "KPvK",
+            "KPvKP",
+            "--tables",
+            cluster_dir.to_str().unwrap(),
+        ],
+        tmp.path().join("cluster.log"),
+        &[],
+    );
+    let status = cluster.wait(Duration::from_secs(600));
+    assert!(
+        status.success(),
+        "zermelo cluster failed ({status}):\n{}",
+        cluster.log()
+    );
+    let solve_dir = tables_with(&["KPvK", "KPvKP"]);
+
+    let expected: Vec<String> = KPKP_TABLES.iter().map(|m| format!("{m}.zmt")).collect();
+    assert_eq!(
+        table_files(&cluster_dir),
+        expected,
+        "the cluster wrote other tables"
+    );
+    for n in &expected {
+        let a = std::fs::read(solve_dir.join(n)).unwrap();
+        let b = std::fs::read(cluster_dir.join(n)).unwrap();
+        assert!(
+            a == b,
+            "{n} differs between `zermelo solve` and `zermelo cluster`"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&cluster_dir).unwrap().count(),
+        expected.len(),
+        "more than the tables in the tables directory"
+    );
+
+    let mut args = vec!["verify", "--tables", cluster_dir.to_str().unwrap()];
+    args.extend_from_slice(KPKP_TABLES);
+    let o = run(&args);
+    assert_ok(&o);
+    let out = stdout(&o);
+    for m in KPKP_TABLES {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{m}: ok"))),
+            "{m} not verified:\n{out}"
+        );
+    }
+}
+
 /// A coordinator on a free port with token `right`, answering `status`.
 fn coordinator(tmp: &Path) -> (Proc, String) {
     let port = free_port();
