@@ -84,50 +84,56 @@ fn table_files(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Acceptance 1 (KPvK): a coordinator and two workers build every table byte for byte as
-/// `zermelo solve` does.
-#[test]
-fn cluster_of_two_workers_builds_kpk_byte_identical_to_solve() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (cluster_dir, solve_dir) = (tmp.path().join("cluster"), tmp.path().join("solve"));
-    let mut cluster = Proc::spawn(
-        &[
-            "cluster",
-            "--workers",
-            "2",
-            "--threads",
-            "1",
-            "KPvK",
-            "--tables",
-            cluster_dir.to_str().unwrap(),
-        ],
-        tmp.path().join("cluster.log"),
-        &[],
-    );
-    let status = cluster.wait(Duration::from_secs(60));
+/// Runs `zermelo cluster --workers 2 --threads 1 MATERIAL...` into `tmp/cluster` and returns that
+/// directory, failing with the cluster's log if it does not finish in `timeout`.
+fn cluster_build(tmp: &Path, materials: &[&str], timeout: Duration) -> PathBuf {
+    let dir = tmp.join("cluster");
+    let mut args = vec!["cluster", "--workers", "2", "--threads", "1"];
+    args.extend_from_slice(materials);
+    args.extend_from_slice(&["--tables", dir.to_str().unwrap()]);
+    let mut cluster = Proc::spawn(&args, tmp.join("cluster.log"), &[]);
+    let status = cluster.wait(timeout);
     assert!(
         status.success(),
         "zermelo cluster failed ({status}):\n{}",
         cluster.log()
     );
-    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    dir
+}
 
-    let names = table_files(&solve_dir);
-    assert_eq!(
-        names,
-        ["KBvK.zmt", "KNvK.zmt", "KPvK.zmt", "KQvK.zmt", "KRvK.zmt"]
-    );
-    assert_eq!(table_files(&cluster_dir), names, "the cluster wrote other tables");
-    for n in &names {
-        let a = std::fs::read(solve_dir.join(n)).unwrap();
-        let b = std::fs::read(cluster_dir.join(n)).unwrap();
+/// Asserts that `cluster` holds exactly the tables `materials`, each byte-identical to the one
+/// in `solve`, and nothing else.
+fn assert_same_tables(cluster: &Path, solve: &Path, materials: &[&str]) {
+    let expected: Vec<String> = materials.iter().map(|m| format!("{m}.zmt")).collect();
+    assert_eq!(table_files(cluster), expected, "the cluster wrote other tables");
+    for n in &expected {
+        let a = std::fs::read(solve.join(n)).unwrap();
+        let b = std::fs::read(cluster.join(n)).unwrap();
         assert!(
             a == b,
             "{n} differs between `zermelo solve` and `zermelo cluster`"
         );
     }
-    // Nothing but the tables is left in the tables directory.
-    assert_eq!(std::fs::read_dir(&cluster_dir).unwrap().count(), names.len());
+    assert_eq!(
+        std::fs::read_dir(cluster).unwrap().count(),
+        expected.len(),
+        "more than the tables in the tables directory"
+    );
+}
+
+/// Acceptance 1 (KPvK): a coordinator and two workers build every table byte for byte as
+/// `zermelo solve` does.
+#[test]
+fn cluster_of_two_workers_builds_kpk_byte_identical_to_solve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster_dir = cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    assert_same_tables(
+        &cluster_dir,
+        &solve_dir,
+        &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"],
+    );
 }
 
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
@@ -142,49 +148,9 @@ const KPKP_TABLES: &[&str] = &[
 #[test]
 fn cluster_of_two_workers_builds_kpkp_byte_identical_to_solve_and_verified() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster_dir = tmp.path().join("cluster");
-    let mut cluster = Proc::spawn(
-        &[
-            "cluster",
-            "--workers",
-            "2",
-            "--threads",
-            "1",
-            "KPvK",
-            "KPvKP",
-            "--tables",
-            cluster_dir.to_str().unwrap(),
-        ],
-        tmp.path().join("cluster.log"),
-        &[],
-    );
-    let status = cluster.wait(Duration::from_secs(600));
-    assert!(
-        status.success(),
-        "zermelo cluster failed ({status}):\n{}",
-        cluster.log()
-    );
+    let cluster_dir = cluster_build(tmp.path(), &["KPvK", "KPvKP"], Duration::from_secs(600));
     let solve_dir = tables_with(&["KPvK", "KPvKP"]);
-
-    let expected: Vec<String> = KPKP_TABLES.iter().map(|m| format!("{m}.zmt")).collect();
-    assert_eq!(
-        table_files(&cluster_dir),
-        expected,
-        "the cluster wrote other tables"
-    );
-    for n in &expected {
-        let a = std::fs::read(solve_dir.join(n)).unwrap();
-        let b = std::fs::read(cluster_dir.join(n)).unwrap();
-        assert!(
-            a == b,
-            "{n} differs between `zermelo solve` and `zermelo cluster`"
-        );
-    }
-    assert_eq!(
-        std::fs::read_dir(&cluster_dir).unwrap().count(),
-        expected.len(),
-        "more than the tables in the tables directory"
-    );
+    assert_same_tables(&cluster_dir, &solve_dir, KPKP_TABLES);
 
     let mut args = vec!["verify", "--tables", cluster_dir.to_str().unwrap()];
     args.extend_from_slice(KPKP_TABLES);
