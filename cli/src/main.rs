@@ -3,7 +3,6 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -294,9 +293,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             let materials = parse_materials(&materials)?;
             let threads = threads(t)?;
             let bar = progress_bar(show_bar, "solving");
-            let bar_ref = Mutex::new(bar.clone());
             let report = |done: u64, total: u64, m: &Material| {
-                if let Some(b) = bar_ref.lock().ok().and_then(|b| b.clone()) {
+                if let Some(b) = &bar {
                     b.set_length(total);
                     b.set_position(done);
                     b.set_message(m.to_string());
