@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use zermelo_chess::probe;
-use zermelo_chess::{Material, Position, Value};
+use zermelo_chess::{Material, Position};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// One move and the value of the position after it, from the opponent's point of view.
@@ -92,10 +92,4 @@ pub fn probe_fen(tables: &TableDir, fen: &str, max_men: u32) -> Result<ProbeInfo
         stalemate: pos.is_stalemate(),
         moves,
     })
-}
-
-/// The value alone.
-pub fn probe_value(tables: &TableDir, fen: &str, max_men: u32) -> Result<Value, ProbeFailure> {
-    let pos = parse_position(fen, max_men)?;
-    Ok(probe::value(&pos, tables)?)
 }

@@ -1027,6 +1027,28 @@ mod tests {
         r.server.await.unwrap().unwrap();
     }
 
+    /// Registers a worker and asks for a task: the worker's id and the answer.
+    async fn register_and_lease(client: &mut Client) -> (u64, pb::LeaseTaskResponse) {
+        let register = pb::RegisterRequest {
+            worker_name: "w".into(),
+            protocol_version: pb::PROTOCOL_VERSION,
+            cores: 1,
+        };
+        let Some(pb::register_response::Result::Registered(reg)) =
+            client.register(register).await.unwrap().into_inner().result
+        else {
+            panic!("not registered")
+        };
+        let lease = client
+            .lease_task(pb::LeaseTaskRequest {
+                worker_id: reg.worker_id,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        (reg.worker_id, lease)
+    }
+
     async fn job_state(client: &mut Client) -> pb::JobState {
         let jobs = client
             .job_status(pb::JobStatusRequest { job_id: Some(1) })
@@ -1077,24 +1099,7 @@ mod tests {
         assert_eq!((job.job_id, job.slices_total), (1, 1));
         assert_eq!(job_state(&mut r.client).await, pb::JobState::Queued);
 
-        let register = pb::RegisterRequest {
-            worker_name: "w".into(),
-            protocol_version: pb::PROTOCOL_VERSION,
-            cores: 1,
-        };
-        let Some(pb::register_response::Result::Registered(reg)) =
-            r.client.register(register).await.unwrap().into_inner().result
-        else {
-            panic!("not registered")
-        };
-        let lease = r
-            .client
-            .lease_task(pb::LeaseTaskRequest {
-                worker_id: reg.worker_id,
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let (worker_id, lease) = register_and_lease(&mut r.client).await;
         let Some(pb::lease_task_response::Result::Task(task)) = lease.result else {
             panic!("no task: {lease:?}")
         };
@@ -1120,7 +1125,7 @@ mod tests {
             positions: n as u64,
         };
         let complete = pb::CompleteTaskRequest {
-            worker_id: reg.worker_id,
+            worker_id,
             lease_id: task.lease_id,
             slices: vec![solved],
         };
@@ -1194,24 +1199,7 @@ mod tests {
         let mut r = start(dir.path()).await;
         assert_eq!(job_state(&mut r.client).await, pb::JobState::Done);
         assert_eq!(Table::open(&table_path).unwrap().read_slice(0).unwrap(), values);
-        let register = pb::RegisterRequest {
-            worker_name: "w".into(),
-            protocol_version: pb::PROTOCOL_VERSION,
-            cores: 1,
-        };
-        let Some(pb::register_response::Result::Registered(reg)) =
-            r.client.register(register).await.unwrap().into_inner().result
-        else {
-            panic!("not registered")
-        };
-        let lease = r
-            .client
-            .lease_task(pb::LeaseTaskRequest {
-                worker_id: reg.worker_id,
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let (worker_id, lease) = register_and_lease(&mut r.client).await;
         assert!(
             matches!(lease.result, Some(pb::lease_task_response::Result::NoTask(_))),
             "{lease:?}"
@@ -1220,7 +1208,7 @@ mod tests {
         let lease = r
             .client
             .lease_task(pb::LeaseTaskRequest {
-                worker_id: reg.worker_id - 1,
+                worker_id: worker_id - 1,
             })
             .await
             .unwrap()
