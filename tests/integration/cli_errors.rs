@@ -49,8 +49,11 @@ fn usage_errors_exit_2_and_help_exits_0() {
 
 #[test]
 fn probe_reports_bad_lines_and_goes_on() {
-    let dir = tables_with(&["KQvK"]);
-    let d = dir.to_str().unwrap();
+    // A directory with only KQvK: the shared one may hold KQvKQ, built for other tests.
+    let shared = tables_with(&["KQvK"]);
+    let own = tempfile::tempdir().unwrap();
+    std::fs::copy(shared.join("KQvK.zmt"), own.path().join("KQvK.zmt")).unwrap();
+    let d = own.path().to_str().unwrap();
     let input = "\
 not a fen
 4k3/8/8/8/8/8/8/R3K2R w KQ - 0 1
