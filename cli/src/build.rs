@@ -3,18 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::{info, info_span};
 use zermelo_chess::index::INDEX_LAYOUT;
-use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
-use zermelo_worker::par::for_each_chunk;
 use zermelo_worker::tables::{SliceMap, TableDir, TableError};
-use zermelo_worker::{solve_slice, SolveError};
+use zermelo_worker::waves::solve_waves;
+use zermelo_worker::SolveError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -132,45 +131,8 @@ fn solve_material(
     for s in &mp.external {
         map.insert(*s, tables.load_slice(s)?);
     }
-    let mut out: BTreeMap<[u64; 2], Arc<[u16]>> = BTreeMap::new();
-    let mut done = 0u64;
-    for wave in &mp.waves {
-        let solved: Vec<(SliceKey, Arc<[u16]>)> = if wave.len() >= 2 * threads.max(1) && threads > 1 {
-            // Many independent slices: one thread per slice.
-            let results: Mutex<Vec<(SliceKey, Arc<[u16]>)>> = Mutex::new(Vec::new());
-            let done_here = std::sync::atomic::AtomicU64::new(0);
-            for_each_chunk(wave.len(), 1, threads, |range| {
-                for i in range {
-                    let key = wave[i];
-                    let v: Arc<[u16]> = solve_slice(&key, &map, 1)?.into();
-                    let d = done_here.fetch_add(v.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    progress(done + d + v.len() as u64);
-                    results.lock().expect("results lock").push((key, v));
-                }
-                Ok::<(), SolveError>(())
-            })?;
-            let mut r = results.into_inner().expect("results lock");
-            r.sort_by_key(|(k, _)| k.raw());
-            r
-        } else {
-            let mut r = Vec::new();
-            let mut here = 0u64;
-            for key in wave {
-                let v: Arc<[u16]> = solve_slice(key, &map, threads)?.into();
-                here += v.len() as u64;
-                progress(done + here);
-                r.push((*key, v));
-            }
-            r
-        };
-        for (k, v) in solved {
-            done += v.len() as u64;
-            map.insert(k, v.clone());
-            out.insert(k.raw(), v);
-        }
-        progress(done);
-    }
-    Ok(out)
+    let solved = solve_waves(&mp.waves, &mut map, None, threads, progress)?;
+    Ok(solved.into_iter().map(|(k, v)| (k.raw(), v)).collect())
 }
 
 #[cfg(test)]
@@ -180,7 +142,8 @@ mod tests {
     use zermelo_chess::Material;
     use zermelo_coordinator::plan::plan;
     use zermelo_worker::tables::SliceMap;
-    use zermelo_worker::{solve_slice, SolveError};
+    use zermelo_worker::waves::solve_waves;
+    use zermelo_worker::SolveError;
 
     /// Each slice solves with nothing but the slices `SliceKey::successors` lists (as a cluster
     /// worker that fetched exactly those): the list is complete, en passant included.

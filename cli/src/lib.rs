@@ -2,6 +2,7 @@
 //! table statistics ([`stats`]), the independent verifier ([`verify`]) and the cluster commands
 //! ([`cluster`]).
 
+pub mod analyse;
 pub mod bench;
 pub mod build;
 pub mod cluster;

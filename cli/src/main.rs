@@ -9,12 +9,14 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::error;
 use zermelo_chess::Material;
+use zermelo_cli::analyse::{analyse, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary};
 use zermelo_cli::build::build;
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::probe::probe_fen;
 use zermelo_cli::stats::stats;
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
+use zermelo_worker::adjudicate::Rule;
 use zermelo_worker::tables::TableDir;
 
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
@@ -170,6 +172,34 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+    },
+    /// Solve positions: plan the slices reachable from each FEN (pawn pushes, captures,
+    /// promotions), print the plan (slices, positions, memory, disk) on stderr, solve them
+    /// leaf-first reusing every table already in DIR, and print one JSON line per FEN: the probe
+    /// shape plus "pv" (principal variation in SAN), "exact" and the plan. Results are kept in
+    /// DIR/reachable (exact) and DIR/adjudicated/RULE (not exact), never served by `probe`.
+    Analyse {
+        /// Positions in FEN (kings and any men, castling rights not supported).
+        #[arg(required = true, value_name = "FEN")]
+        fens: Vec<String>,
+        /// Directory of the tables: full tables are reused, analysis results are kept under it.
+        #[arg(long, value_name = "DIR")]
+        tables: PathBuf,
+        /// Solver threads (default: all cores). The values do not depend on it.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// Value whole groups of exits by a declared rule instead of solving them; the result
+        /// then says "exact": false and names the rule. Rule: material:N = a position with a
+        /// promoted piece (anything but kings and pawns) and more than N men is scored by
+        /// material after up to 4 plies of captures (3 or more ahead wins, else a draw).
+        #[arg(long, value_name = "RULE")]
+        adjudicate: Option<String>,
+        /// Solve even when the estimated memory is past what this machine has.
+        #[arg(long)]
+        force: bool,
+        /// Print the plan (as JSON on stdout) and stop.
+        #[arg(long)]
+        plan_only: bool,
     },
     /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
     /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
@@ -359,6 +389,64 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 }
             }
             Ok(code)
+        }
+        Command::Analyse {
+            fens,
+            tables,
+            threads: t,
+            adjudicate,
+            force,
+            plan_only,
+        } => {
+            let rule = adjudicate
+                .as_deref()
+                .map(Rule::parse)
+                .transpose()
+                .map_err(Failure::input)?;
+            let opts = AnalyseOptions {
+                tables,
+                threads: threads(t)?,
+                rule,
+                force,
+                plan_only,
+                memory_budget: default_memory_budget(),
+            };
+            for fen in &fens {
+                let bar = progress_bar(show_bar, "analysing");
+                let report_plan = |p: &PlanSummary| {
+                    eprint!("{fen}\n{}", describe_plan(p));
+                    if plan_only {
+                        println!("{}", serde_json::to_string(p).expect("json"));
+                    }
+                };
+                let progress = |done: u64, total: u64| {
+                    if let Some(b) = &bar {
+                        b.set_length(total);
+                        b.set_position(done);
+                    }
+                };
+                let result = analyse(fen, &opts, &report_plan, &progress);
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+                match result.map_err(|e| Failure {
+                    code: e.code(),
+                    message: format!("{fen}: {e}"),
+                })? {
+                    Some(a) => {
+                        eprintln!(
+                            "{}: {} in {:.1} s{}",
+                            fen,
+                            a.probe.category,
+                            a.seconds,
+                            if a.exact { "" } else { " (adjudicated, not exact)" }
+                        );
+                        println!("{}", serde_json::to_string(&a).expect("json"));
+                    }
+                    None => {}
+                }
+            }
+            Ok(0)
         }
         Command::Stats { tables, material } => {
             let material = parse_materials(&[material])?[0];

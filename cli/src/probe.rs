@@ -1,8 +1,8 @@
 //! Probing positions: one JSON object per FEN, shaped like the lichess tablebase API.
 
 use serde::Serialize;
-use zermelo_chess::probe;
-use zermelo_chess::{Material, Position};
+use zermelo_chess::probe::{self, ValueSource};
+use zermelo_chess::{Material, Move, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// One move and the value of the position after it, from the opponent's point of view.
@@ -49,6 +49,8 @@ impl ProbeFailure {
                     | TableError::WrongTable { .. }
                     | TableError::WrongLayout { .. }
                     | TableError::MissingSlice { .. }
+                    | TableError::NotExact { .. }
+                    | TableError::NotAdjudicated { .. }
             )
         )
     }
@@ -69,20 +71,19 @@ pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure>
 /// Probes one FEN.
 pub fn probe_fen(tables: &TableDir, fen: &str, max_men: u32) -> Result<ProbeInfo, ProbeFailure> {
     let pos = parse_position(fen, max_men)?;
-    let value = probe::value(&pos, tables)?;
-    let moves = probe::moves(&pos, tables)?
+    Ok(probe_position(fen, &pos, tables)?)
+}
+
+/// The value of a position and of each of its moves, read from any value source.
+pub fn probe_position<S: ValueSource + ?Sized>(
+    fen: &str,
+    pos: &Position,
+    src: &S,
+) -> Result<ProbeInfo, S::Error> {
+    let value = probe::value(pos, src)?;
+    let moves = probe::moves(pos, src)?
         .into_iter()
-        .map(|(m, v)| {
-            let after = pos.play(&m);
-            MoveInfo {
-                uci: m.uci(),
-                san: pos.san(&m),
-                category: v.category(),
-                dtm: v.dtm(),
-                checkmate: after.is_checkmate(),
-                stalemate: after.is_stalemate(),
-            }
-        })
+        .map(|(m, v)| move_info(pos, &m, v))
         .collect();
     Ok(ProbeInfo {
         fen: fen.to_string(),
@@ -92,4 +93,17 @@ pub fn probe_fen(tables: &TableDir, fen: &str, max_men: u32) -> Result<ProbeInfo
         stalemate: pos.is_stalemate(),
         moves,
     })
+}
+
+/// One move and the value `v` of the position after it (for the side to move there).
+pub fn move_info(pos: &Position, m: &Move, v: Value) -> MoveInfo {
+    let after = pos.play(m);
+    MoveInfo {
+        uci: m.uci(),
+        san: pos.san(m),
+        category: v.category(),
+        dtm: v.dtm(),
+        checkmate: after.is_checkmate(),
+        stalemate: after.is_stalemate(),
+    }
 }

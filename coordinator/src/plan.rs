@@ -135,6 +135,127 @@ pub fn plan(targets: &[Material]) -> Plan {
     Plan { materials: out }
 }
 
+/// The slices reachable from some root slices (a position's slice, and for a position with an
+/// en-passant square the slices one move away): what analysing one position needs.
+#[derive(Clone, Debug)]
+pub struct ReachablePlan {
+    pub roots: Vec<SliceKey>,
+    /// The slices to solve, leaf-first: every successor of a slice of wave `w` is in an earlier
+    /// wave, in `available` or in `cut`. Slices of one wave are independent of each other.
+    pub waves: Vec<Vec<SliceKey>>,
+    /// Reached slices whose values are already stored: read, not solved, not looked beyond.
+    pub available: BTreeSet<SliceKey>,
+    /// Reached slices that a declared rule values (adjudication): not solved, not looked beyond.
+    pub cut: BTreeSet<SliceKey>,
+    /// Positions (indices, both sides to move) of the slices to solve.
+    pub positions: u64,
+    /// Positions of the available slices (read into memory while solving).
+    pub available_positions: u64,
+    /// The most positions of one slice to solve.
+    pub largest_slice: u64,
+}
+
+impl ReachablePlan {
+    pub fn slices(&self) -> impl Iterator<Item = &SliceKey> {
+        self.waves.iter().flatten()
+    }
+
+    pub fn slice_count(&self) -> usize {
+        self.waves.iter().map(Vec::len).sum()
+    }
+
+    /// The materials of the slices to solve, with their slice counts.
+    pub fn materials(&self) -> BTreeMap<Material, usize> {
+        let mut out = BTreeMap::new();
+        for s in self.slices() {
+            *out.entry(s.material).or_insert(0) += 1;
+        }
+        out
+    }
+}
+
+/// Plans the slices reachable from `roots` through [`SliceKey::successors`], stopping at
+/// slices that are `available` (already solved and stored) or else `cut` (valued by a rule).
+/// Bare kings are never a slice. The plan does not depend on the order of `roots`.
+pub fn reachable_plan(
+    roots: &[SliceKey],
+    available: &dyn Fn(&SliceKey) -> bool,
+    cut: &dyn Fn(&SliceKey) -> bool,
+) -> ReachablePlan {
+    let mut plan_set: BTreeSet<SliceKey> = BTreeSet::new();
+    let mut avail = BTreeSet::new();
+    let mut cuts = BTreeSet::new();
+    let mut edges: HashMap<SliceKey, Vec<SliceKey>> = HashMap::new();
+    let mut todo: Vec<SliceKey> = roots.to_vec();
+    let mut seen: BTreeSet<SliceKey> = roots.iter().copied().collect();
+    while let Some(s) = todo.pop() {
+        if available(&s) {
+            avail.insert(s);
+            continue;
+        }
+        if cut(&s) {
+            cuts.insert(s);
+            continue;
+        }
+        let succ = s.successors();
+        for t in &succ {
+            if seen.insert(*t) {
+                todo.push(*t);
+            }
+        }
+        plan_set.insert(s);
+        edges.insert(s, succ);
+    }
+    // Successors have fewer men, or as many and fewer pawns, or the same material with a larger
+    // pawn rank sum: this order visits every successor before its predecessors.
+    let mut order: Vec<SliceKey> = plan_set.iter().copied().collect();
+    order.sort_by_key(|s| {
+        (
+            s.material.men(),
+            s.material.pawns(),
+            s.material.to_string(),
+            std::cmp::Reverse(s.rank_sum()),
+            s.raw(),
+        )
+    });
+    let mut depth: HashMap<SliceKey, usize> = HashMap::new();
+    for s in &order {
+        let d = edges[s]
+            .iter()
+            .filter(|t| plan_set.contains(t))
+            .map(|t| {
+                depth
+                    .get(t)
+                    .copied()
+                    .expect("a successor is ordered before its predecessors")
+                    + 1
+            })
+            .max()
+            .unwrap_or(0);
+        depth.insert(*s, d);
+    }
+    let mut waves = vec![Vec::new(); depth.values().copied().max().map_or(0, |m| m + 1)];
+    for s in &order {
+        waves[depth[s]].push(*s);
+    }
+    for w in &mut waves {
+        w.sort();
+    }
+    let size = |s: &SliceKey| zermelo_chess::index::SliceIndexer::new(*s).size();
+    let mut roots = roots.to_vec();
+    roots.sort();
+    roots.dedup();
+    ReachablePlan {
+        roots,
+        positions: plan_set.iter().map(size).sum(),
+        available_positions: avail.iter().map(size).sum(),
+        largest_slice: plan_set.iter().map(size).max().unwrap_or(0),
+        waves,
+        available: avail,
+        cut: cuts,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +296,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn slice_of(fen: &str) -> SliceKey {
+        let pos = zermelo_chess::Position::from_fen(fen).unwrap();
+        zermelo_chess::index::locate(&pos).unwrap().slice
+    }
+
+    /// Counted by hand: from White d4 / Black d5 (blocked), a king takes a pawn (either way the
+    /// result is KPvK with the pawn on d4 in table orientation), the pawn walks d5, d6, d7 and
+    /// promotes to Q, R, B or N: 1 + 4 + 4 = 9 slices in 6 waves.
+    #[test]
+    fn reachable_plan_of_blocked_pawns_counted_by_hand() {
+        let root = slice_of("8/8/3k4/3p4/3P4/3K4/8/8 w - - 0 1");
+        let p = reachable_plan(&[root], &|_| false, &|_| false);
+        let names: Vec<String> = p.slices().map(|s| s.to_string()).collect();
+        assert_eq!(p.slice_count(), 9, "{names:?}");
+        assert_eq!(p.waves.len(), 6);
+        // Wave 0: the four pawnless endings; then d7, d6, d5, d4 and last the root.
+        assert_eq!(p.waves[0].len(), 4);
+        assert!(p.waves[0].iter().all(|s| !s.material.has_pawns()));
+        assert_eq!(p.waves[5], vec![root]);
+        let kpk_files: Vec<u32> = p.waves[1..5].iter().map(|w| w[0].rank_sum()).collect();
+        assert_eq!(kpk_files, vec![6, 5, 4, 3]);
+        // Positions: 5 pawn slices of 8192, four pawnless slices of 10 * 64 * 64 * 2.
+        assert_eq!(p.positions, 5 * 8192 + 4 * 81_920);
+        assert_eq!(p.largest_slice, 81_920);
+        assert!(p.available.is_empty() && p.cut.is_empty());
+    }
+
+    /// Available slices are read, not planned, and not looked beyond; cut ones likewise.
+    #[test]
+    fn reachable_plan_stops_at_available_and_cut_slices() {
+        let root = slice_of("8/8/3k4/3p4/3P4/3K4/8/8 w - - 0 1");
+        let d6 = slice_of("8/8/3P4/8/8/3K4/8/k7 w - - 0 1");
+        let p = reachable_plan(&[root], &|s| *s == d6, &|_| false);
+        // Root, d4, d5; d6 is read; d7 and the promotions are never reached.
+        assert_eq!(p.slice_count(), 3);
+        assert_eq!(p.available.iter().copied().collect::<Vec<_>>(), vec![d6]);
+        assert_eq!(p.available_positions, 8192);
+        let p = reachable_plan(&[root], &|_| false, &|s| !s.material.has_pawns());
+        assert_eq!(p.slice_count(), 5);
+        assert_eq!(p.cut.len(), 4);
+    }
+
+    /// Every successor of a planned slice is planned in an earlier wave, available or cut.
+    #[test]
+    fn reachable_plan_is_leaf_first() {
+        let root = slice_of("8/k7/3p4/p2P1p2/P2P1P2/8/8/K7 w - - 0 1");
+        let p = reachable_plan(&[root], &|_| false, &|s| s.material.non_pawn_men().len() > 2);
+        let mut done: BTreeSet<SliceKey> = BTreeSet::new();
+        for wave in &p.waves {
+            for s in wave {
+                for t in s.successors() {
+                    assert!(
+                        done.contains(&t) || p.cut.contains(&t),
+                        "{s} before its successor {t}"
+                    );
+                }
+            }
+            done.extend(wave.iter().copied());
+        }
+        assert_eq!(done.len(), p.slice_count());
+        assert!(done.iter().all(|s| s.material.non_pawn_men().len() == 2));
     }
 }

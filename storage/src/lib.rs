@@ -81,6 +81,9 @@ pub struct TableMeta {
 pub enum Metric {
     /// Depth to mate in plies, one `u16` per position.
     Dtm = 1,
+    /// Values in the DTM encoding that depend on a declared adjudication rule (some exits were
+    /// scored by the rule, not solved): not exact, never to be served as a DTM table.
+    AdjudicatedDtm = 2,
 }
 
 impl Metric {
@@ -93,6 +96,7 @@ impl Metric {
     pub const fn from_code(code: u32) -> Option<Metric> {
         match code {
             1 => Some(Metric::Dtm),
+            2 => Some(Metric::AdjudicatedDtm),
             _ => None,
         }
     }

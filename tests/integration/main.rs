@@ -7,6 +7,7 @@
 
 mod common;
 
+mod analyse;
 mod cli_errors;
 mod cluster;
 mod corruption;

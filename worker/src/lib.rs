@@ -4,10 +4,12 @@
 //! from a directory for the solver (whole slices) and for probing (one block at a time);
 //! [`client`] is the cluster worker, a gRPC client of the coordinator.
 
+pub mod adjudicate;
 pub mod client;
 pub mod par;
 pub mod solve;
 pub mod tables;
+pub mod waves;
 
 pub use solve::{solve_slice, SolveError, Successors};
 pub use tables::{TableDir, TableError};

@@ -8,7 +8,7 @@ use zermelo_chess::index::{Location, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position, Value};
-use zermelo_storage::{StorageError, Table};
+use zermelo_storage::{Metric, StorageError, Table};
 
 use crate::solve::{SolveError, Successors};
 
@@ -26,6 +26,10 @@ pub enum TableError {
     },
     #[error("table file {path} uses index layout {found}; this build reads layout {INDEX_LAYOUT}")]
     WrongLayout { path: PathBuf, found: u32 },
+    #[error("table file {path} holds adjudicated values (not exact); it is never served as an exact table")]
+    NotExact { path: PathBuf },
+    #[error("table file {path} holds exact values where adjudicated ones were expected")]
+    NotAdjudicated { path: PathBuf },
     #[error("table {material} has no slice {slice}; the file is incomplete or corrupt")]
     MissingSlice { material: Material, slice: SliceKey },
     #[error(
@@ -42,6 +46,9 @@ pub fn table_file_name(material: &Material) -> String {
 /// Tables in a directory, opened on first use.
 pub struct TableDir {
     dir: PathBuf,
+    /// The only metric this directory's tables may have: exact DTM unless made with
+    /// [`TableDir::adjudicated`].
+    metric: Metric,
     open: Mutex<HashMap<Material, Arc<Table>>>,
 }
 
@@ -49,8 +56,23 @@ impl TableDir {
     pub fn new(dir: impl Into<PathBuf>) -> TableDir {
         TableDir {
             dir: dir.into(),
+            metric: Metric::Dtm,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A directory of tables built under an adjudication rule: only such tables are read from
+    /// it, and an exact [`TableDir`] refuses them.
+    pub fn adjudicated(dir: impl Into<PathBuf>) -> TableDir {
+        TableDir {
+            metric: Metric::AdjudicatedDtm,
+            ..TableDir::new(dir)
+        }
+    }
+
+    /// True if the material's table file is in the directory (it may still be unreadable).
+    pub fn has(&self, material: &Material) -> bool {
+        self.path_of(material).exists()
     }
 
     pub fn dir(&self) -> &Path {
@@ -79,6 +101,12 @@ impl TableDir {
                 path,
                 found: table.meta().material.clone(),
                 expected: material.to_string(),
+            });
+        }
+        if table.meta().metric != self.metric {
+            return Err(match self.metric {
+                Metric::Dtm => TableError::NotExact { path },
+                Metric::AdjudicatedDtm => TableError::NotAdjudicated { path },
             });
         }
         if table.meta().index_layout != INDEX_LAYOUT {

@@ -91,6 +91,9 @@ pub enum VerifyError {
     /// A table file could not be read, or its bytes are corrupt.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A table's values are not exact DTM (an adjudicated table): nothing to verify against.
+    #[error("table {} holds adjudicated values, not exact DTM; only exact tables are verified", file.display())]
+    NotExact { file: PathBuf },
     /// A table uses a position index this verifier does not know.
     #[error("table {} has index layout {found}, this verifier reads layout {}", file.display(), LAYOUT)]
     WrongLayout { file: PathBuf, found: u32 },
@@ -530,6 +533,7 @@ impl<'a> Library<'a> {
         let meta = table.meta();
         match meta.metric {
             Metric::Dtm => {}
+            Metric::AdjudicatedDtm => return Err(VerifyError::NotExact { file }),
         }
         if meta.index_layout != LAYOUT {
             return Err(VerifyError::WrongLayout {

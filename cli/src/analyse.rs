@@ -1,0 +1,522 @@
+//! Analysing one position: the slices reachable from it (Church's hyper-space graph, cut down
+//! to what one position can reach), solved leaf-first with the slice solver, reusing every table
+//! already in the directory.
+//!
+//! Where the results go:
+//! - `DIR/<MATERIAL>.zmt`: full tables (`zermelo solve`); read, never written here.
+//! - `DIR/reachable/<MATERIAL>.zmt`: exact slices solved by analyses (a subset of a material's
+//!   slices, same format); read and extended here, never served by `probe`.
+//! - `DIR/adjudicated/<RULE>/<MATERIAL>.zmt`: slices whose values depend on an adjudication
+//!   rule, metric `AdjudicatedDtm`, which every exact reader refuses.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tracing::{info, warn};
+use zermelo_chess::index::{locate, Location, INDEX_LAYOUT};
+use zermelo_chess::probe::{self, ValueSource};
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::{Material, Position, Value};
+use zermelo_coordinator::plan::{reachable_plan, ReachablePlan};
+use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
+use zermelo_worker::adjudicate::{Rule, Ruled};
+use zermelo_worker::tables::{SliceMap, TableDir, TableError};
+use zermelo_worker::waves::solve_waves;
+use zermelo_worker::SolveError;
+
+use crate::probe::{probe_position, ProbeInfo};
+
+/// The folder of exact analysis slices inside the tables directory.
+pub const REACHABLE_DIR: &str = "reachable";
+/// The folder of adjudicated analysis slices (one sub-folder per rule).
+pub const ADJUDICATED_DIR: &str = "adjudicated";
+
+/// The most plies a principal variation shows: a draw's is cut at `DRAW_PV_PLIES`.
+const PV_PLIES: usize = 400;
+const DRAW_PV_PLIES: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyseError {
+    #[error("invalid FEN: {0}")]
+    Fen(String),
+    #[error("{0}")]
+    TooBig(String),
+    #[error(transparent)]
+    Tables(#[from] TableError),
+    #[error(transparent)]
+    Solve(#[from] SolveError),
+    #[error(transparent)]
+    Storage(#[from] zermelo_storage::StorageError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl AnalyseError {
+    /// Exit code: 2 for bad input, refusal or a damaged table, 1 otherwise.
+    pub fn code(&self) -> u8 {
+        match self {
+            AnalyseError::Solve(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// How to analyse.
+#[derive(Clone, Debug)]
+pub struct AnalyseOptions {
+    pub tables: PathBuf,
+    pub threads: usize,
+    pub rule: Option<Rule>,
+    /// Solve even when the estimate is past the machine.
+    pub force: bool,
+    /// Print the plan and stop.
+    pub plan_only: bool,
+    /// Memory the solve may use (bytes); the estimate is checked against it.
+    pub memory_budget: u64,
+}
+
+/// The plan as printed before solving.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanSummary {
+    /// Slices to solve.
+    pub slices: usize,
+    /// Their positions (indices, both sides to move).
+    pub positions: u64,
+    /// Materials of the slices to solve, with slice counts.
+    pub materials: BTreeMap<String, usize>,
+    /// Slices read from tables already in the directory.
+    pub reused_slices: usize,
+    /// Slices valued by the adjudication rule.
+    pub adjudicated_slices: usize,
+    /// Leaf-first waves.
+    pub waves: usize,
+    /// Estimated peak memory, bytes.
+    pub memory_bytes: u64,
+    /// Estimated disk for the results, bytes (zstd; at most 2 bytes per position).
+    pub disk_bytes: u64,
+    /// Estimated solving time on this machine's threads, seconds (about 2.5 million positions
+    /// per second per thread, measured on KQRvKR).
+    pub seconds: f64,
+}
+
+/// The answer: the probe shape plus the principal variation and whether it is exact.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    #[serde(flatten)]
+    pub probe: ProbeInfo,
+    /// The principal variation in SAN: best play to mate (or, for a draw, a few moves of it),
+    /// stopped where it enters an adjudicated slice.
+    pub pv: Vec<String>,
+    /// False when the value depends on an adjudication rule.
+    pub exact: bool,
+    /// The rule the value depends on, when it is not exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjudication: Option<String>,
+    pub plan: PlanSummary,
+    /// Seconds spent planning, solving and writing.
+    pub seconds: f64,
+}
+
+/// Where a reachable slice's values come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Full,
+    Reachable,
+    Adjudicated,
+}
+
+/// The three stores of a tables directory.
+pub struct Stores {
+    pub full: TableDir,
+    pub reachable: TableDir,
+    pub adjudicated: Option<TableDir>,
+    pub rule: Option<Rule>,
+}
+
+impl Stores {
+    pub fn new(dir: &Path, rule: Option<Rule>) -> Stores {
+        Stores {
+            full: TableDir::new(dir),
+            reachable: TableDir::new(dir.join(REACHABLE_DIR)),
+            adjudicated: rule.map(|r| TableDir::adjudicated(dir.join(ADJUDICATED_DIR).join(r.id()))),
+            rule,
+        }
+    }
+
+    fn has(dir: &TableDir, key: &SliceKey) -> Result<bool, TableError> {
+        if !dir.has(&key.material) {
+            return Ok(false);
+        }
+        Ok(dir.table(&key.material)?.find_slice(key.raw()).is_some())
+    }
+
+    /// Where a slice is stored, if it is; a damaged store file is reported and skipped (the
+    /// slice is solved again).
+    fn origin(&self, key: &SliceKey) -> Option<Origin> {
+        let stores = [
+            (Some(&self.full), Origin::Full),
+            (Some(&self.reachable), Origin::Reachable),
+            (self.adjudicated.as_ref(), Origin::Adjudicated),
+        ];
+        for (dir, origin) in stores {
+            let Some(dir) = dir else { continue };
+            match Stores::has(dir, key) {
+                Ok(true) => return Some(origin),
+                Ok(false) => {}
+                Err(e) => warn!(slice = %key, error = %e, "stored table unusable; solving the slice instead"),
+            }
+        }
+        None
+    }
+
+    fn load(&self, key: &SliceKey, origin: Origin) -> Result<Arc<[u16]>, TableError> {
+        match origin {
+            Origin::Full => self.full.load_slice(key),
+            Origin::Reachable => self.reachable.load_slice(key),
+            Origin::Adjudicated => self
+                .adjudicated
+                .as_ref()
+                .expect("adjudicated origin only with a rule")
+                .load_slice(key),
+        }
+    }
+}
+
+/// Values for probing the result: the slices in memory (and the rule), else the stores.
+struct Answer<'a> {
+    ruled: Ruled<'a>,
+    stores: &'a Stores,
+}
+
+impl ValueSource for Answer<'_> {
+    type Error = AnalyseError;
+
+    fn value_at(&self, loc: &Location) -> Result<Value, AnalyseError> {
+        match self.ruled.value_at(loc) {
+            Err(SolveError::MissingSuccessor(_)) => {}
+            other => return Ok(other?),
+        }
+        let mut last = None;
+        for dir in [
+            Some(&self.stores.full),
+            Some(&self.stores.reachable),
+            self.stores.adjudicated.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            match dir.value_at(loc) {
+                Ok(v) => return Ok(v),
+                Err(e @ (TableError::Missing { .. } | TableError::MissingSlice { .. })) => last = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.expect("at least one store").into())
+    }
+}
+
+/// The slices a position's value is read from: its own slice, and with an en-passant square the
+/// slices of the positions after each of its moves (the tables hold no en-passant square).
+pub fn roots_of(pos: &Position) -> Vec<SliceKey> {
+    let mut roots: Vec<SliceKey> = locate(pos).map(|l| l.slice).into_iter().collect();
+    if pos.ep_square.is_some() {
+        for m in pos.legal_moves().iter() {
+            roots.extend(locate(&pos.play(m)).map(|l| l.slice));
+        }
+    }
+    roots.sort();
+    roots.dedup();
+    roots
+}
+
+/// Memory the machine has for a solve: what the kernel reports available, less a margin.
+pub fn default_memory_budget() -> u64 {
+    let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+    });
+    avail.map_or(8 << 30, |kb| kb * 1024 / 10 * 8)
+}
+
+/// Plans the analysis of `pos` against the stores.
+fn plan_for(pos: &Position, stores: &Stores) -> (ReachablePlan, HashMap<SliceKey, Origin>) {
+    let origins = std::cell::RefCell::new(HashMap::new());
+    let rule = stores.rule;
+    let plan = reachable_plan(
+        &roots_of(pos),
+        &|s| match stores.origin(s) {
+            Some(o) => {
+                origins.borrow_mut().insert(*s, o);
+                true
+            }
+            None => false,
+        },
+        &|s| rule.is_some_and(|r| r.cuts(s)),
+    );
+    (plan, origins.into_inner())
+}
+
+fn summary(plan: &ReachablePlan, threads: usize) -> PlanSummary {
+    // Every slice to solve and every reused one is held in memory (2 bytes a position); the
+    // solver's cells take 4 bytes a position of the largest slice, its bitmaps and masks less
+    // than 1 more.
+    let memory = 2 * (plan.positions + plan.available_positions) + 5 * plan.largest_slice + (64 << 20);
+    PlanSummary {
+        slices: plan.slice_count(),
+        positions: plan.positions,
+        materials: plan
+            .materials()
+            .into_iter()
+            .map(|(m, c)| (m.to_string(), c))
+            .collect(),
+        reused_slices: plan.available.len(),
+        adjudicated_slices: plan.cut.len(),
+        waves: plan.waves.len(),
+        memory_bytes: memory,
+        disk_bytes: plan.positions / 4,
+        seconds: plan.positions as f64 / (2.5e6 * threads.max(1) as f64),
+    }
+}
+
+/// Human-readable bytes.
+pub fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// The plan in a few lines for stderr.
+pub fn describe_plan(s: &PlanSummary) -> String {
+    let mut out = format!(
+        "plan: {} slices to solve in {} waves, {} positions; {} slices reused from stored tables, {} adjudicated\n",
+        s.slices, s.waves, s.positions, s.reused_slices, s.adjudicated_slices
+    );
+    out += &format!(
+        "estimate: memory {}, disk {}, about {:.0} s\n",
+        human_bytes(s.memory_bytes),
+        human_bytes(s.disk_bytes),
+        s.seconds
+    );
+    // The materials with the most slices first; a long tail is summed up.
+    let mut mats: Vec<(&String, &usize)> = s.materials.iter().collect();
+    mats.sort_by_key(|(m, c)| (std::cmp::Reverse(**c), m.as_str()));
+    let shown: Vec<String> = mats.iter().take(12).map(|(m, c)| format!("{m} {c}")).collect();
+    if !shown.is_empty() {
+        let more = if mats.len() > 12 {
+            format!(" and {} more materials", mats.len() - 12)
+        } else {
+            String::new()
+        };
+        out += &format!("slices per material: {}{more}\n", shown.join(", "));
+    }
+    out
+}
+
+/// Analyses one position. `report_plan` gets the plan before anything is solved; `progress`
+/// gets (positions solved, positions in the plan).
+pub fn analyse(
+    fen: &str,
+    opts: &AnalyseOptions,
+    report_plan: &dyn Fn(&PlanSummary),
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Option<Analysis>, AnalyseError> {
+    let start = Instant::now();
+    let pos = Position::from_fen(fen).map_err(|e| AnalyseError::Fen(e.to_string()))?;
+    let stores = Stores::new(&opts.tables, opts.rule);
+    let (plan, origins) = plan_for(&pos, &stores);
+    let summary = summary(&plan, opts.threads);
+    report_plan(&summary);
+    info!(
+        slices = summary.slices,
+        positions = summary.positions,
+        reused = summary.reused_slices,
+        adjudicated = summary.adjudicated_slices,
+        memory_bytes = summary.memory_bytes,
+        "analysis planned"
+    );
+    if opts.plan_only {
+        return Ok(None);
+    }
+    if summary.memory_bytes > opts.memory_budget && !opts.force {
+        let hint = if opts.rule.is_none() {
+            " Score the large promoted materials by a declared rule with --adjudicate material:N (not \
+             exact), build some of the tables first with `zermelo solve`, or"
+        } else {
+            " Use a smaller N in --adjudicate, or"
+        };
+        return Err(AnalyseError::TooBig(format!(
+            "the plan needs about {} of memory ({} positions in {} slices); this machine has {} for it.{hint} \
+             pass --force to try anyway",
+            human_bytes(summary.memory_bytes),
+            summary.positions,
+            summary.slices,
+            human_bytes(opts.memory_budget),
+        )));
+    }
+    std::fs::create_dir_all(&opts.tables).map_err(|source| AnalyseError::Io {
+        path: opts.tables.clone(),
+        source,
+    })?;
+
+    // Read the reused slices, then solve leaf-first.
+    let mut map = SliceMap::new();
+    for s in &plan.available {
+        map.insert(*s, stores.load(s, origins[s])?);
+    }
+    let total = plan.positions;
+    let solved = solve_waves(&plan.waves, &mut map, opts.rule, opts.threads, &|d| {
+        progress(d, total)
+    })?;
+
+    // A slice depends on the rule if a successor is cut, adjudicated, or depends on it.
+    let mut tainted: BTreeSet<SliceKey> = plan
+        .available
+        .iter()
+        .filter(|s| origins[s] == Origin::Adjudicated)
+        .copied()
+        .collect();
+    for wave in &plan.waves {
+        for s in wave {
+            if s.successors()
+                .iter()
+                .any(|t| plan.cut.contains(t) || tainted.contains(t))
+            {
+                tainted.insert(*s);
+            }
+        }
+    }
+    write_results(&opts.tables, &stores, &solved, &tainted, opts.threads)?;
+
+    let ruled = Ruled {
+        map: &map,
+        rule: opts.rule,
+    };
+    let answer = Answer {
+        ruled,
+        stores: &stores,
+    };
+    let probe = probe_position(fen, &pos, &answer)?;
+    let exact = !plan.roots.iter().any(|r| tainted.contains(r));
+    let pv = principal_variation(&pos, &answer, opts.rule)?;
+    Ok(Some(Analysis {
+        probe,
+        pv,
+        exact,
+        adjudication: if exact {
+            None
+        } else {
+            opts.rule.map(|r| r.describe())
+        },
+        plan: summary,
+        seconds: start.elapsed().as_secs_f64(),
+    }))
+}
+
+/// Best play from `pos`: to mate, or a few plies of a draw; it stops on entering an adjudicated
+/// slice (after that move) or at a position the rule values.
+fn principal_variation(
+    pos: &Position,
+    src: &Answer<'_>,
+    rule: Option<Rule>,
+) -> Result<Vec<String>, AnalyseError> {
+    let mut pv = Vec::new();
+    let mut p = *pos;
+    let limit = match probe::value(pos, src)? {
+        Value::Draw => DRAW_PV_PLIES,
+        _ => PV_PLIES,
+    };
+    while pv.len() < limit {
+        let moves = probe::moves(&p, src)?;
+        let Some((m, _)) = moves.first() else { break };
+        pv.push(p.san(m));
+        p = p.play(m);
+        if rule.is_some_and(|r| locate(&p).is_some_and(|l| r.cuts(&l.slice))) {
+            break;
+        }
+    }
+    Ok(pv)
+}
+
+/// Writes the solved slices into the exact or the adjudicated store, each material's file
+/// rewritten with its old slices and the new ones (atomically, as every table).
+fn write_results(
+    dir: &Path,
+    stores: &Stores,
+    solved: &[(SliceKey, Arc<[u16]>)],
+    tainted: &BTreeSet<SliceKey>,
+    threads: usize,
+) -> Result<(), AnalyseError> {
+    let mut groups: BTreeMap<(bool, Material), Vec<(SliceKey, Arc<[u16]>)>> = BTreeMap::new();
+    for (k, v) in solved {
+        groups
+            .entry((tainted.contains(k), k.material))
+            .or_default()
+            .push((*k, v.clone()));
+    }
+    for ((adjudicated, material), new) in groups {
+        let (store, metric) = if adjudicated {
+            let rule = stores.rule.expect("tainted slices only with a rule");
+            let d = dir.join(ADJUDICATED_DIR).join(rule.id());
+            std::fs::create_dir_all(&d).map_err(|source| AnalyseError::Io {
+                path: d.clone(),
+                source,
+            })?;
+            let note = d.join("RULE");
+            std::fs::write(&note, format!("{}\n", rule.describe()))
+                .map_err(|source| AnalyseError::Io { path: note, source })?;
+            (
+                stores.adjudicated.as_ref().expect("rule store"),
+                Metric::AdjudicatedDtm,
+            )
+        } else {
+            let d = dir.join(REACHABLE_DIR);
+            std::fs::create_dir_all(&d).map_err(|source| AnalyseError::Io {
+                path: d.clone(),
+                source,
+            })?;
+            (&stores.reachable, Metric::Dtm)
+        };
+        let mut all: BTreeMap<[u64; 2], Arc<[u16]>> = BTreeMap::new();
+        if store.has(&material) {
+            let table = store.table(&material)?;
+            for (i, e) in table.slices().iter().enumerate() {
+                all.insert(e.key, table.read_slice(i)?.into());
+            }
+        }
+        for (k, v) in new {
+            all.insert(k.raw(), v);
+        }
+        let slices: Vec<SliceData<'_>> = all
+            .iter()
+            .map(|(k, v)| SliceData { key: *k, values: v })
+            .collect();
+        let meta = TableMeta {
+            material: material.to_string(),
+            metric,
+            index_layout: INDEX_LAYOUT,
+        };
+        let options = WriteOptions {
+            threads,
+            ..WriteOptions::default()
+        };
+        let path = store.path_of(&material);
+        write_table_with(&path, &meta, &slices, &options)?;
+        store.forget(&material);
+        info!(material = %material, slices = slices.len(), adjudicated, path = %path.display(), "analysis slices stored");
+    }
+    Ok(())
+}
