@@ -13,3 +13,4 @@ mod corruption;
 mod determinism;
 mod kpk;
 mod materials;
+mod squares;
