@@ -199,7 +199,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         tables: Option<PathBuf>,
         /// The rules: chess (values from the tables; the attacker is the side that wins more
-        /// positions with itself to move) or coord (Church's COORD: pawns never move, White's king
+        /// positions with itself to move, White on a tie) or coord (Church's COORD: pawns never move, White's king
         /// wins by taking a black pawn; the attacker is White).
         #[arg(long, value_name = "RULES", default_value = "chess")]
         rules: String,

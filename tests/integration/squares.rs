@@ -105,6 +105,13 @@ fn squares_kpk_opposition() {
         ]),
         j
     );
+    // Colours reversed (a black pawn on e5): Black attacks, and Ke4 against Ke2 is the opposition.
+    let j = squares_json(&["--tables", d, "8/8/8/4p3/8/8/8/K6k w - - 0 1"]);
+    assert_eq!(j["attacker"], "black");
+    let e4 = holds(&j, "e4");
+    assert!(e4.contains("e2"), "{e4:?}");
+    assert!(!e4.contains("d2"), "{e4:?}");
+    assert!(!e4.contains("f2"), "{e4:?}");
 }
 
 #[test]
