@@ -273,6 +273,11 @@ pub fn text(cs: &CoordinateSquares) -> String {
         "Co-ordinate squares, attacker {attacker}: for each square of {attacker}'s king (K/k), the \
          squares o of {defender}'s king that hold the draw with {attacker} to move (P/p: pawns)."
     );
+    let _ = writeln!(
+        out,
+        "Above each board: the square of {attacker}'s king and how many squares hold; '-': its king \
+         cannot stand there."
+    );
     for rank in (0..8u8).rev() {
         let _ = writeln!(out);
         let headers: Vec<String> = (0..8u8)
