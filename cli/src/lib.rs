@@ -1,12 +1,13 @@
 //! The `zermelo` command's library: the single-node build ([`build`]), probing ([`probe`]),
-//! table statistics ([`stats`]), the independent verifier ([`verify`]) and the cluster commands
-//! ([`cluster`]).
+//! table statistics ([`stats`]), the independent verifier ([`verify`]), the cluster commands
+//! ([`cluster`]) and Church's co-ordinate squares ([`squares`]).
 
 pub mod analyse;
 pub mod bench;
 pub mod build;
 pub mod cluster;
 pub mod probe;
+pub mod squares;
 pub mod stats;
 pub mod verify;
 

@@ -217,6 +217,29 @@ enum Command {
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
     },
+    /// Church's co-ordinate (corresponding) squares of a position's pawn configuration: for each
+    /// square of the attacking king, the squares of the defending king that hold the draw with the
+    /// attacker to move. The FEN's kings and side to move are ignored. Prints a diagram, or JSON.
+    Squares {
+        /// A position with kings and pawns only; only its pawns matter.
+        #[arg(value_name = "FEN")]
+        fen: String,
+        /// Directory of the table files (needed under chess rules: the full table of the
+        /// position's material).
+        #[arg(long, value_name = "DIR")]
+        tables: Option<PathBuf>,
+        /// The rules: chess (values from the tables; the attacker is the side that wins more
+        /// positions with itself to move, White on a tie) or coord (Church's COORD: pawns never move, White's king
+        /// wins by taking a black pawn; the attacker is White).
+        #[arg(long, value_name = "RULES", default_value = "chess")]
+        rules: String,
+        /// Also write an SVG sheet with one board diagram per attacker square to FILE.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+        /// Print `{"attacker":...,"squares":{"a1":[...],...}}` instead of the diagram.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// A failure that ends the command: a message and an exit code.
@@ -583,5 +606,36 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             let bar = progress_bar(show_bar, "cluster");
             Ok(cluster::cluster(workers, &names, &tables, per_worker, bar)?)
         }
+        Command::Squares {
+            fen,
+            tables,
+            rules,
+            svg,
+            json,
+        } => squares_command(&fen, tables.as_deref(), &rules, svg.as_deref(), json),
     }
+}
+
+fn squares_command(
+    fen: &str,
+    tables: Option<&std::path::Path>,
+    rules: &str,
+    svg: Option<&std::path::Path>,
+    json: bool,
+) -> Result<u8, Failure> {
+    use zermelo_cli::squares;
+    let rules: squares::Rules = rules.parse().map_err(Failure::input)?;
+    let pos =
+        zermelo_chess::Position::from_fen(fen).map_err(|e| Failure::input(format!("invalid FEN: {e}")))?;
+    let cs = squares::squares(&pos, rules, tables).map_err(Failure::input)?;
+    if let Some(path) = svg {
+        std::fs::write(path, squares::svg(&cs, fen))
+            .map_err(|e| Failure::input(format!("writing {}: {e}", path.display())))?;
+    }
+    if json {
+        println!("{}", serde_json::to_string(&cs).expect("json"));
+    } else {
+        print!("{}", squares::text(&cs));
+    }
+    Ok(0)
 }

@@ -14,3 +14,4 @@ mod corruption;
 mod determinism;
 mod kpk;
 mod materials;
+mod squares;

@@ -2,10 +2,12 @@
 //!
 //! [`solve::solve_slice`] is the slice solver of DESIGN §2; [`tables`] reads finished tables
 //! from a directory for the solver (whole slices) and for probing (one block at a time);
-//! [`client`] is the cluster worker, a gRPC client of the coordinator.
+//! [`client`] is the cluster worker, a gRPC client of the coordinator; [`coord`] solves Church's
+//! game of co-ordinate squares (COORD), where the pawns never move.
 
 pub mod adjudicate;
 pub mod client;
+pub mod coord;
 pub mod par;
 pub mod solve;
 pub mod tables;
