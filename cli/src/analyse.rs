@@ -24,7 +24,7 @@ use zermelo_coordinator::plan::{reachable_plan, ReachablePlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::adjudicate::{Rule, Ruled};
 use zermelo_worker::tables::{SliceMap, TableDir, TableError};
-use zermelo_worker::waves::solve_waves;
+use zermelo_worker::waves::{solve_waves, Solved};
 use zermelo_worker::SolveError;
 
 use crate::probe::{probe_position, ProbeInfo};
@@ -460,7 +460,7 @@ fn write_results(
     tainted: &BTreeSet<SliceKey>,
     threads: usize,
 ) -> Result<(), AnalyseError> {
-    let mut groups: BTreeMap<(bool, Material), Vec<(SliceKey, Arc<[u16]>)>> = BTreeMap::new();
+    let mut groups: BTreeMap<(bool, Material), Solved> = BTreeMap::new();
     for (k, v) in solved {
         groups
             .entry((tainted.contains(k), k.material))

@@ -142,8 +142,7 @@ mod tests {
     use zermelo_chess::Material;
     use zermelo_coordinator::plan::plan;
     use zermelo_worker::tables::SliceMap;
-    use zermelo_worker::waves::solve_waves;
-    use zermelo_worker::SolveError;
+    use zermelo_worker::{solve_slice, SolveError};
 
     /// Each slice solves with nothing but the slices `SliceKey::successors` lists (as a cluster
     /// worker that fetched exactly those): the list is complete, en passant included.

@@ -452,21 +452,19 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 if let Some(b) = bar {
                     b.finish_and_clear();
                 }
-                match result.map_err(|e| Failure {
+                let analysis = result.map_err(|e| Failure {
                     code: e.code(),
                     message: format!("{fen}: {e}"),
-                })? {
-                    Some(a) => {
-                        eprintln!(
-                            "{}: {} in {:.1} s{}",
-                            fen,
-                            a.probe.category,
-                            a.seconds,
-                            if a.exact { "" } else { " (adjudicated, not exact)" }
-                        );
-                        println!("{}", serde_json::to_string(&a).expect("json"));
-                    }
-                    None => {}
+                })?;
+                if let Some(a) = analysis {
+                    eprintln!(
+                        "{}: {} in {:.1} s{}",
+                        fen,
+                        a.probe.category,
+                        a.seconds,
+                        if a.exact { "" } else { " (adjudicated, not exact)" }
+                    );
+                    println!("{}", serde_json::to_string(&a).expect("json"));
                 }
             }
             Ok(0)

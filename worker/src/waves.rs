@@ -11,6 +11,9 @@ use crate::par::for_each_chunk;
 use crate::solve::{solve_slice, SolveError};
 use crate::tables::SliceMap;
 
+/// Solved slices with their values.
+pub type Solved = Vec<(SliceKey, Arc<[u16]>)>;
+
 /// Solves `waves` in order (the slices of a wave are independent; every successor is in `map`,
 /// in an earlier wave, or cut by `rule`), adding each solved slice to `map`. Returns the solved
 /// slices sorted by key within each wave, in wave order. `progress` is called with the positions
@@ -21,7 +24,7 @@ pub fn solve_waves(
     rule: Option<Rule>,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Vec<(SliceKey, Arc<[u16]>)>, SolveError> {
+) -> Result<Solved, SolveError> {
     let mut out = Vec::new();
     let mut done = 0u64;
     for wave in waves {
