@@ -23,6 +23,7 @@ use zermelo_chess::{Material, Position, Value};
 use zermelo_coordinator::plan::{reachable_plan, ReachablePlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::adjudicate::{Rule, Ruled};
+use zermelo_worker::coord::CoordGame;
 use zermelo_worker::tables::{SliceMap, TableDir, TableError};
 use zermelo_worker::waves::{solve_waves, Solved};
 use zermelo_worker::SolveError;
@@ -44,6 +45,8 @@ pub enum AnalyseError {
     Fen(String),
     #[error("{0}")]
     TooBig(String),
+    #[error("{0}")]
+    Rules(String),
     #[error(transparent)]
     Tables(#[from] TableError),
     #[error(transparent)]
@@ -115,6 +118,8 @@ pub struct Analysis {
     /// The rule the value depends on, when it is not exact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adjudication: Option<String>,
+    /// `"chess"`, or `"coord"` for Church's co-ordinate-squares variant.
+    pub rules: &'static str,
     pub plan: PlanSummary,
     /// Seconds spent planning, solving and writing.
     pub seconds: f64,
@@ -326,18 +331,43 @@ pub fn describe_plan(s: &PlanSummary) -> String {
     out
 }
 
-/// Analyses one position. `report_plan` gets the plan before anything is solved; `progress`
-/// gets (positions solved, positions in the plan).
-pub fn analyse(
-    fen: &str,
+/// The slices a position needs, solved (or read) and held in memory.
+pub struct Solution {
+    map: SliceMap,
+    stores: Stores,
+    rule: Option<Rule>,
+    /// True if the position's value depends on the adjudication rule.
+    adjudicated: bool,
+    pub plan: PlanSummary,
+}
+
+impl Solution {
+    fn answer(&self) -> Answer<'_> {
+        Answer {
+            ruled: Ruled {
+                map: &self.map,
+                rule: self.rule,
+            },
+            stores: &self.stores,
+        }
+    }
+
+    /// The value of a position of the solved slices (or of slices stored in the directory).
+    pub fn value(&self, pos: &Position) -> Result<Value, AnalyseError> {
+        probe::value(pos, &self.answer())
+    }
+}
+
+/// Plans the slices `pos` needs, prints the plan, and solves them (or stops after the plan with
+/// `plan_only`, returning `None`). Results are written to the stores of the directory.
+pub fn solve_for(
+    pos: &Position,
     opts: &AnalyseOptions,
     report_plan: &dyn Fn(&PlanSummary),
     progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<Option<Analysis>, AnalyseError> {
-    let start = Instant::now();
-    let pos = Position::from_fen(fen).map_err(|e| AnalyseError::Fen(e.to_string()))?;
+) -> Result<Option<Solution>, AnalyseError> {
     let stores = Stores::new(&opts.tables, opts.rule);
-    let (plan, origins) = plan_for(&pos, &stores);
+    let (plan, origins) = plan_for(pos, &stores);
     let summary = summary(&plan, opts.threads);
     report_plan(&summary);
     info!(
@@ -400,18 +430,32 @@ pub fn analyse(
         }
     }
     write_results(&opts.tables, &stores, &solved, &tainted, opts.threads)?;
-
-    let ruled = Ruled {
-        map: &map,
+    Ok(Some(Solution {
+        map,
+        stores,
         rule: opts.rule,
+        adjudicated: plan.roots.iter().any(|r| tainted.contains(r)),
+        plan: summary,
+    }))
+}
+
+/// Analyses one position. `report_plan` gets the plan before anything is solved; `progress`
+/// gets (positions solved, positions in the plan).
+pub fn analyse(
+    fen: &str,
+    opts: &AnalyseOptions,
+    report_plan: &dyn Fn(&PlanSummary),
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Option<Analysis>, AnalyseError> {
+    let start = Instant::now();
+    let pos = Position::from_fen(fen).map_err(|e| AnalyseError::Fen(e.to_string()))?;
+    let Some(solution) = solve_for(&pos, opts, report_plan, progress)? else {
+        return Ok(None);
     };
-    let answer = Answer {
-        ruled,
-        stores: &stores,
-    };
+    let answer = solution.answer();
     let probe = probe_position(fen, &pos, &answer)?;
-    let exact = !plan.roots.iter().any(|r| tainted.contains(r));
     let pv = principal_variation(&pos, &answer, opts.rule)?;
+    let exact = !solution.adjudicated;
     Ok(Some(Analysis {
         probe,
         pv,
@@ -421,9 +465,79 @@ pub fn analyse(
         } else {
             opts.rule.map(|r| r.describe())
         },
-        plan: summary,
+        rules: "chess",
+        plan: solution.plan,
         seconds: start.elapsed().as_secs_f64(),
     }))
+}
+
+/// Analyses one position under Church's COORD rules: one slice of king placements, solved
+/// whole (8,192 positions, nothing stored).
+pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<Analysis, AnalyseError> {
+    let start = Instant::now();
+    let pos = Position::from_fen(fen).map_err(|e| AnalyseError::Fen(e.to_string()))?;
+    let game = CoordGame::new(&pos).map_err(|e| AnalyseError::Rules(e.to_string()))?;
+    let plan = PlanSummary {
+        slices: 1,
+        positions: game.values().len() as u64,
+        materials: BTreeMap::new(),
+        reused_slices: 0,
+        adjudicated_slices: 0,
+        waves: 1,
+        memory_bytes: 2 * game.values().len() as u64,
+        disk_bytes: 0,
+        seconds: 0.0,
+    };
+    report_plan(&plan);
+    let coord = |e: zermelo_worker::coord::CoordError| AnalyseError::Rules(e.to_string());
+    let value = game.value(&pos).map_err(coord)?;
+    let moves = game.moves(&pos).map_err(coord)?;
+    let mut pv = Vec::new();
+    let mut p = pos;
+    let limit = if value == Value::Draw {
+        DRAW_PV_PLIES
+    } else {
+        PV_PLIES
+    };
+    while pv.len() < limit {
+        let Some((m, _)) = game.moves(&p).map_err(coord)?.into_iter().next() else {
+            break;
+        };
+        pv.push(p.san(&m));
+        if m.capture.is_some() {
+            break;
+        }
+        p = p.play(&m);
+    }
+    let probe = ProbeInfo {
+        fen: fen.to_string(),
+        category: value.category(),
+        dtm: value.dtm(),
+        checkmate: false,
+        stalemate: moves.is_empty(),
+        moves: moves.iter().map(|(m, v)| coord_move_info(&pos, m, *v)).collect(),
+    };
+    Ok(Analysis {
+        probe,
+        pv,
+        exact: true,
+        adjudication: None,
+        rules: "coord",
+        plan,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// A COORD move: the game ends with a capture, and there is no check or mate in it.
+fn coord_move_info(pos: &Position, m: &zermelo_chess::Move, v: Value) -> crate::probe::MoveInfo {
+    crate::probe::MoveInfo {
+        uci: m.uci(),
+        san: pos.san(m).trim_end_matches(['+', '#']).to_string(),
+        category: v.category(),
+        dtm: v.dtm(),
+        checkmate: false,
+        stalemate: false,
+    }
 }
 
 /// Best play from `pos`: to mate, or a few plies of a draw; it stops on entering an adjudicated

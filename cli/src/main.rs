@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::error;
 use zermelo_chess::Material;
-use zermelo_cli::analyse::{analyse, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary};
+use zermelo_cli::analyse::{
+    analyse, analyse_coord, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary,
+};
 use zermelo_cli::build::build;
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::probe::probe_fen;
@@ -200,6 +202,10 @@ enum Command {
         /// Print the plan (as JSON on stdout) and stop.
         #[arg(long)]
         plan_only: bool,
+        /// chess, or coord: Church's co-ordinate-squares variant (pawns never move, White wins
+        /// by taking a black pawn, Black never wins; kings and pawns only, nothing stored).
+        #[arg(long, value_name = "RULES", default_value = "chess")]
+        rules: String,
     },
     /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
     /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
@@ -420,7 +426,30 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             adjudicate,
             force,
             plan_only,
+            rules,
         } => {
+            let rules: zermelo_cli::squares::Rules = rules.parse().map_err(Failure::input)?;
+            if matches!(rules, zermelo_cli::squares::Rules::Coord) {
+                if adjudicate.is_some() {
+                    return Err(Failure::input("--adjudicate applies to chess rules only"));
+                }
+                for fen in &fens {
+                    let report_plan = |p: &PlanSummary| {
+                        eprintln!("{fen}\nplan: one COORD slice, {} positions", p.positions);
+                        if plan_only {
+                            println!("{}", serde_json::to_string(p).expect("json"));
+                        }
+                    };
+                    let a = analyse_coord(fen, &report_plan).map_err(|e| Failure {
+                        code: e.code(),
+                        message: format!("{fen}: {e}"),
+                    })?;
+                    if !plan_only {
+                        println!("{}", serde_json::to_string(&a).expect("json"));
+                    }
+                }
+                return Ok(0);
+            }
             let rule = adjudicate
                 .as_deref()
                 .map(Rule::parse)

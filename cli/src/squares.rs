@@ -157,8 +157,26 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
                         .to_string(),
                 );
             }
+            // The full table if it is there; else the slices this pawn configuration reaches,
+            // solved like `zermelo analyse` does (and kept in the directory's analysis store).
             let tables = TableDir::new(dir);
-            slice_values(&pawns, |p| chess_values(&tables, p))
+            let material = zermelo_chess::Material::of(&pos.board).normalized().0;
+            if tables.has(&material) {
+                return slice_values(&pawns, |p| chess_values(&tables, p));
+            }
+            let opts = crate::analyse::AnalyseOptions {
+                tables: dir.to_path_buf(),
+                threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                rule: None,
+                force: false,
+                plan_only: false,
+                memory_budget: crate::analyse::default_memory_budget(),
+            };
+            let report = |p: &crate::analyse::PlanSummary| eprint!("{}", crate::analyse::describe_plan(p));
+            let solution = crate::analyse::solve_for(pos, &opts, &report, &|_, _| {})
+                .map_err(|e| e.to_string())?
+                .expect("not plan-only");
+            slice_values(&pawns, |p| solution.value(p).map_err(|e| e.to_string()))
         }
     }
 }

@@ -317,3 +317,57 @@ fn lasker_reichhelm_full_rules_with_adjudication() {
     assert_eq!(cat("Kb2").as_deref(), Some("draw"));
     assert_eq!(a["pv"][0], "Kb1");
 }
+
+/// Issue 4, acceptance 1: the Lasker-Reichhelm position under Church's COORD rules. White to
+/// move wins and 1.Kb1 is the only winning move; Black to move, it is a draw.
+#[test]
+fn lasker_reichhelm_under_coord_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let fens = [
+        "8/k7/3p4/p2P1p2/P2P1P2/8/8/K7 w - - 0 1".to_string(),
+        "8/k7/3p4/p2P1p2/P2P1P2/8/8/K7 b - - 0 1".to_string(),
+    ];
+    let (a, _) = analyse(dir.path(), &["--rules", "coord"], &fens);
+    assert_eq!(a[0]["rules"], "coord");
+    assert_eq!(a[0]["category"], "win");
+    let winning: Vec<&str> = a[0]["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["category"] == "loss")
+        .map(|m| m["san"].as_str().unwrap())
+        .collect();
+    assert_eq!(winning, ["Kb1"]);
+    assert_eq!(a[0]["moves"].as_array().unwrap().len(), 3);
+    // The principal variation ends with the capture of a black pawn, as long as the distance.
+    let pv = a[0]["pv"].as_array().unwrap();
+    assert_eq!(pv.len() as i64, a[0]["dtm"].as_i64().unwrap());
+    assert!(pv.last().unwrap().as_str().unwrap().starts_with("Kx"), "{pv:?}");
+    assert_eq!(a[1]["category"], "draw");
+    // COORD is for kings and pawns only, and takes no adjudication.
+    let d = dir.path().to_str().unwrap();
+    for bad in [
+        vec![
+            "analyse",
+            "--tables",
+            d,
+            "--rules",
+            "coord",
+            "4k3/8/8/8/8/8/4P3/4K1N1 w - - 0 1",
+        ],
+        vec![
+            "analyse",
+            "--tables",
+            d,
+            "--rules",
+            "coord",
+            "--adjudicate",
+            "material:4",
+            &fens[0],
+        ],
+        vec!["analyse", "--tables", d, "--rules", "go", &fens[0]],
+    ] {
+        let o = run(&bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+    }
+}
