@@ -66,8 +66,10 @@ pub fn coordinator(
     state: Option<&Path>,
     token: Option<String>,
     lease_ttl_seconds: u64,
+    fault_corrupt_downloads: u64,
 ) -> Result<u8, ClusterFailure> {
     let mut config = ServiceConfig::new(tables);
+    config.fault_corrupt_downloads = fault_corrupt_downloads;
     config.schedule.lease_ttl = lease_ttl_seconds.saturating_mul(1000);
     config.schedule.worker_timeout = config.schedule.lease_ttl.saturating_mul(3);
     if let Some(s) = state {
@@ -91,6 +93,7 @@ pub fn coordinator(
 pub fn worker(
     coordinator: &str,
     cache: &Path,
+    cache_size: u64,
     threads: usize,
     token: Option<String>,
 ) -> Result<u8, ClusterFailure> {
@@ -98,6 +101,7 @@ pub fn worker(
     let config = WorkerConfig {
         coordinator: coordinator.to_owned(),
         cache: cache.to_owned(),
+        cache_size,
         threads,
         token,
         name: format!("{host}-{}", std::process::id()),

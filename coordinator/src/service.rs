@@ -52,6 +52,10 @@ pub struct ServiceConfig {
     pub schedule: schedule::Config,
     /// The most men a submitted material may have.
     pub max_men: u32,
+    /// A test hook, 0 in real use: flip one byte of the payload of the first this many slice
+    /// downloads served (after the stored copy passed its hash check, with the right hash in the
+    /// header), so that tests can show a worker detecting a transfer corrupted on the way.
+    pub fault_corrupt_downloads: u64,
 }
 
 impl ServiceConfig {
@@ -64,6 +68,7 @@ impl ServiceConfig {
             token: None,
             schedule: schedule::Config::default(),
             max_men: 5,
+            fault_corrupt_downloads: 0,
         }
     }
 }
@@ -222,6 +227,8 @@ struct Shared {
     /// Slice bytes received in uploads and sent in fetches since start (for `JobStatus`).
     bytes_uploaded: AtomicU64,
     bytes_fetched: AtomicU64,
+    /// Downloads still to corrupt ([`ServiceConfig::fault_corrupt_downloads`]).
+    corrupt_downloads_left: AtomicU64,
 }
 
 /// The service. Cheap to clone (all clones share one state).
@@ -267,6 +274,7 @@ impl CoordinatorService {
             clock: Instant::now(),
             bytes_uploaded: AtomicU64::new(0),
             bytes_fetched: AtomicU64::new(0),
+            corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, Vec<Material>)> = replay.jobs().map(|(j, m)| (j, m.to_vec())).collect();
@@ -837,7 +845,7 @@ impl Coordinator for CoordinatorService {
                 let store = this.clone();
                 let got =
                     tokio::task::spawn_blocking(move || store.shared.store.get_blocking(&key, &hash)).await;
-                let file = match got {
+                let mut file = match got {
                     Ok(Ok((file, _))) => file,
                     Ok(Err(e)) => {
                         let _ = tx.send(Err(ServiceError::from(e).status())).await;
@@ -848,6 +856,16 @@ impl Coordinator for CoordinatorService {
                         return;
                     }
                 };
+                let left = &this.shared.corrupt_downloads_left;
+                if !file.data.is_empty()
+                    && left
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok()
+                {
+                    let i = file.data.len() / 2;
+                    file.data[i] ^= 0x20;
+                    warn!(%key, byte = i, "test hook: corrupting a slice download");
+                }
                 let header = pb::SliceHeader {
                     key: Some(to_wire(&key)),
                     total_length: file.data.len() as u64,
