@@ -422,12 +422,17 @@ pub fn cluster(
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
     let done = run_cluster(workers, materials, tables, threads, bar)?;
+    // The slices of tables already complete in `tables` are not solved again: when every table
+    // was, the workers upload nothing.
     eprintln!(
-        "zermelo: cluster of {workers} worker(s) built {} slices, {} positions in {:.1} s ({})",
+        "zermelo: cluster of {workers} worker(s) finished a job of {} slices, {} positions in {:.1} s ({}); \
+         {} slice bytes uploaded by the workers, {} fetched",
         done.info.slices_total,
         done.info.positions_total,
         done.seconds,
-        tables.display()
+        tables.display(),
+        done.bytes_uploaded,
+        done.bytes_fetched
     );
     Ok(0)
 }

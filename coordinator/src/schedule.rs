@@ -416,20 +416,29 @@ impl Scheduler {
         finished: impl IntoIterator<Item = SliceResult>,
     ) -> Result<Scheduler, ResumeConflict> {
         let mut s = Scheduler::new(config);
+        s.adopt(finished)?;
+        Ok(s)
+    }
+
+    /// Records slices finished elsewhere (the journal's, or those of a complete table found on
+    /// disk) before a job that plans them is submitted. A slice the scheduler already knows must
+    /// be finished with the same hash and count; one that is planned and unfinished, or finished
+    /// differently, is a conflict (the slices before it are recorded).
+    pub fn adopt(&mut self, finished: impl IntoIterator<Item = SliceResult>) -> Result<(), ResumeConflict> {
         for r in finished {
-            match s.index.get(&r.key) {
+            match self.index.get(&r.key) {
                 Some(&ix) => {
-                    let slice = &s.slices[ix as usize];
+                    let slice = &self.slices[ix as usize];
                     if slice.finished != Some(r.hash) || slice.positions != r.positions {
                         return Err(ResumeConflict { key: r.key });
                     }
                 }
                 None => {
-                    s.push_slice(r.key, r.positions, Some(r.hash));
+                    self.push_slice(r.key, r.positions, Some(r.hash));
                 }
             }
         }
-        Ok(s)
+        Ok(())
     }
 
     pub fn config(&self) -> &Config {
