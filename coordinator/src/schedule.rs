@@ -1967,6 +1967,37 @@ mod tests {
         );
     }
 
+    /// Slices adopted before a job (a complete table on disk) are not leased, and the job is
+    /// done at once; adopting a slice that a job planned and did not finish is a conflict.
+    #[test]
+    fn adopted_slices_are_not_leased_and_a_planned_unfinished_slice_is_not_adopted() {
+        let kqk = SliceKey::pawnless("KQvK".parse().unwrap());
+        let mut s = Scheduler::new(config());
+        s.adopt([result(kqk)]).unwrap();
+        let actions = s.handle(
+            0,
+            Event::JobSubmitted {
+                job: JobId(1),
+                plan: plan(&["KQvK".parse().unwrap()]),
+            },
+        );
+        assert!(
+            actions.contains(&Action::JobDone { job: JobId(1) }),
+            "{actions:?}"
+        );
+        let krk = SliceKey::pawnless("KRvK".parse().unwrap());
+        s.handle(
+            1,
+            Event::JobSubmitted {
+                job: JobId(2),
+                plan: plan(&["KRvK".parse().unwrap()]),
+            },
+        );
+        assert_eq!(s.adopt([result(krk)]).unwrap_err(), ResumeConflict { key: krk });
+        assert_eq!(s.finished(&krk), None);
+        assert_eq!(s.finished(&kqk), Some(result(kqk).hash));
+    }
+
     #[test]
     fn finished_count_that_disagrees_with_the_index_rejects_the_job() {
         let key = SliceKey::pawnless("KQvK".parse().unwrap());
