@@ -2,9 +2,9 @@
 //! its successor slices into memory (from the local [`SliceCache`], memory-mapped and
 //! hash-checked, else fetched from the coordinator, hash-checked on arrival and fetched again on
 //! a mismatch), keep the cache within its budget (never evicting what the task in hand needs),
-//! solve its slices with
-//! [`solve_slice`] on the blocking pool, upload them with their content hashes, complete the
-//! task. It heartbeats its lease while it works and drops the work of a lease it lost.
+//! solve its slices with [`solve_slice`] on the blocking pool, upload them with their content
+//! hashes, complete the task. It heartbeats its lease while it works and drops the work of a
+//! lease it lost.
 //!
 //! Stopping (the `shutdown` future of [`run`] resolving) drops whatever is in flight: a slice is
 //! stored by the coordinator only once all its bytes arrived and its hash checked, so a stop in
