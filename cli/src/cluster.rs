@@ -66,8 +66,10 @@ pub fn coordinator(
     state: Option<&Path>,
     token: Option<String>,
     lease_ttl_seconds: u64,
+    fault_corrupt_downloads: u64,
 ) -> Result<u8, ClusterFailure> {
     let mut config = ServiceConfig::new(tables);
+    config.fault_corrupt_downloads = fault_corrupt_downloads;
     config.schedule.lease_ttl = lease_ttl_seconds.saturating_mul(1000);
     config.schedule.worker_timeout = config.schedule.lease_ttl.saturating_mul(3);
     if let Some(s) = state {
@@ -91,6 +93,7 @@ pub fn coordinator(
 pub fn worker(
     coordinator: &str,
     cache: &Path,
+    cache_size: u64,
     threads: usize,
     token: Option<String>,
 ) -> Result<u8, ClusterFailure> {
@@ -98,6 +101,7 @@ pub fn worker(
     let config = WorkerConfig {
         coordinator: coordinator.to_owned(),
         cache: cache.to_owned(),
+        cache_size,
         threads,
         token,
         name: format!("{host}-{}", std::process::id()),
@@ -418,12 +422,17 @@ pub fn cluster(
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
     let done = run_cluster(workers, materials, tables, threads, bar)?;
+    // The slices of tables already complete in `tables` are not solved again: when every table
+    // was, the workers upload nothing.
     eprintln!(
-        "zermelo: cluster of {workers} worker(s) built {} slices, {} positions in {:.1} s ({})",
+        "zermelo: cluster of {workers} worker(s) finished a job of {} slices, {} positions in {:.1} s ({}); \
+         {} slice bytes uploaded by the workers, {} fetched",
         done.info.slices_total,
         done.info.positions_total,
         done.seconds,
-        tables.display()
+        tables.display(),
+        done.bytes_uploaded,
+        done.bytes_fetched
     );
     Ok(0)
 }

@@ -19,6 +19,7 @@ use zermelo_cli::stats::stats;
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
 use zermelo_worker::adjudicate::Rule;
+use zermelo_worker::cache::{ByteSize, DEFAULT_CACHE_BYTES};
 use zermelo_worker::tables::TableDir;
 
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
@@ -131,6 +132,10 @@ enum Command {
         /// after it); a worker silent for three times as long is forgotten.
         #[arg(long, value_name = "SECONDS", default_value_t = 30)]
         lease_ttl: u64,
+        /// A test hook (hidden): flip one byte in the payload of the first N slice downloads
+        /// served, to show that workers detect a corrupted transfer by its hash and fetch again.
+        #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
+        fault_corrupt_downloads: u64,
     },
     /// Run a cluster worker: leases tasks from the coordinator, fetches the slices it needs into
     /// its cache, solves, uploads. Stops on ctrl-c or SIGTERM, dropping the task in flight.
@@ -141,6 +146,10 @@ enum Command {
         /// Directory of the local slice cache (created if missing).
         #[arg(long, value_name = "DIR")]
         cache: PathBuf,
+        /// Budget of the slice cache: when its files exceed it, the least recently used are
+        /// evicted (never those of the task in hand). Bytes, or with a unit: 512MiB, 2GiB, 10GB.
+        #[arg(long, value_name = "SIZE", default_value_t = ByteSize(DEFAULT_CACHE_BYTES))]
+        cache_size: ByteSize,
         /// Solver threads (default: all cores).
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
@@ -583,6 +592,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             state,
             token,
             lease_ttl,
+            fault_corrupt_downloads,
         } => {
             if lease_ttl == 0 {
                 return Err(Failure::input("--lease-ttl must be at least 1 second"));
@@ -593,14 +603,22 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 state.as_deref(),
                 token,
                 lease_ttl,
+                fault_corrupt_downloads,
             )?)
         }
         Command::Worker {
             coordinator,
             cache,
+            cache_size,
             threads: t,
             token,
-        } => Ok(cluster::worker(&coordinator, &cache, threads(t)?, token)?),
+        } => Ok(cluster::worker(
+            &coordinator,
+            &cache,
+            cache_size.0,
+            threads(t)?,
+            token,
+        )?),
         Command::Submit {
             coordinator,
             materials,

@@ -416,20 +416,29 @@ impl Scheduler {
         finished: impl IntoIterator<Item = SliceResult>,
     ) -> Result<Scheduler, ResumeConflict> {
         let mut s = Scheduler::new(config);
+        s.adopt(finished)?;
+        Ok(s)
+    }
+
+    /// Records slices finished elsewhere (the journal's, or those of a complete table found on
+    /// disk) before a job that plans them is submitted. A slice the scheduler already knows must
+    /// be finished with the same hash and count; one that is planned and unfinished, or finished
+    /// differently, is a conflict (the slices before it are recorded).
+    pub fn adopt(&mut self, finished: impl IntoIterator<Item = SliceResult>) -> Result<(), ResumeConflict> {
         for r in finished {
-            match s.index.get(&r.key) {
+            match self.index.get(&r.key) {
                 Some(&ix) => {
-                    let slice = &s.slices[ix as usize];
+                    let slice = &self.slices[ix as usize];
                     if slice.finished != Some(r.hash) || slice.positions != r.positions {
                         return Err(ResumeConflict { key: r.key });
                     }
                 }
                 None => {
-                    s.push_slice(r.key, r.positions, Some(r.hash));
+                    self.push_slice(r.key, r.positions, Some(r.hash));
                 }
             }
         }
-        Ok(s)
+        Ok(())
     }
 
     pub fn config(&self) -> &Config {
@@ -1956,6 +1965,37 @@ mod tests {
             Scheduler::resume(config(), [a, b]).unwrap_err(),
             ResumeConflict { key }
         );
+    }
+
+    /// Slices adopted before a job (a complete table on disk) are not leased, and the job is
+    /// done at once; adopting a slice that a job planned and did not finish is a conflict.
+    #[test]
+    fn adopted_slices_are_not_leased_and_a_planned_unfinished_slice_is_not_adopted() {
+        let kqk = SliceKey::pawnless("KQvK".parse().unwrap());
+        let mut s = Scheduler::new(config());
+        s.adopt([result(kqk)]).unwrap();
+        let actions = s.handle(
+            0,
+            Event::JobSubmitted {
+                job: JobId(1),
+                plan: plan(&["KQvK".parse().unwrap()]),
+            },
+        );
+        assert!(
+            actions.contains(&Action::JobDone { job: JobId(1) }),
+            "{actions:?}"
+        );
+        let krk = SliceKey::pawnless("KRvK".parse().unwrap());
+        s.handle(
+            1,
+            Event::JobSubmitted {
+                job: JobId(2),
+                plan: plan(&["KRvK".parse().unwrap()]),
+            },
+        );
+        assert_eq!(s.adopt([result(krk)]).unwrap_err(), ResumeConflict { key: krk });
+        assert_eq!(s.finished(&krk), None);
+        assert_eq!(s.finished(&kqk), Some(result(kqk).hash));
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct ServiceConfig {
     pub schedule: schedule::Config,
     /// The most men a submitted material may have.
     pub max_men: u32,
+    /// A test hook, 0 in real use: flip one byte of the payload of the first this many slice
+    /// downloads served (after the stored copy passed its hash check, with the right hash in the
+    /// header), so that tests can show a worker detecting a transfer corrupted on the way.
+    pub fault_corrupt_downloads: u64,
 }
 
 impl ServiceConfig {
@@ -64,6 +68,7 @@ impl ServiceConfig {
             token: None,
             schedule: schedule::Config::default(),
             max_men: 5,
+            fault_corrupt_downloads: 0,
         }
     }
 }
@@ -222,6 +227,8 @@ struct Shared {
     /// Slice bytes received in uploads and sent in fetches since start (for `JobStatus`).
     bytes_uploaded: AtomicU64,
     bytes_fetched: AtomicU64,
+    /// Downloads still to corrupt ([`ServiceConfig::fault_corrupt_downloads`]).
+    corrupt_downloads_left: AtomicU64,
 }
 
 /// The service. Cheap to clone (all clones share one state).
@@ -267,6 +274,7 @@ impl CoordinatorService {
             clock: Instant::now(),
             bytes_uploaded: AtomicU64::new(0),
             bytes_fetched: AtomicU64::new(0),
+            corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, Vec<Material>)> = replay.jobs().map(|(j, m)| (j, m.to_vec())).collect();
@@ -373,6 +381,90 @@ impl CoordinatorService {
             },
         );
         Ok((accepted, writes))
+    }
+
+    /// The materials of a job's plan that no job has planned yet and whose table is already
+    /// complete and valid in the tables directory (see [`table_is_complete`]), each with its
+    /// slices: read from the table (each checked against its content hash) and put into the
+    /// store, so that workers can fetch them. Blocking.
+    fn adopt_tables_blocking(&self, materials: &[Material]) -> Vec<(Material, Vec<SliceResult>)> {
+        let candidates: Vec<MaterialPlan> = {
+            let state = self.lock();
+            plan(materials)
+                .materials
+                .into_iter()
+                .filter(|mp| !state.materials.contains_key(&mp.material))
+                .collect()
+        };
+        let mut adopted = Vec::new();
+        for mp in candidates {
+            let path = self
+                .shared
+                .tables
+                .join(zermelo_storage::table_file_name(&mp.material.to_string()));
+            if !path.exists() {
+                continue;
+            }
+            match self.adopt_table_blocking(&mp, &path) {
+                Ok(Some(slices)) => {
+                    info!(
+                        material = %mp.material,
+                        slices = slices.len(),
+                        positions = mp.positions,
+                        "table already complete and valid: its slices are taken as finished, not solved"
+                    );
+                    adopted.push((mp.material, slices));
+                }
+                Ok(None) => {
+                    info!(material = %mp.material, "table present but not complete: it is built again")
+                }
+                Err(e) => {
+                    warn!(material = %mp.material, error = %e, "table present but unreadable: it is built again")
+                }
+            }
+        }
+        adopted
+    }
+
+    /// One material of [`adopt_tables_blocking`](Self::adopt_tables_blocking): `None` if the file
+    /// is not exactly the material's planned slices with good checksums. Blocking.
+    fn adopt_table_blocking(
+        &self,
+        mp: &MaterialPlan,
+        path: &Path,
+    ) -> Result<Option<Vec<SliceResult>>, ServiceError> {
+        let material = mp.material;
+        let table = Table::open(path).map_err(|source| ServiceError::Table { material, source })?;
+        let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
+        expected.sort();
+        let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
+        if table.meta().material != material.to_string()
+            || table.meta().index_layout != INDEX_LAYOUT
+            || found != expected
+            || table.verify_checksum().is_err()
+        {
+            return Ok(None);
+        }
+        let mut slices = Vec::with_capacity(expected.len());
+        for key in mp.slices() {
+            let i = table
+                .find_slice(key.raw())
+                .expect("the table holds every planned slice");
+            // Checked against the slice's content hash as it is read.
+            let values = table
+                .read_slice(i)
+                .map_err(|source| ServiceError::Table { material, source })?;
+            let hash = table.slices()[i].hash;
+            let positions = values.len() as u64;
+            let data = zermelo_proto::wire::encode_values(&values);
+            self.shared.store.put_blocking(key, positions, &hash, data)?;
+            slices.push(SliceResult {
+                key: *key,
+                hash,
+                positions,
+            });
+        }
+        Ok(Some(slices))
     }
 
     /// Writes a material's table from the stored slices (every one finished), with the bytes of
@@ -837,7 +929,7 @@ impl Coordinator for CoordinatorService {
                 let store = this.clone();
                 let got =
                     tokio::task::spawn_blocking(move || store.shared.store.get_blocking(&key, &hash)).await;
-                let file = match got {
+                let mut file = match got {
                     Ok(Ok((file, _))) => file,
                     Ok(Err(e)) => {
                         let _ = tx.send(Err(ServiceError::from(e).status())).await;
@@ -848,6 +940,16 @@ impl Coordinator for CoordinatorService {
                         return;
                     }
                 };
+                let left = &this.shared.corrupt_downloads_left;
+                if !file.data.is_empty()
+                    && left
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok()
+                {
+                    let i = file.data.len() / 2;
+                    file.data[i] ^= 0x20;
+                    warn!(%key, byte = i, "test hook: corrupting a slice download");
+                }
                 let header = pb::SliceHeader {
                     key: Some(to_wire(&key)),
                     total_length: file.data.len() as u64,
@@ -892,13 +994,26 @@ impl Coordinator for CoordinatorService {
         }
         let this = self.clone();
         let (response, writes) = tokio::task::spawn_blocking(move || -> Result<_, ServiceError> {
+            // Complete tables already in the tables directory are not solved again (as with
+            // `zermelo solve`): their slices are read (outside the lock: it may take a while)
+            // and recorded as finished with the job.
+            let adopted = this.adopt_tables_blocking(&materials);
             let mut state = this.lock();
             if let Some(reason) = &state.journal_broken {
                 return Err(ServiceError::JournalBroken(reason.clone()));
             }
+            // Another job may have planned one of these materials meanwhile: it is solved there.
+            let adopted: Vec<SliceResult> = adopted
+                .into_iter()
+                .filter(|(m, _)| !state.materials.contains_key(m))
+                .flat_map(|(_, slices)| slices)
+                .collect();
+            let mut records: Vec<Record> = adopted.iter().map(|r| Record::SliceFinished(*r)).collect();
+            state.scheduler.adopt(adopted)?;
             let job = JobId(state.next_job);
             state.next_job += 1;
-            if let Err(e) = state.journal.append(&[Record::JobSubmitted { job, materials: materials.clone() }]) {
+            records.push(Record::JobSubmitted { job, materials: materials.clone() });
+            if let Err(e) = state.journal.append(&records) {
                 state.journal_broken = Some(e.to_string());
                 return Err(e.into());
             }

@@ -102,3 +102,34 @@ fn probe_without_tables_dir_fails_cleanly() {
     ]);
     assert_clean_failure(&o, 2, "does not exist");
 }
+
+/// `zermelo worker --cache-size` takes sizes such as 512MiB or plain bytes; anything else is
+/// refused before the worker starts, with one clear message and exit 2.
+#[test]
+fn a_bad_worker_cache_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    for (size, needle) in [
+        ("12parsecs", "unknown unit"),
+        ("GiB", "does not start with a number"),
+        ("99999999999TiB", "does not fit in 64 bits"),
+    ] {
+        let o = run(&[
+            "worker",
+            "--coordinator",
+            "http://127.0.0.1:9",
+            "--cache",
+            cache.to_str().unwrap(),
+            "--cache-size",
+            size,
+        ]);
+        assert_clean_failure(&o, 2, needle);
+        assert!(stderr(&o).contains("--cache-size"), "{}", stderr(&o));
+    }
+    assert!(!cache.exists(), "the worker started");
+    let help = stdout(&run(&["worker", "--help"]));
+    assert!(
+        help.contains("--cache-size <SIZE>") && help.contains("[default: 4GiB]"),
+        "{help}"
+    );
+}

@@ -305,6 +305,7 @@ fn job_progress(url: &str, token: &str, job: &str) -> Option<(String, u64, u64)>
 /// Polls the job until `until` holds (panics with the logs after `limit`).
 fn wait_job(
     url: &str,
+    token: &str,
     job: &str,
     limit: Duration,
     procs: &[&Proc],
@@ -312,7 +313,7 @@ fn wait_job(
 ) -> (u64, u64) {
     let deadline = Instant::now() + limit;
     loop {
-        if let Some((state, done, total)) = job_progress(url, "k9", job) {
+        if let Some((state, done, total)) = job_progress(url, token, job) {
             if until(&state, done, total) {
                 return (done, total);
             }
@@ -388,6 +389,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
 
     let (done, total) = wait_job(
         &url,
+        "k9",
         &job,
         Duration::from_secs(30),
         &[&coord, &killed, &survivor],
@@ -398,6 +400,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     killed.child.wait().unwrap();
     let (before_coordinator_kill, _) = wait_job(
         &url,
+        "k9",
         &job,
         Duration::from_secs(30),
         &[&coord, &survivor],
@@ -409,6 +412,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     let coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-2.log"), &env);
     wait_job(
         &url,
+        "k9",
         &job,
         Duration::from_secs(60),
         &[&coord, &survivor],
@@ -430,5 +434,243 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
             a == b,
             "{n} differs between `zermelo solve` and the cluster that lost a worker and its coordinator"
         );
+    }
+}
+
+/// Submits a job (retrying while the coordinator starts) and returns its id.
+fn submit(url: &str, token: &str, materials: &[&str], coordinator: &Proc) -> String {
+    let mut args = vec!["submit", "--coordinator", url, "--token", token];
+    args.extend_from_slice(materials);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = zermelo().args(&args).stdin(Stdio::null()).output().unwrap();
+        if o.status.success() {
+            return stdout(&o).trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "submit failed: {}\n{}",
+            stderr(&o),
+            coordinator.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A worker process of one thread with its cache in `cache`.
+fn worker(url: &str, token: &str, cache: &Path, log: PathBuf) -> Proc {
+    let args = [
+        "worker",
+        "--coordinator",
+        url,
+        "--cache",
+        cache.to_str().unwrap(),
+        "--threads",
+        "1",
+    ];
+    Proc::spawn(&args, log, &[("ZERMELO_TOKEN", token)])
+}
+
+/// The slice files of a worker's cache, by name, with their bytes.
+fn cache_files(cache: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "slice"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The three-man tables KPvK converts into.
+const KPK_SUBTABLES: &[&str] = &["KBvK", "KNvK", "KQvK", "KRvK"];
+
+/// Acceptance 4: a slice corrupted in transfer or in a worker's cache is detected by its hash
+/// and fetched again; it is never used (the tables are byte-identical to `zermelo solve`'s).
+///
+/// Transfer: a coordinator whose test hook flips a byte in the first two slice downloads it
+/// serves; worker A builds the three-man tables, then worker B (an empty cache) builds KPvK and
+/// has to fetch them. Cache: every slice file in B's cache is then damaged in place, and B,
+/// restarted, builds KPvK on a second coordinator that holds good copies of the three-man tables
+/// (found complete in its tables directory): B reads its damaged copies, detects them, fetches
+/// them again (the new files are the intact bytes), and builds KPvK right.
+#[test]
+fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    let token = "a4";
+    let env = [("ZERMELO_TOKEN", token)];
+    let coordinator = |name: &str, extra: &[&str]| -> (Proc, String, PathBuf) {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let tables = tmp.path().join(format!("tables-{name}"));
+        let state = tmp.path().join(format!("state-{name}"));
+        let mut args = vec![
+            "coordinator",
+            "--listen",
+            &listen,
+            "--tables",
+            tables.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let log = tmp.path().join(format!("coordinator-{name}.log"));
+        (Proc::spawn(&args, log, &env), format!("http://{listen}"), tables)
+    };
+    let count = |log: &str, what: &str| log.lines().filter(|l| l.contains(what)).count();
+
+    // In transfer.
+    let (c1, url, tables) = coordinator("1", &["--fault-corrupt-downloads", "2"]);
+    let mut a = worker(
+        &url,
+        token,
+        &tmp.path().join("cache-a"),
+        tmp.path().join("worker-a.log"),
+    );
+    let job = submit(&url, token, KPK_SUBTABLES, &c1);
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(60),
+        &[&c1, &a],
+        |s, _, _| s == "done",
+    );
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let cache_b = tmp.path().join("cache-b");
+    let mut b = worker(&url, token, &cache_b, tmp.path().join("worker-b.log"));
+    let job = submit(&url, token, &["KPvK"], &c1);
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(60),
+        &[&c1, &b],
+        |s, _, _| s == "done",
+    );
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    let corrupted = count(&c1.log(), "test hook: corrupting a slice download");
+    let detected = count(&b.log(), "a fetched slice is damaged: fetching it again");
+    assert_eq!(corrupted, 2, "coordinator log:\n{}", c1.log());
+    assert_eq!(detected, corrupted, "worker B log:\n{}", b.log());
+    assert_same_tables(&tables, &solve_dir, &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"]);
+    drop(c1);
+
+    // In the cache: damage every file of B's cache in place (one byte in the compressed
+    // values), keeping the intact bytes.
+    let intact = cache_files(&cache_b);
+    let names: Vec<&str> = intact.iter().map(|(n, _)| n.as_str()).collect();
+    for m in KPK_SUBTABLES {
+        assert!(
+            names.iter().any(|n| n.starts_with(&format!("{m}-"))),
+            "{m} is not in B's cache: {names:?}"
+        );
+    }
+    for (name, bytes) in &intact {
+        let mut bad = bytes.clone();
+        let i = 48 + (bad.len() - 48) / 2;
+        bad[i] ^= 0x20;
+        std::fs::write(cache_b.join(name), bad).unwrap();
+    }
+    let (c2, url, tables) = coordinator("2", &[]);
+    std::fs::create_dir_all(&tables).unwrap();
+    for m in KPK_SUBTABLES {
+        let n = format!("{m}.zmt");
+        std::fs::copy(solve_dir.join(&n), tables.join(&n)).unwrap();
+    }
+    let b2 = worker(&url, token, &cache_b, tmp.path().join("worker-b2.log"));
+    let job = submit(&url, token, &["KPvK"], &c2);
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(60),
+        &[&c2, &b2],
+        |s, _, _| s == "done",
+    );
+    drop(b2);
+    let log = std::fs::read_to_string(tmp.path().join("worker-b2.log")).unwrap();
+    assert!(
+        count(&log, "cached slice is damaged: removing it") >= KPK_SUBTABLES.len(),
+        "worker B log:\n{log}"
+    );
+    assert_eq!(count(&log, "a fetched slice is damaged"), 0, "{log}");
+    // Fetched again: the three-man slices are back in the cache, intact.
+    let now = cache_files(&cache_b);
+    for (name, bytes) in intact
+        .iter()
+        .filter(|(n, _)| KPK_SUBTABLES.iter().any(|m| n.starts_with(m)))
+    {
+        let again = now.iter().find(|(n, _)| n == name).map(|(_, b)| b);
+        assert!(again == Some(bytes), "{name} is not back intact in B's cache");
+    }
+    assert_same_tables(&tables, &solve_dir, &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"]);
+    drop(c2);
+}
+
+/// The slice bytes the workers uploaded, as `zermelo cluster` reports them on stderr.
+fn uploaded_bytes(log: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("slice bytes uploaded by the workers"))
+        .unwrap_or_else(|| panic!("no summary line in:\n{log}"));
+    let before = line.split(" slice bytes uploaded").next().unwrap();
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// (inode, modification time, bytes) of each table file.
+fn table_stamps(dir: &Path) -> Vec<(String, u64, std::time::SystemTime, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    table_files(dir)
+        .into_iter()
+        .map(|n| {
+            let meta = std::fs::metadata(dir.join(&n)).unwrap();
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, meta.ino(), meta.modified().unwrap(), bytes)
+        })
+        .collect()
+}
+
+/// `zermelo cluster --tables DIR` skips the tables already complete and valid in DIR, as
+/// `zermelo solve` does: a second run solves nothing (the workers upload no slice) and leaves
+/// the files untouched; with one table removed, only that one is built again.
+#[test]
+fn cluster_skips_tables_already_complete_in_its_tables_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("cluster.log");
+    let dir = cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    let first = std::fs::read_to_string(&log).unwrap();
+    assert!(uploaded_bytes(&first) > 0, "{first}");
+    let before = table_stamps(&dir);
+    assert_eq!(before.len(), 5);
+    std::thread::sleep(Duration::from_millis(20));
+
+    cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    let second = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        uploaded_bytes(&second),
+        0,
+        "the second run solved slices:\n{second}"
+    );
+    assert!(table_stamps(&dir) == before, "the second run rewrote tables");
+
+    std::fs::remove_file(dir.join("KPvK.zmt")).unwrap();
+    cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    let third = std::fs::read_to_string(&log).unwrap();
+    assert!(uploaded_bytes(&third) > 0, "{third}");
+    let after = table_stamps(&dir);
+    for (old, new) in before.iter().zip(&after) {
+        if old.0 == "KPvK.zmt" {
+            assert!(old.3 == new.3, "KPvK.zmt built again differs");
+        } else {
+            assert!(old == new, "{} was rewritten", old.0);
+        }
     }
 }

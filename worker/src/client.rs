@@ -1,8 +1,10 @@
 //! The worker as a gRPC client of the coordinator: registers, then loops: lease a task, bring
-//! its successor slices into memory (from the local cache directory, else fetched from the
-//! coordinator, hash-checked on arrival and fetched again on a mismatch), solve its slices with
-//! [`solve_slice`] on the blocking pool, upload them with their content hashes, complete the
-//! task. It heartbeats its lease while it works and drops the work of a lease it lost.
+//! its successor slices into memory (from the local [`SliceCache`], memory-mapped and
+//! hash-checked, else fetched from the coordinator, hash-checked on arrival and fetched again on
+//! a mismatch), keep the cache within its budget (never evicting what the task in hand needs),
+//! solve its slices with [`solve_slice`] on the blocking pool, upload them with their content
+//! hashes, complete the task. It heartbeats its lease while it works and drops the work of a
+//! lease it lost.
 //!
 //! Stopping (the `shutdown` future of [`run`] resolving) drops whatever is in flight: a slice is
 //! stored by the coordinator only once all its bytes arrived and its hash checked, so a stop in
@@ -10,8 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,10 +25,11 @@ use zermelo_chess::{Bitboard, Material, SliceKey};
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
 use zermelo_proto::coordinator_client::CoordinatorClient;
-use zermelo_proto::wire::{decode_values, encode_values, slice_file_name, SliceFile};
+use zermelo_proto::wire::{decode_values, encode_values, SliceFile};
 use zermelo_proto::SliceAssembler;
 use zermelo_storage::slice_hash;
 
+use crate::cache::{CacheError, SliceCache};
 use crate::par::for_each_chunk;
 use crate::tables::SliceMap;
 use crate::{solve_slice, SolveError};
@@ -44,6 +46,9 @@ pub struct WorkerConfig {
     pub coordinator: String,
     /// The local slice cache (created if missing).
     pub cache: PathBuf,
+    /// The cache's budget in bytes: beyond it, the least recently used slice files are evicted
+    /// (never those of the task in hand).
+    pub cache_size: u64,
     /// Threads to solve with.
     pub threads: usize,
     /// The cluster token.
@@ -70,8 +75,8 @@ pub enum WorkerError {
     Corrupt { key: SliceKey, reason: String },
     #[error("the coordinator did not send slice {0}")]
     NotSent(SliceKey),
-    #[error("slice cache {path}: {source}")]
-    Cache { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Cache(#[from] CacheError),
     #[error(transparent)]
     Solve(#[from] SolveError),
     #[error("a blocking task failed: {0}")]
@@ -87,7 +92,7 @@ impl WorkerError {
                 | WorkerError::BadToken(_)
                 | WorkerError::Refused(_)
                 | WorkerError::Unauthenticated(_)
-                | WorkerError::Cache { .. }
+                | WorkerError::Cache(_)
         )
     }
 }
@@ -119,17 +124,17 @@ pub fn connect(url: &str, token: Option<&str>) -> Result<Client, WorkerError> {
 /// Runs a worker until `shutdown` resolves (Ok) or a fatal error (Err). Transient failures (the
 /// coordinator unreachable or restarting) are logged and retried.
 pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
-    std::fs::create_dir_all(&config.cache).map_err(|source| WorkerError::Cache {
-        path: config.cache.clone(),
-        source,
-    })?;
     let client = connect(&config.coordinator, config.token.as_deref())?;
+    let (dir, budget) = (config.cache.clone(), config.cache_size);
+    let cache = tokio::task::spawn_blocking(move || SliceCache::open_blocking(&dir, budget)).await??;
     let mut worker = Worker {
         client,
         config,
         id: None,
         memory: SliceMap::new(),
-        cache_writes: 0,
+        cache: Arc::new(cache),
+        pinned: BTreeSet::new(),
+        damaged_arrivals: 0,
     };
     tokio::pin!(shutdown);
     loop {
@@ -159,7 +164,11 @@ struct Worker {
     id: Option<u64>,
     /// Slices in memory: the successors of the last task and the slices it solved.
     memory: SliceMap,
-    cache_writes: u64,
+    cache: Arc<SliceCache>,
+    /// The slices the task in hand reads or writes: never evicted from the cache.
+    pinned: BTreeSet<SliceKey>,
+    /// Fetched slices that arrived damaged (each fetched again).
+    damaged_arrivals: u64,
 }
 
 /// Aborts a spawned task when dropped (the heartbeat of a task that ends or is cancelled).
@@ -264,6 +273,7 @@ impl Worker {
         )));
 
         self.memory.retain(|k| successors.contains(k));
+        self.pinned = successors.iter().chain(&slices).copied().collect();
         self.bring_successors(&successors).await?;
 
         // The solver may read slices beyond the task's successors (an en-passant capture is
@@ -295,6 +305,7 @@ impl Worker {
                 extra = extra.len(),
                 "fetching slices the solver asked for beyond the task's successors"
             );
+            self.pinned.extend(&extra);
             self.bring_successors(&extra).await?;
             to_solve = wanting.into_iter().map(|(s, _)| s).collect();
         }
@@ -308,7 +319,8 @@ impl Worker {
         for s in &solved {
             self.memory.insert(s.key, s.values.clone());
         }
-        let cache = self.config.cache.clone();
+        let cache = self.cache.clone();
+        let pinned = self.pinned.clone();
         let files: Vec<(SliceKey, SliceFile)> = solved
             .iter()
             .map(|s| {
@@ -322,11 +334,10 @@ impl Worker {
                 )
             })
             .collect();
-        self.cache_writes += files.len() as u64;
-        tokio::task::spawn_blocking(move || {
-            files
-                .iter()
-                .try_for_each(|(k, f)| cache_put_blocking(&cache, k, f))
+        tokio::task::spawn_blocking(move || -> Result<(), CacheError> {
+            files.iter().try_for_each(|(k, f)| cache.put_blocking(k, f))?;
+            cache.evict_blocking(&pinned);
+            Ok(())
         })
         .await??;
 
@@ -394,11 +405,11 @@ impl Worker {
         if wanted.is_empty() {
             return Ok(());
         }
-        let cache = self.config.cache.clone();
+        let cache = self.cache.clone();
         let from_cache = tokio::task::spawn_blocking(move || {
             wanted
                 .into_iter()
-                .map(|k| (k, cache_get_blocking(&cache, &k)))
+                .map(|k| (k, cache.get_blocking(&k)))
                 .collect::<Vec<_>>()
         })
         .await?;
@@ -426,6 +437,9 @@ impl Worker {
             }
             missing = bad.into_iter().map(|(k, _)| k).collect();
         }
+        let cache = self.cache.clone();
+        let pinned = self.pinned.clone();
+        tokio::task::spawn_blocking(move || cache.evict_blocking(&pinned)).await?;
         Ok(())
     }
 
@@ -454,7 +468,8 @@ impl Worker {
             received.extend(framed);
         }
         let wanted: BTreeSet<SliceKey> = keys.iter().copied().collect();
-        let cache = self.config.cache.clone();
+        let cache = self.cache.clone();
+        let damaged_before = self.damaged_arrivals;
         let (good, bad) = tokio::task::spawn_blocking(move || -> Result<_, WorkerError> {
             let mut good = Vec::new();
             let mut bad = Vec::new();
@@ -470,11 +485,12 @@ impl Worker {
                             positions: header.positions,
                             data,
                         };
-                        cache_put_blocking(&cache, &key, &file)?;
+                        cache.put_blocking(&key, &file)?;
                         good.push((key, values));
                     }
                     Err(reason) => {
-                        warn!(%key, %reason, "a fetched slice is damaged: fetching it again");
+                        let damaged = damaged_before + bad.len() as u64 + 1;
+                        warn!(%key, %reason, damaged, "a fetched slice is damaged: fetching it again");
                         bad.push((key, reason));
                     }
                 }
@@ -482,6 +498,7 @@ impl Worker {
             Ok((good, bad))
         })
         .await??;
+        self.damaged_arrivals += bad.len() as u64;
         let arrived: BTreeSet<SliceKey> = good
             .iter()
             .map(|(k, _)| *k)
@@ -590,46 +607,6 @@ fn solve_all_blocking(
     Ok((solved, wanting))
 }
 
-fn cache_path(cache: &Path, key: &SliceKey) -> PathBuf {
-    cache.join(slice_file_name(&key_to_wire(key)))
-}
-
-/// A cached slice's values if its file is there and intact; a damaged file is removed (and the
-/// slice fetched again). Blocking.
-fn cache_get_blocking(cache: &Path, key: &SliceKey) -> Option<Arc<[u16]>> {
-    let path = cache_path(cache, key);
-    let bytes = std::fs::read(&path).ok()?;
-    let checked = SliceFile::from_bytes(&bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|f| {
-            let values = decode_values(&f.data, f.positions).map_err(|e| e.to_string())?;
-            if slice_hash(&key.material.to_string(), key.raw(), &values) != f.hash {
-                return Err("content hash mismatch".to_string());
-            }
-            Ok(values)
-        });
-    match checked {
-        Ok(values) => Some(values.into()),
-        Err(reason) => {
-            warn!(%key, %reason, path = %path.display(), "cached slice is damaged: removing it");
-            let _ = std::fs::remove_file(&path);
-            None
-        }
-    }
-}
-
-/// Writes a slice into the cache atomically. Blocking.
-fn cache_put_blocking(cache: &Path, key: &SliceKey, file: &SliceFile) -> Result<(), WorkerError> {
-    let err = |source| WorkerError::Cache {
-        path: cache.to_owned(),
-        source,
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(cache).map_err(err)?;
-    tmp.write_all(&file.to_bytes()).map_err(err)?;
-    tmp.persist(cache_path(cache, key)).map_err(|e| err(e.error))?;
-    Ok(())
-}
-
 fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
     let bad = || {
         WorkerError::BadKey(format!(
@@ -652,7 +629,7 @@ fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
     Ok(key)
 }
 
-fn key_to_wire(key: &SliceKey) -> pb::SliceKey {
+pub(crate) fn key_to_wire(key: &SliceKey) -> pb::SliceKey {
     pb::SliceKey {
         material: key.material.to_string(),
         white_pawns: key.white_pawns.0,
@@ -663,28 +640,6 @@ fn key_to_wire(key: &SliceKey) -> pb::SliceKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_damaged_cache_file_is_removed_and_not_used() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = SliceKey::pawnless("KQvK".parse().unwrap());
-        let values = vec![5u16; 64];
-        let hash = slice_hash("KQvK", key.raw(), &values);
-        let file = SliceFile {
-            hash,
-            positions: 64,
-            data: encode_values(&values),
-        };
-        cache_put_blocking(dir.path(), &key, &file).unwrap();
-        assert_eq!(cache_get_blocking(dir.path(), &key).as_deref(), Some(&values[..]));
-        let bad = SliceFile {
-            data: encode_values(&[6u16; 64]),
-            ..file
-        };
-        std::fs::write(cache_path(dir.path(), &key), bad.to_bytes()).unwrap();
-        assert_eq!(cache_get_blocking(dir.path(), &key), None);
-        assert!(!cache_path(dir.path(), &key).exists());
-    }
 
     #[test]
     fn a_fetched_slice_with_a_wrong_hash_is_refused() {

@@ -1,0 +1,559 @@
+//! The worker's slice cache: one slice file per slice ([`zermelo_proto::wire::SliceFile`], the
+//! values zstd-compressed) in a directory, read through a memory map, each file's content hash
+//! checked on every read (a damaged file is removed, and the slice fetched again), and kept
+//! under a byte budget by evicting the least recently used files, never one the task in hand
+//! needs.
+//!
+//! ```
+//! use std::collections::BTreeSet;
+//! use zermelo_chess::SliceKey;
+//! use zermelo_proto::wire::{encode_values, SliceFile};
+//! use zermelo_worker::cache::{ByteSize, SliceCache};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let budget: ByteSize = "1MiB".parse()?;
+//! let cache = SliceCache::open_blocking(dir.path(), budget.0)?;
+//! let key = SliceKey::pawnless("KQvK".parse()?);
+//! let values = vec![3u16; 100];
+//! let hash = zermelo_storage::slice_hash("KQvK", key.raw(), &values);
+//! cache.put_blocking(&key, &SliceFile { hash, positions: 100, data: encode_values(&values) })?;
+//! assert_eq!(cache.get_blocking(&key).as_deref(), Some(&values[..]));
+//! assert!(cache.evict_blocking(&BTreeSet::new()).is_empty()); // under budget
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use memmap2::Mmap;
+use tracing::{info, warn};
+use zermelo_chess::SliceKey;
+use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, SLICE_FILE_HEADER_LEN};
+use zermelo_storage::slice_hash;
+
+/// The default cache budget: 4 GiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
+
+/// A size in bytes, written as a plain number of bytes (`1048576`) or with a unit: `KiB`,
+/// `MiB`, `GiB`, `TiB` (powers of 1024, also written `K`, `M`, `G`, `T`) or `KB`, `MB`, `GB`,
+/// `TB` (powers of 1000); the unit's case does not matter, a space before it is allowed.
+///
+/// ```
+/// use zermelo_worker::cache::ByteSize;
+/// assert_eq!("512MiB".parse::<ByteSize>().unwrap(), ByteSize(512 << 20));
+/// assert_eq!("2 GiB".parse::<ByteSize>().unwrap(), ByteSize(2 << 30));
+/// assert_eq!("1500".parse::<ByteSize>().unwrap(), ByteSize(1500));
+/// assert!("2 parsecs".parse::<ByteSize>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+/// A size that [`ByteSize`] does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?} is not a size: {reason} (write e.g. 4GiB, 512MiB or 1000000)")]
+pub struct BadSize {
+    pub input: String,
+    pub reason: &'static str,
+}
+
+impl FromStr for ByteSize {
+    type Err = BadSize;
+
+    fn from_str(s: &str) -> Result<ByteSize, BadSize> {
+        let bad = |reason| BadSize {
+            input: s.to_owned(),
+            reason,
+        };
+        let t = s.trim();
+        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        if digits == 0 {
+            return Err(bad("it does not start with a number"));
+        }
+        let number: u64 = t[..digits].parse().map_err(|_| bad("the number is too large"))?;
+        let unit = t[digits..].trim_start().to_ascii_lowercase();
+        let scale: u64 = match unit.as_str() {
+            "" | "b" => 1,
+            "k" | "kib" => 1 << 10,
+            "m" | "mib" => 1 << 20,
+            "g" | "gib" => 1 << 30,
+            "t" | "tib" => 1 << 40,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            "tb" => 1_000_000_000_000,
+            _ => return Err(bad("unknown unit (B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)")),
+        };
+        number
+            .checked_mul(scale)
+            .map(ByteSize)
+            .ok_or_else(|| bad("it does not fit in 64 bits"))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 4] = [
+            (1 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ];
+        for (scale, unit) in UNITS {
+            if self.0 >= scale && self.0.is_multiple_of(scale) {
+                return write!(f, "{}{unit}", self.0 / scale);
+            }
+        }
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The cache directory failed (not a damaged file: those are removed and fetched again).
+#[derive(Debug, thiserror::Error)]
+#[error("slice cache {path}: {source}")]
+pub struct CacheError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    bytes: u64,
+    /// The tick of the last read or write: the smallest is the least recently used.
+    used: u64,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    /// By file name; files of other names in the directory are not the cache's.
+    files: HashMap<String, Entry>,
+    bytes: u64,
+    tick: u64,
+}
+
+impl Index {
+    fn touch(&mut self, name: &str, bytes: u64) {
+        self.tick += 1;
+        let used = self.tick;
+        if let Some(old) = self.files.insert(name.to_owned(), Entry { bytes, used }) {
+            self.bytes -= old.bytes;
+        }
+        self.bytes += bytes;
+    }
+
+    fn forget(&mut self, name: &str) {
+        if let Some(old) = self.files.remove(name) {
+            self.bytes -= old.bytes;
+        }
+    }
+}
+
+/// A file evicted from the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evicted {
+    pub file: String,
+    pub bytes: u64,
+}
+
+/// What the cache has done since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Reads that found the slice intact.
+    pub hits: u64,
+    /// Files found damaged on a read (removed).
+    pub damaged: u64,
+    /// Files evicted to stay under the budget.
+    pub evicted: u64,
+}
+
+/// The slice cache of one worker. Share it with an `Arc`; every method is blocking.
+#[derive(Debug)]
+pub struct SliceCache {
+    dir: PathBuf,
+    budget: u64,
+    index: Mutex<Index>,
+    hits: AtomicU64,
+    damaged: AtomicU64,
+    evicted: AtomicU64,
+}
+
+impl SliceCache {
+    /// Opens (creating) the cache directory with a budget in bytes. Slice files already there
+    /// are kept, least recently modified first in line for eviction. Blocking.
+    pub fn open_blocking(dir: &Path, budget: u64) -> Result<SliceCache, CacheError> {
+        let err = |source| CacheError {
+            path: dir.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(err)?;
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(err)? {
+            let entry = entry.map_err(err)?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !name.ends_with(".slice") {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_file() {
+                found.push((meta.modified().ok(), name, meta.len()));
+            }
+        }
+        found.sort();
+        let mut index = Index::default();
+        for (_, name, bytes) in &found {
+            index.touch(name, *bytes);
+        }
+        info!(
+            dir = %dir.display(),
+            files = found.len(),
+            bytes = index.bytes,
+            budget = budget,
+            "slice cache opened"
+        );
+        Ok(SliceCache {
+            dir: dir.to_owned(),
+            budget,
+            index: Mutex::new(index),
+            hits: AtomicU64::new(0),
+            damaged: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Bytes of the slice files the cache holds.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    pub fn counters(&self) -> CacheCounters {
+        CacheCounters {
+            hits: self.hits.load(Ordering::Relaxed),
+            damaged: self.damaged.load(Ordering::Relaxed),
+            evicted: self.evicted.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn name(key: &SliceKey) -> String {
+        slice_file_name(&crate::client::key_to_wire(key))
+    }
+
+    /// The path of a slice's file.
+    pub fn path(&self, key: &SliceKey) -> PathBuf {
+        self.dir.join(Self::name(key))
+    }
+
+    /// A cached slice's values, read through a memory map and checked against the content hash
+    /// in its file; `None` if it is not cached. A damaged file is removed (and counted), so the
+    /// slice is fetched again. Blocking.
+    pub fn get_blocking(&self, key: &SliceKey) -> Option<Arc<[u16]>> {
+        let name = Self::name(key);
+        let path = self.dir.join(&name);
+        let file = std::fs::File::open(&path).ok()?;
+        let len = file.metadata().ok()?.len();
+        let checked = if len < SLICE_FILE_HEADER_LEN as u64 {
+            Err("shorter than a slice file's header".to_string())
+        } else {
+            // Safety: the cache directory is this worker's own. Its files are only ever written
+            // whole into a temp file and renamed over the old name (`put_blocking`), which leaves
+            // a mapping of the old file intact, and the map is dropped before this function
+            // returns; nothing in Zermelo truncates or edits them in place. Someone else editing
+            // a file in place while it is mapped would break the contract (a truncation could
+            // fault); changed bytes would also fail the hash check below. The map saves copying
+            // the compressed bytes into a buffer before zstd reads them.
+            match unsafe { Mmap::map(&file) } {
+                Ok(map) => check_file(key, &map),
+                Err(e) => Err(format!("cannot map it: {e}")),
+            }
+        };
+        match checked {
+            Ok(values) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                self.lock().touch(&name, len);
+                Some(values.into())
+            }
+            Err(reason) => {
+                let damaged = self.damaged.fetch_add(1, Ordering::Relaxed) + 1;
+                warn!(
+                    %key,
+                    %reason,
+                    path = %path.display(),
+                    damaged,
+                    "cached slice is damaged: removing it, it is fetched again"
+                );
+                let _ = std::fs::remove_file(&path);
+                self.lock().forget(&name);
+                None
+            }
+        }
+    }
+
+    /// Writes a slice into the cache atomically (a temp file renamed over its name). Does not
+    /// evict: see [`evict_blocking`](Self::evict_blocking). Blocking.
+    pub fn put_blocking(&self, key: &SliceKey, file: &SliceFile) -> Result<(), CacheError> {
+        let err = |source| CacheError {
+            path: self.dir.clone(),
+            source,
+        };
+        let bytes = file.to_bytes();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)
+            .map_err(err)?;
+        tmp.write_all(&bytes).map_err(err)?;
+        let name = Self::name(key);
+        tmp.persist(self.dir.join(&name)).map_err(|e| err(e.error))?;
+        self.lock().touch(&name, bytes.len() as u64);
+        Ok(())
+    }
+
+    /// Evicts least recently used files until the cache is within its budget, never the files
+    /// of `pinned` (the slices the task in hand needs). Returns what was evicted, oldest first;
+    /// each eviction is logged. Blocking.
+    pub fn evict_blocking(&self, pinned: &BTreeSet<SliceKey>) -> Vec<Evicted> {
+        let pinned: BTreeSet<String> = pinned.iter().map(Self::name).collect();
+        let mut index = self.lock();
+        if index.bytes <= self.budget {
+            return Vec::new();
+        }
+        let mut candidates: Vec<(u64, String, u64)> = index
+            .files
+            .iter()
+            .filter(|(name, _)| !pinned.contains(*name))
+            .map(|(name, e)| (e.used, name.clone(), e.bytes))
+            .collect();
+        candidates.sort();
+        let mut evicted = Vec::new();
+        for (_, name, bytes) in candidates {
+            if index.bytes <= self.budget {
+                break;
+            }
+            let path = self.dir.join(&name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(file = %name, error = %e, "cannot evict a cached slice");
+                    continue;
+                }
+            }
+            index.forget(&name);
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+            info!(
+                file = %name,
+                bytes,
+                cache_bytes = index.bytes,
+                budget = self.budget,
+                "evicted from the slice cache (least recently used)"
+            );
+            evicted.push(Evicted { file: name, bytes });
+        }
+        if index.bytes > self.budget {
+            warn!(
+                cache_bytes = index.bytes,
+                budget = self.budget,
+                "the slices of the task in hand exceed the cache budget; they are kept"
+            );
+        }
+        evicted
+    }
+}
+
+/// Decodes a mapped slice file and checks its values against the hash it claims.
+fn check_file(key: &SliceKey, bytes: &[u8]) -> Result<Vec<u16>, String> {
+    let (head, data) = bytes.split_at(SLICE_FILE_HEADER_LEN);
+    let header = SliceFile::from_bytes(head).map_err(|e| e.to_string())?;
+    let values = decode_values(data, header.positions).map_err(|e| e.to_string())?;
+    if slice_hash(&key.material.to_string(), key.raw(), &values) != header.hash {
+        return Err("content hash mismatch".to_string());
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zermelo_proto::wire::encode_values;
+
+    fn slice(material: &str, fill: u16, n: usize) -> (SliceKey, SliceFile) {
+        let key = SliceKey::pawnless(material.parse().unwrap());
+        let values = vec![fill; n];
+        let hash = slice_hash(material, key.raw(), &values);
+        let file = SliceFile {
+            hash,
+            positions: n as u64,
+            data: encode_values(&values),
+        };
+        (key, file)
+    }
+
+    fn size_of(file: &SliceFile) -> u64 {
+        file.to_bytes().len() as u64
+    }
+
+    #[test]
+    fn sizes_parse_with_units_and_bad_ones_say_why() {
+        let ok = |s: &str| s.parse::<ByteSize>().unwrap().0;
+        assert_eq!(ok("0"), 0);
+        assert_eq!(ok("4096"), 4096);
+        assert_eq!(ok("4096B"), 4096);
+        assert_eq!(ok("512MiB"), 512 << 20);
+        assert_eq!(ok("512mib"), 512 << 20);
+        assert_eq!(ok("2GiB"), 2 << 30);
+        assert_eq!(ok("2G"), 2 << 30);
+        assert_eq!(ok(" 3 KiB "), 3 << 10);
+        assert_eq!(ok("1TiB"), 1 << 40);
+        assert_eq!(ok("5MB"), 5_000_000);
+        assert_eq!(ok("7GB"), 7_000_000_000);
+        for (input, reason) in [
+            ("", "it does not start with a number"),
+            ("GiB", "it does not start with a number"),
+            ("-1GiB", "it does not start with a number"),
+            ("1.5GiB", "unknown unit (B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"),
+            (
+                "12 parsecs",
+                "unknown unit (B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)",
+            ),
+            ("99999999999999999999", "the number is too large"),
+            ("17000000TiB", "it does not fit in 64 bits"),
+        ] {
+            let err = input.parse::<ByteSize>().unwrap_err();
+            assert_eq!(err.reason, reason, "{input:?}");
+            assert!(err.to_string().contains("4GiB"), "{err}");
+        }
+        assert_eq!(ByteSize(DEFAULT_CACHE_BYTES).to_string(), "4GiB");
+        assert_eq!(ByteSize(1536).to_string(), "1536");
+        assert_eq!(ByteSize(3 << 20).to_string(), "3MiB");
+    }
+
+    /// Files are evicted least recently used first (a read counts as a use), only down to the
+    /// budget, and never a pinned one, even when that leaves the cache over its budget.
+    #[test]
+    fn eviction_is_least_recently_used_first_within_the_budget_and_spares_pinned_slices() {
+        let dir = tempfile::tempdir().unwrap();
+        let slices: Vec<(SliceKey, SliceFile)> = ["KQvK", "KRvK", "KBvK", "KNvK"]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| slice(m, i as u16 + 1, 3000))
+            .collect();
+        let one = size_of(&slices[0].1);
+        assert!(slices.iter().all(|(_, f)| size_of(f) == one));
+        // Room for two files and a half.
+        let cache = SliceCache::open_blocking(dir.path(), one * 5 / 2).unwrap();
+        for (k, f) in &slices {
+            cache.put_blocking(k, f).unwrap();
+        }
+        assert_eq!(cache.bytes(), 4 * one);
+        // KQvK, the oldest write, is read: now KRvK is the least recently used.
+        assert!(cache.get_blocking(&slices[0].0).is_some());
+        let evicted = cache.evict_blocking(&BTreeSet::new());
+        let names: Vec<&str> = evicted.iter().map(|e| e.file.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "KRvK-0000000000000000-0000000000000000.slice",
+                "KBvK-0000000000000000-0000000000000000.slice"
+            ]
+        );
+        assert_eq!(cache.bytes(), 2 * one);
+        assert!(!cache.path(&slices[1].0).exists() && !cache.path(&slices[2].0).exists());
+        assert!(cache.get_blocking(&slices[1].0).is_none());
+        assert_eq!(
+            cache.get_blocking(&slices[3].0).as_deref(),
+            Some(&[4u16; 3000][..])
+        );
+        assert_eq!(cache.counters().evicted, 2);
+        assert_eq!(cache.counters().damaged, 0);
+
+        // Over the budget with everything pinned: nothing is evicted.
+        for (k, f) in &slices[1..3] {
+            cache.put_blocking(k, f).unwrap();
+        }
+        let all: BTreeSet<SliceKey> = slices.iter().map(|(k, _)| *k).collect();
+        assert!(cache.evict_blocking(&all).is_empty());
+        assert_eq!(cache.bytes(), 4 * one);
+        // Pinned KQvK (the least recently used) stays; the next two go.
+        let pinned: BTreeSet<SliceKey> = [slices[0].0].into();
+        let evicted: Vec<String> = cache
+            .evict_blocking(&pinned)
+            .into_iter()
+            .map(|e| e.file)
+            .collect();
+        assert_eq!(evicted.len(), 2);
+        assert!(
+            evicted[0].starts_with("KNvK") && evicted[1].starts_with("KRvK"),
+            "{evicted:?}"
+        );
+        assert!(cache.path(&slices[0].0).exists());
+        assert!(cache.bytes() <= cache.budget());
+    }
+
+    /// A reopened cache knows its files (and their sizes), oldest modification first in line.
+    #[test]
+    fn a_reopened_cache_counts_the_files_already_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let (k, f) = slice("KQvK", 9, 500);
+        {
+            let cache = SliceCache::open_blocking(dir.path(), 1 << 20).unwrap();
+            cache.put_blocking(&k, &f).unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), "not a slice").unwrap();
+        let cache = SliceCache::open_blocking(dir.path(), 0).unwrap();
+        assert_eq!(cache.bytes(), size_of(&f));
+        assert_eq!(cache.evict_blocking(&BTreeSet::new()).len(), 1);
+        assert_eq!(cache.bytes(), 0);
+        assert!(dir.path().join("notes.txt").exists());
+    }
+
+    #[test]
+    fn a_damaged_cache_file_is_removed_and_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SliceCache::open_blocking(dir.path(), 1 << 20).unwrap();
+        let (key, file) = slice("KQvK", 5, 64);
+        cache.put_blocking(&key, &file).unwrap();
+        assert_eq!(cache.get_blocking(&key).as_deref(), Some(&[5u16; 64][..]));
+        // Other values under the same claimed hash.
+        let bad = SliceFile {
+            data: encode_values(&[6u16; 64]),
+            ..file.clone()
+        };
+        std::fs::write(cache.path(&key), bad.to_bytes()).unwrap();
+        assert_eq!(cache.get_blocking(&key), None);
+        assert!(!cache.path(&key).exists());
+        // One flipped byte in the compressed payload, and a truncated file.
+        for damage in [
+            |b: &mut Vec<u8>| {
+                let i = b.len() - 3;
+                b[i] ^= 0x40
+            },
+            |b: &mut Vec<u8>| b.truncate(20),
+        ] {
+            cache.put_blocking(&key, &file).unwrap();
+            let mut bytes = std::fs::read(cache.path(&key)).unwrap();
+            damage(&mut bytes);
+            std::fs::write(cache.path(&key), bytes).unwrap();
+            assert_eq!(cache.get_blocking(&key), None);
+            assert!(!cache.path(&key).exists());
+        }
+        assert_eq!(cache.counters().damaged, 3);
+        assert_eq!(cache.bytes(), 0);
+    }
+}
