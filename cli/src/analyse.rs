@@ -55,6 +55,8 @@ pub enum AnalyseError {
     Storage(#[from] zermelo_storage::StorageError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{message}")]
+    Cluster { code: u8, message: String },
 }
 
 impl AnalyseError {
@@ -62,6 +64,7 @@ impl AnalyseError {
     pub fn code(&self) -> u8 {
         match self {
             AnalyseError::Solve(_) => 1,
+            AnalyseError::Cluster { code, .. } => *code,
             _ => 2,
         }
     }
@@ -79,6 +82,9 @@ pub struct AnalyseOptions {
     pub plan_only: bool,
     /// Memory the solve may use (bytes); the estimate is checked against it.
     pub memory_budget: u64,
+    /// Solve on a cluster: the coordinator's URL and token. The slices are solved there as
+    /// an analysis job and fetched back; the results here are the same bytes.
+    pub coordinator: Option<(String, Option<String>)>,
 }
 
 /// The plan as printed before solving.
@@ -408,9 +414,30 @@ pub fn solve_for(
         map.insert(*s, stores.load(s, origins[s])?);
     }
     let total = plan.positions;
-    let solved = solve_waves(&plan.waves, &mut map, opts.rule, opts.threads, &|d| {
-        progress(d, total)
-    })?;
+    let solved = match &opts.coordinator {
+        None => solve_waves(&plan.waves, &mut map, opts.rule, opts.threads, &|d| {
+            progress(d, total)
+        })?,
+        Some(_) if opts.rule.is_some() => {
+            return Err(AnalyseError::Rules(
+                "--adjudicate is not available with --coordinator; analyse locally".to_string(),
+            ))
+        }
+        Some(_) if plan.slice_count() == 0 => Vec::new(),
+        Some((url, token)) => {
+            let wanted: Vec<SliceKey> = plan.slices().copied().collect();
+            let fetched =
+                crate::cluster::analyse_remote(url, token.as_deref(), &plan.roots, &wanted, progress)
+                    .map_err(|f| AnalyseError::Cluster {
+                        code: f.code,
+                        message: f.message,
+                    })?;
+            for (k, v) in &fetched {
+                map.insert(*k, v.clone());
+            }
+            fetched
+        }
+    };
 
     // A slice depends on the rule if a successor is cut, adjudicated, or depends on it.
     let mut tainted: BTreeSet<SliceKey> = plan

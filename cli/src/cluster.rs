@@ -201,6 +201,7 @@ async fn submit_job(
     let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
     let request = pb::SubmitJobRequest {
         materials: materials.to_vec(),
+        roots: Vec::new(),
     };
     match client.submit_job(request).await {
         Ok(a) => Ok(a.into_inner()),
@@ -216,6 +217,23 @@ async fn wait_for_job(
     token: Option<&str>,
     job: u64,
     bar: Option<&ProgressBar>,
+    alive: impl FnMut() -> Result<(), ClusterFailure>,
+) -> Result<pb::JobInfo, ClusterFailure> {
+    let report = |done: u64, total: u64| {
+        if let Some(b) = bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    };
+    wait_for_job_reporting(url, token, job, &report, alive).await
+}
+
+/// [`wait_for_job`], reporting (positions done, positions in the job) after each poll.
+async fn wait_for_job_reporting(
+    url: &str,
+    token: Option<&str>,
+    job: u64,
+    report: &(dyn Fn(u64, u64) + Sync),
     mut alive: impl FnMut() -> Result<(), ClusterFailure>,
 ) -> Result<pb::JobInfo, ClusterFailure> {
     let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
@@ -231,10 +249,7 @@ async fn wait_for_job(
                 let Some(info) = answer.into_inner().jobs.into_iter().next() else {
                     return Err(fail(2, format!("the coordinator does not report job {job}")));
                 };
-                if let Some(b) = bar {
-                    b.set_length(info.positions_total);
-                    b.set_position(info.positions_done);
-                }
+                report(info.positions_done, info.positions_total);
                 match pb::JobState::try_from(info.state).unwrap_or(pb::JobState::Unspecified) {
                     pb::JobState::Done => return Ok(info),
                     pb::JobState::Failed => return Err(fail(1, format!("job {job} failed: {}", info.error))),
@@ -253,6 +268,63 @@ async fn wait_for_job(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// `zermelo analyse --coordinator`: submits an analysis job for the slices reachable from
+/// `roots`, waits until it is done, and fetches the slices `wanted` (each checked against its
+/// content hash; a damaged arrival is fetched again, three tries in all).
+pub fn analyse_remote(
+    url: &str,
+    token: Option<&str>,
+    roots: &[zermelo_chess::SliceKey],
+    wanted: &[zermelo_chess::SliceKey],
+    report: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Vec<(zermelo_chess::SliceKey, std::sync::Arc<[u16]>)>, ClusterFailure> {
+    runtime()?.block_on(async {
+        let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
+        let request = pb::SubmitJobRequest {
+            materials: Vec::new(),
+            roots: roots.iter().map(zermelo_coordinator::store::to_wire).collect(),
+        };
+        let job = match client.submit_job(request).await {
+            Ok(a) => a.into_inner(),
+            Err(s) if s.code() == Code::InvalidArgument => {
+                return Err(fail(2, format!("submit: {}", s.message())))
+            }
+            Err(s) => return Err(status_error("submit", url, s)),
+        };
+        info!(
+            job = job.job_id,
+            slices = job.slices_total,
+            positions = job.positions_total,
+            "analysis job submitted"
+        );
+        wait_for_job_reporting(url, token, job.job_id, report, || Ok(())).await?;
+        let mut out = Vec::new();
+        let mut todo: Vec<zermelo_chess::SliceKey> = wanted.to_vec();
+        for _ in 0..3 {
+            if todo.is_empty() {
+                break;
+            }
+            let mut next = Vec::new();
+            // A few hundred slices per request keeps each stream short.
+            for keys in todo.chunks(256) {
+                let (good, bad) = zermelo_worker::client::fetch_checked(&mut client, keys)
+                    .await
+                    .map_err(|e| fail(1, format!("fetching the analysis slices: {e}")))?;
+                out.extend(good.into_iter().map(|(k, v, _)| (k, v)));
+                for (key, reason) in bad {
+                    tracing::warn!(%key, %reason, "a fetched slice is damaged: fetching it again");
+                    next.push(key);
+                }
+            }
+            todo = next;
+        }
+        if let Some(k) = todo.first() {
+            return Err(fail(1, format!("slice {k} arrived damaged three times")));
+        }
+        Ok(out)
+    })
 }
 
 /// `zermelo submit`: prints the job id; with `wait`, shows progress until the job is done.

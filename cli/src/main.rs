@@ -215,6 +215,13 @@ enum Command {
         /// by taking a black pawn, Black never wins; kings and pawns only, nothing stored).
         #[arg(long, value_name = "RULES", default_value = "chess")]
         rules: String,
+        /// Solve on a cluster: submit the slices as an analysis job to this coordinator, wait,
+        /// and fetch them back (hash-checked). The results are the same bytes as a local run.
+        #[arg(long, value_name = "URL")]
+        coordinator: Option<String>,
+        /// The cluster token (with --coordinator).
+        #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+        token: Option<String>,
     },
     /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
     /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
@@ -436,6 +443,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             force,
             plan_only,
             rules,
+            coordinator,
+            token,
         } => {
             let rules: zermelo_cli::squares::Rules = rules.parse().map_err(Failure::input)?;
             if matches!(rules, zermelo_cli::squares::Rules::Coord) {
@@ -471,7 +480,13 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 force,
                 plan_only,
                 memory_budget: default_memory_budget(),
+                coordinator: coordinator.map(|url| (url, token)),
             };
+            if opts.coordinator.is_some() && opts.rule.is_some() {
+                return Err(Failure::input(
+                    "--adjudicate is not available with --coordinator; analyse locally",
+                ));
+            }
             for fen in &fens {
                 let bar = progress_bar(show_bar, "analysing");
                 let report_plan = |p: &PlanSummary| {

@@ -171,6 +171,7 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
                 force: false,
                 plan_only: false,
                 memory_budget: crate::analyse::default_memory_budget(),
+                coordinator: None,
             };
             let report = |p: &crate::analyse::PlanSummary| eprint!("{}", crate::analyse::describe_plan(p));
             let solution = crate::analyse::solve_for(pos, &opts, &report, &|_, _| {})

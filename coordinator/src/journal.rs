@@ -59,6 +59,7 @@ pub const MAX_BATCH: u32 = 16 << 20;
 
 const TAG_JOB: u8 = 1;
 const TAG_SLICE: u8 = 2;
+const TAG_ANALYSIS: u8 = 3;
 
 /// One entry of the journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +68,18 @@ pub enum Record {
     JobSubmitted { job: JobId, materials: Vec<Material> },
     /// A slice finished (its first accepted completion).
     SliceFinished(SliceResult),
+    /// An analysis job was taken: the slices reachable from these root slices (the plan is
+    /// derived from them again).
+    AnalysisSubmitted { job: JobId, roots: Vec<SliceKey> },
+}
+
+/// What a job asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobSpec {
+    /// These materials and every material they convert into.
+    Materials(Vec<Material>),
+    /// The slices reachable from these root slices (`zermelo analyse --coordinator`).
+    Analysis(Vec<SliceKey>),
 }
 
 /// What [`Journal::open`] found.
@@ -79,10 +92,11 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// The jobs taken, in order, with the materials each asked for.
-    pub fn jobs(&self) -> impl Iterator<Item = (JobId, &[Material])> + '_ {
+    /// The jobs taken, in order, with what each asked for.
+    pub fn jobs(&self) -> impl Iterator<Item = (JobId, JobSpec)> + '_ {
         self.records.iter().filter_map(|r| match r {
-            Record::JobSubmitted { job, materials } => Some((*job, materials.as_slice())),
+            Record::JobSubmitted { job, materials } => Some((*job, JobSpec::Materials(materials.clone()))),
+            Record::AnalysisSubmitted { job, roots } => Some((*job, JobSpec::Analysis(roots.clone()))),
             Record::SliceFinished(_) => None,
         })
     }
@@ -92,7 +106,7 @@ impl Replay {
     pub fn finished(&self) -> impl Iterator<Item = SliceResult> + '_ {
         self.records.iter().filter_map(|r| match r {
             Record::SliceFinished(s) => Some(*s),
-            Record::JobSubmitted { .. } => None,
+            Record::JobSubmitted { .. } | Record::AnalysisSubmitted { .. } => None,
         })
     }
 }
@@ -338,11 +352,18 @@ fn encode_batch(records: &[Record]) -> Result<Vec<u8>, JournalError> {
             }
             Record::SliceFinished(r) => {
                 p.push(TAG_SLICE);
-                push_name(&mut p, &r.key.material.to_string());
-                p.extend_from_slice(&r.key.white_pawns.0.to_le_bytes());
-                p.extend_from_slice(&r.key.black_pawns.0.to_le_bytes());
+                push_key(&mut p, &r.key);
                 p.extend_from_slice(&r.hash);
                 p.extend_from_slice(&r.positions.to_le_bytes());
+            }
+            Record::AnalysisSubmitted { job, roots } => {
+                p.push(TAG_ANALYSIS);
+                p.extend_from_slice(&job.0.to_le_bytes());
+                let count = u32::try_from(roots.len()).unwrap_or(u32::MAX);
+                p.extend_from_slice(&count.to_le_bytes());
+                for k in roots {
+                    push_key(&mut p, k);
+                }
             }
         }
     }
@@ -354,6 +375,12 @@ fn encode_batch(records: &[Record]) -> Result<Vec<u8>, JournalError> {
     out.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
     out.extend_from_slice(&p);
     Ok(out)
+}
+
+fn push_key(p: &mut Vec<u8>, key: &SliceKey) {
+    push_name(p, &key.material.to_string());
+    p.extend_from_slice(&key.white_pawns.0.to_le_bytes());
+    p.extend_from_slice(&key.black_pawns.0.to_le_bytes());
 }
 
 fn push_name(p: &mut Vec<u8>, name: &str) {
@@ -379,15 +406,19 @@ fn decode_batch(p: &[u8], out: &mut Vec<Record>) -> Result<(), String> {
                 Record::JobSubmitted { job, materials }
             }
             TAG_SLICE => {
-                let material = r.material()?;
-                let key = SliceKey {
-                    material,
-                    white_pawns: Bitboard(r.u64()?),
-                    black_pawns: Bitboard(r.u64()?),
-                };
+                let key = r.key()?;
                 let hash = r.take(32)?.try_into().expect("32 bytes");
                 let positions = r.u64()?;
                 Record::SliceFinished(SliceResult { key, hash, positions })
+            }
+            TAG_ANALYSIS => {
+                let job = JobId(r.u64()?);
+                let count = r.u32()?;
+                let mut roots = Vec::new();
+                for _ in 0..count {
+                    roots.push(r.key()?);
+                }
+                Record::AnalysisSubmitted { job, roots }
             }
             tag => return Err(format!("unknown record tag {tag}")),
         };
@@ -418,6 +449,14 @@ impl<'a> Reader<'a> {
 
     fn u64(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+
+    fn key(&mut self) -> Result<SliceKey, String> {
+        Ok(SliceKey {
+            material: self.material()?,
+            white_pawns: Bitboard(self.u64()?),
+            black_pawns: Bitboard(self.u64()?),
+        })
     }
 
     fn material(&mut self) -> Result<Material, String> {
@@ -513,6 +552,33 @@ mod tests {
         assert_eq!(replay.records.len(), 8);
         assert_prefix(&replay.records);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), j.len());
+    }
+
+    /// An analysis job's roots come back as they went in, and `jobs` lists both kinds in order.
+    #[test]
+    fn analysis_jobs_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let roots = vec![
+            SliceKey {
+                material: "KPPPPvKPPP".parse().unwrap(),
+                white_pawns: Bitboard(0x0000_0028_2900_0000),
+                black_pawns: Bitboard(0x0008_0021_0000_0000),
+            },
+            SliceKey::pawnless("KQvK".parse().unwrap()),
+        ];
+        let (mut j, _) = Journal::open(&path).unwrap();
+        let analysis = Record::AnalysisSubmitted {
+            job: JobId(2),
+            roots: roots.clone(),
+        };
+        j.append(&[record(1), analysis.clone(), record(2)]).unwrap();
+        drop(j);
+        let (_, replay) = Journal::open(&path).unwrap();
+        assert_eq!(replay.records[1], analysis);
+        let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
+        assert_eq!(jobs, vec![(JobId(2), JobSpec::Analysis(roots))]);
+        assert_eq!(replay.finished().count(), 2);
     }
 
     /// A crash can cut the last batch anywhere: every such cut drops the whole batch (all three

@@ -164,6 +164,47 @@ impl ReachablePlan {
         self.waves.iter().map(Vec::len).sum()
     }
 
+    /// The slices to solve as a [`Plan`] for the scheduler: grouped by material, materials
+    /// leaf-first, each material's slices in the order of the waves (a slice after its
+    /// successors). Slices outside the plan (available or cut) are each material's `external`.
+    pub fn to_plan(&self) -> Plan {
+        let mut by_material: BTreeMap<Material, Vec<Vec<SliceKey>>> = BTreeMap::new();
+        for wave in &self.waves {
+            let mut here: BTreeMap<Material, Vec<SliceKey>> = BTreeMap::new();
+            for s in wave {
+                here.entry(s.material).or_default().push(*s);
+            }
+            for (m, slices) in here {
+                by_material.entry(m).or_default().push(slices);
+            }
+        }
+        let planned: BTreeSet<SliceKey> = self.slices().copied().collect();
+        let mut materials: Vec<MaterialPlan> = by_material
+            .into_iter()
+            .map(|(material, waves)| {
+                let external = waves
+                    .iter()
+                    .flatten()
+                    .flat_map(|s| s.successors())
+                    .filter(|t| t.material != material || !planned.contains(t))
+                    .collect();
+                let positions = waves
+                    .iter()
+                    .flatten()
+                    .map(|s| zermelo_chess::index::SliceIndexer::new(*s).size())
+                    .sum();
+                MaterialPlan {
+                    material,
+                    waves,
+                    external,
+                    positions,
+                }
+            })
+            .collect();
+        materials.sort_by_key(|m| (m.material.men(), m.material.pawns(), m.material.to_string()));
+        Plan { materials }
+    }
+
     /// The materials of the slices to solve, with their slice counts.
     pub fn materials(&self) -> BTreeMap<Material, usize> {
         let mut out = BTreeMap::new();
@@ -338,6 +379,26 @@ mod tests {
         let p = reachable_plan(&[root], &|_| false, &|s| !s.material.has_pawns());
         assert_eq!(p.slice_count(), 5);
         assert_eq!(p.cut.len(), 4);
+    }
+
+    /// As a scheduler plan: the same slices, materials leaf-first, each slice after every one
+    /// of its successors.
+    #[test]
+    fn reachable_plan_as_a_plan() {
+        let root = slice_of("8/8/3k4/3p4/3P4/3K4/8/8 w - - 0 1");
+        let p = reachable_plan(&[root], &|_| false, &|_| false);
+        let plan = p.to_plan();
+        assert_eq!(plan.positions(), p.positions);
+        let mut done: BTreeSet<SliceKey> = BTreeSet::new();
+        for m in &plan.materials {
+            for s in m.slices() {
+                assert!(s.successors().iter().all(|t| done.contains(t)), "{s}");
+            }
+            done.extend(m.slices().copied());
+        }
+        assert_eq!(done, p.slices().copied().collect());
+        let names: Vec<String> = plan.materials.iter().map(|m| m.material.to_string()).collect();
+        assert_eq!(names, ["KBvK", "KNvK", "KQvK", "KRvK", "KPvK", "KPvKP"]);
     }
 
     /// Every successor of a planned slice is planned in an earlier wave, available or cut.

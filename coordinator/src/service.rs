@@ -29,8 +29,8 @@ use zermelo_proto::coordinator_server::{Coordinator, CoordinatorServer};
 use zermelo_proto::{FramingError, SliceAssembler};
 use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
 
-use crate::journal::{Journal, JournalError, Record};
-use crate::plan::{plan, MaterialPlan};
+use crate::journal::{JobSpec, Journal, JournalError, Record};
+use crate::plan::{plan, reachable_plan, MaterialPlan};
 use crate::schedule::{
     self, Action, Event, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult, WorkerId,
 };
@@ -84,6 +84,8 @@ pub enum ServiceError {
     BadMaterial { name: String, reason: String },
     #[error("no material was given")]
     NoMaterial,
+    #[error("a job is either materials or analysis roots, not both")]
+    MaterialsAndRoots,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("malformed slice stream: {0}")]
@@ -125,6 +127,7 @@ impl ServiceError {
             ServiceError::MissingField { .. }
             | ServiceError::BadMaterial { .. }
             | ServiceError::NoMaterial
+            | ServiceError::MaterialsAndRoots
             | ServiceError::Framing(_) => Code::InvalidArgument,
             ServiceError::Store(StoreError::HashMismatch { .. } | StoreError::Wire { .. }) => Code::DataLoss,
             ServiceError::Store(
@@ -277,13 +280,13 @@ impl CoordinatorService {
             corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
         });
         let service = CoordinatorService { shared };
-        let jobs: Vec<(JobId, Vec<Material>)> = replay.jobs().map(|(j, m)| (j, m.to_vec())).collect();
+        let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
         let mut writes = Vec::new();
         {
             let mut state = service.lock();
-            for (job, materials) in jobs {
+            for (job, spec) in jobs {
                 state.next_job = state.next_job.max(job.0 + 1);
-                match service.take_job(&mut state, job, &materials) {
+                match service.take_job(&mut state, job, &spec) {
                     Ok((_, w)) => writes.extend(w),
                     Err(e) => warn!(%job, error = %e, "a journaled job is not taken again"),
                 }
@@ -324,10 +327,26 @@ impl CoordinatorService {
         &self,
         state: &mut State,
         job: JobId,
-        materials: &[Material],
+        spec: &JobSpec,
     ) -> Result<(Action, Vec<Material>), ServiceError> {
-        let plan = plan(materials);
-        let planned: Vec<Material> = plan.materials.iter().map(|m| m.material).collect();
+        // A materials job plans whole materials and writes their tables; an analysis job plans
+        // the slices reachable from its roots that are not finished yet, and writes no table
+        // (its slices are fetched by the one who asked).
+        let (plan, requested, whole) = match spec {
+            JobSpec::Materials(materials) => (plan(materials), materials.clone(), true),
+            JobSpec::Analysis(roots) => {
+                let scheduler = &state.scheduler;
+                let reachable = reachable_plan(roots, &|s| scheduler.finished(s).is_some(), &|_| false);
+                let mut requested: Vec<Material> = roots.iter().map(|r| r.material).collect();
+                requested.dedup();
+                (reachable.to_plan(), requested, false)
+            }
+        };
+        let planned: Vec<Material> = if whole {
+            plan.materials.iter().map(|m| m.material).collect()
+        } else {
+            Vec::new()
+        };
         let actions = state.scheduler.handle(
             self.now(),
             Event::JobSubmitted {
@@ -345,7 +364,7 @@ impl CoordinatorService {
         }
         let accepted = accepted.expect("a submission is accepted or rejected");
         let mut writes = Vec::new();
-        for mp in plan.materials {
+        for mp in plan.materials.into_iter().filter(|_| whole) {
             let m = mp.material;
             if state.materials.contains_key(&m) {
                 continue;
@@ -374,7 +393,7 @@ impl CoordinatorService {
         state.jobs.insert(
             job.0,
             JobRecord {
-                requested: materials.to_vec(),
+                requested,
                 planned,
                 started: false,
                 samples: VecDeque::new(),
@@ -603,6 +622,66 @@ impl CoordinatorService {
         }
         let answer = answer.expect("a completion is accepted or rejected");
         Ok((pb::CompleteTaskResponse { result: Some(answer) }, writes))
+    }
+
+    /// Takes an analysis job: the slices reachable from `roots` (sorted, distinct), solved by the
+    /// workers and kept in the store for the one who asked to fetch. Complete tables of the
+    /// materials it reaches are taken as finished first, as for a materials job.
+    async fn submit_analysis(&self, roots: Vec<SliceKey>) -> Result<Response<pb::SubmitJobResponse>, Status> {
+        let this = self.clone();
+        let response = tokio::task::spawn_blocking(move || -> Result<_, ServiceError> {
+            let closure = reachable_plan(&roots, &|_| false, &|_| false);
+            let mut reached: Vec<Material> = closure.slices().map(|s| s.material).collect();
+            reached.sort();
+            reached.dedup();
+            reached.retain(|m| {
+                this.shared
+                    .tables
+                    .join(zermelo_storage::table_file_name(&m.to_string()))
+                    .exists()
+            });
+            let adopted = this.adopt_tables_blocking(&reached);
+            let mut state = this.lock();
+            if let Some(reason) = &state.journal_broken {
+                return Err(ServiceError::JournalBroken(reason.clone()));
+            }
+            let adopted: Vec<SliceResult> = adopted
+                .into_iter()
+                .filter(|(m, _)| !state.materials.contains_key(m))
+                .flat_map(|(_, slices)| slices)
+                .collect();
+            let mut records: Vec<Record> = adopted.iter().map(|r| Record::SliceFinished(*r)).collect();
+            state.scheduler.adopt(adopted)?;
+            let job = JobId(state.next_job);
+            state.next_job += 1;
+            records.push(Record::AnalysisSubmitted {
+                job,
+                roots: roots.clone(),
+            });
+            if let Err(e) = state.journal.append(&records) {
+                state.journal_broken = Some(e.to_string());
+                return Err(e.into());
+            }
+            let (accepted, _) = this.take_job(&mut state, job, &JobSpec::Analysis(roots.clone()))?;
+            let Action::JobAccepted {
+                slices,
+                positions,
+                finished,
+                ..
+            } = accepted
+            else {
+                unreachable!()
+            };
+            info!(%job, roots = roots.len(), slices, positions, finished, "analysis job taken");
+            Ok(pb::SubmitJobResponse {
+                job_id: job.0,
+                slices_total: slices,
+                positions_total: positions,
+            })
+        })
+        .await
+        .map_err(ServiceError::from)??;
+        Ok(Response::new(response))
     }
 
     /// Runs the tables to write on the blocking pool, one after the other.
@@ -977,7 +1056,20 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::SubmitJobRequest>,
     ) -> Result<Response<pb::SubmitJobResponse>, Status> {
-        let names = request.into_inner().materials;
+        let request = request.into_inner();
+        if !request.roots.is_empty() {
+            if !request.materials.is_empty() {
+                return Err(ServiceError::MaterialsAndRoots.into());
+            }
+            let mut roots = Vec::new();
+            for k in &request.roots {
+                roots.push(from_wire(k).map_err(ServiceError::from)?);
+            }
+            roots.sort();
+            roots.dedup();
+            return self.submit_analysis(roots).await;
+        }
+        let names = request.materials;
         if names.is_empty() {
             return Err(ServiceError::NoMaterial.into());
         }
@@ -1017,7 +1109,7 @@ impl Coordinator for CoordinatorService {
                 state.journal_broken = Some(e.to_string());
                 return Err(e.into());
             }
-            let (accepted, writes) = this.take_job(&mut state, job, &materials)?;
+            let (accepted, writes) = this.take_job(&mut state, job, &JobSpec::Materials(materials.clone()))?;
             let Action::JobAccepted { slices, positions, finished, .. } = accepted else { unreachable!() };
             info!(%job, materials = ?materials.iter().map(|m| m.to_string()).collect::<Vec<_>>(), slices, positions, finished, "job taken");
             Ok((pb::SubmitJobResponse { job_id: job.0, slices_total: slices, positions_total: positions }, writes))

@@ -449,66 +449,87 @@ impl Worker {
         &mut self,
         keys: &[SliceKey],
     ) -> Result<(Vec<(SliceKey, Arc<[u16]>)>, Vec<(SliceKey, String)>), WorkerError> {
-        let request = pb::FetchSliceRequest {
-            keys: keys.iter().map(key_to_wire).collect(),
-        };
-        let mut stream = self
-            .client
-            .fetch_slice(request)
-            .await
-            .map_err(rpc("fetching slices"))?
-            .into_inner();
-        let mut assembler = SliceAssembler::new();
-        let mut received = Vec::new();
-        while let Some(chunk) = stream.message().await.map_err(rpc("fetching slices"))? {
-            let framed = assembler.push(chunk).map_err(|e| WorkerError::Rpc {
-                what: "fetching slices",
-                status: Status::data_loss(e.to_string()),
-            })?;
-            received.extend(framed);
+        let (arrived, bad) = fetch_checked(&mut self.client, keys).await?;
+        let damaged = self.damaged_arrivals;
+        for (i, (key, reason)) in bad.iter().enumerate() {
+            let damaged = damaged + i as u64 + 1;
+            warn!(%key, %reason, damaged, "a fetched slice is damaged: fetching it again");
         }
-        let wanted: BTreeSet<SliceKey> = keys.iter().copied().collect();
+        self.damaged_arrivals += bad.len() as u64;
         let cache = self.cache.clone();
-        let damaged_before = self.damaged_arrivals;
-        let (good, bad) = tokio::task::spawn_blocking(move || -> Result<_, WorkerError> {
+        let good = tokio::task::spawn_blocking(move || -> Result<_, WorkerError> {
             let mut good = Vec::new();
-            let mut bad = Vec::new();
-            for (header, data) in received {
-                let key = key_from_wire(header.key.as_ref().expect("the assembler checks for a key"))?;
-                if !wanted.contains(&key) {
-                    continue;
-                }
-                match check_arrival(&key, &header, &data) {
-                    Ok((hash, values)) => {
-                        let file = SliceFile {
-                            hash,
-                            positions: header.positions,
-                            data,
-                        };
-                        cache.put_blocking(&key, &file)?;
-                        good.push((key, values));
-                    }
-                    Err(reason) => {
-                        let damaged = damaged_before + bad.len() as u64 + 1;
-                        warn!(%key, %reason, damaged, "a fetched slice is damaged: fetching it again");
-                        bad.push((key, reason));
-                    }
-                }
+            for (key, values, file) in arrived {
+                cache.put_blocking(&key, &file)?;
+                good.push((key, values));
             }
-            Ok((good, bad))
+            Ok(good)
         })
         .await??;
-        self.damaged_arrivals += bad.len() as u64;
-        let arrived: BTreeSet<SliceKey> = good
-            .iter()
-            .map(|(k, _)| *k)
-            .chain(bad.iter().map(|(k, _)| *k))
-            .collect();
-        if let Some(k) = keys.iter().find(|k| !arrived.contains(k)) {
-            return Err(WorkerError::NotSent(*k));
-        }
         Ok((good, bad))
     }
+}
+
+/// A slice fetched intact: its key, values and file (the compressed form with its hash).
+pub type Fetched = (SliceKey, Arc<[u16]>, SliceFile);
+
+/// Fetches finished slices from the coordinator. Returns those that arrived intact (each
+/// checked against its content hash) and those that arrived damaged, with the reason; an error
+/// if the coordinator left one out.
+pub async fn fetch_checked(
+    client: &mut Client,
+    keys: &[SliceKey],
+) -> Result<(Vec<Fetched>, Vec<(SliceKey, String)>), WorkerError> {
+    let request = pb::FetchSliceRequest {
+        keys: keys.iter().map(key_to_wire).collect(),
+    };
+    let mut stream = client
+        .fetch_slice(request)
+        .await
+        .map_err(rpc("fetching slices"))?
+        .into_inner();
+    let mut assembler = SliceAssembler::new();
+    let mut received = Vec::new();
+    while let Some(chunk) = stream.message().await.map_err(rpc("fetching slices"))? {
+        let framed = assembler.push(chunk).map_err(|e| WorkerError::Rpc {
+            what: "fetching slices",
+            status: Status::data_loss(e.to_string()),
+        })?;
+        received.extend(framed);
+    }
+    let wanted: BTreeSet<SliceKey> = keys.iter().copied().collect();
+    let (good, bad) = tokio::task::spawn_blocking(move || -> Result<_, WorkerError> {
+        let mut good = Vec::new();
+        let mut bad = Vec::new();
+        for (header, data) in received {
+            let key = key_from_wire(header.key.as_ref().expect("the assembler checks for a key"))?;
+            if !wanted.contains(&key) {
+                continue;
+            }
+            match check_arrival(&key, &header, &data) {
+                Ok((hash, values)) => {
+                    let file = SliceFile {
+                        hash,
+                        positions: header.positions,
+                        data,
+                    };
+                    good.push((key, values, file));
+                }
+                Err(reason) => bad.push((key, reason)),
+            }
+        }
+        Ok((good, bad))
+    })
+    .await??;
+    let arrived: BTreeSet<SliceKey> = good
+        .iter()
+        .map(|(k, _, _)| *k)
+        .chain(bad.iter().map(|(k, _)| *k))
+        .collect();
+    if let Some(k) = keys.iter().find(|k| !arrived.contains(k)) {
+        return Err(WorkerError::NotSent(*k));
+    }
+    Ok((good, bad))
 }
 
 /// Decodes a fetched slice and checks its hash against its header.
