@@ -15,6 +15,7 @@ use zermelo_cli::probe::probe_fen;
 use zermelo_cli::stats::stats;
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
+use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::tables::TableDir;
 
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
@@ -127,11 +128,22 @@ enum Command {
         /// after it); a worker silent for three times as long is forgotten.
         #[arg(long, value_name = "SECONDS", default_value_t = 30)]
         lease_ttl: u64,
+        /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
+        /// 127.0.0.1:9100 or 0.0.0.0:9100.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<String>,
+        /// Serve gRPC over TLS with this PEM certificate (chain); clients then use https:// and
+        /// --tls-ca. Needs --tls-key.
+        #[arg(long, env = "ZERMELO_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, env = "ZERMELO_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Run a cluster worker: leases tasks from the coordinator, fetches the slices it needs into
     /// its cache, solves, uploads. Stops on ctrl-c or SIGTERM, dropping the task in flight.
     Worker {
-        /// The coordinator's URL, e.g. http://coordinator:50051.
+        /// The coordinator's URL, e.g. http://coordinator:50051 (https:// with --tls-ca).
         #[arg(long, value_name = "URL")]
         coordinator: String,
         /// Directory of the local slice cache (created if missing).
@@ -143,6 +155,10 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate; needed
+        /// (and only allowed) with an https:// URL.
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Submit a job to a coordinator: prints its id; with --wait, shows progress until it is done.
     Submit {
@@ -158,6 +174,10 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate; needed
+        /// (and only allowed) with an https:// URL.
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Print a coordinator's jobs (or one job) and live workers as JSON. Exit 0 when it answers.
     Status {
@@ -170,6 +190,10 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate; needed
+        /// (and only allowed) with an https:// URL.
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
     /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
@@ -253,6 +277,11 @@ fn threads(requested: Option<usize>) -> Result<usize, Failure> {
         Some(n) => Ok(n),
         None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
     }
+}
+
+/// The PEM of `--tls-ca`, if given.
+fn read_ca(path: Option<PathBuf>) -> Result<Option<Vec<u8>>, Failure> {
+    Ok(path.map(|p| cluster::read_pem("--tls-ca", &p)).transpose()?)
 }
 
 fn parse_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
@@ -445,16 +474,28 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             state,
             token,
             lease_ttl,
+            metrics_listen,
+            tls_cert,
+            tls_key,
         } => {
             if lease_ttl == 0 {
                 return Err(Failure::input("--lease-ttl must be at least 1 second"));
             }
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(TlsIdentity {
+                    cert_pem: cluster::read_pem("--tls-cert", &cert)?,
+                    key_pem: cluster::read_pem("--tls-key", &key)?,
+                }),
+                _ => None,
+            };
+            let options = cluster::CoordinatorOptions { metrics_listen, tls };
             Ok(cluster::coordinator(
                 &listen,
                 &tables,
                 state.as_deref(),
                 token,
                 lease_ttl,
+                options,
             )?)
         }
         Command::Worker {
@@ -462,22 +503,29 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             cache,
             threads: t,
             token,
-        } => Ok(cluster::worker(&coordinator, &cache, threads(t)?, token)?),
+            tls_ca,
+        } => {
+            let ca = read_ca(tls_ca)?;
+            Ok(cluster::worker(&coordinator, &cache, threads(t)?, token, ca)?)
+        }
         Command::Submit {
             coordinator,
             materials,
             wait,
             token,
+            tls_ca,
         } => {
             let names = canonical_names(&materials)?;
+            let ca = read_ca(tls_ca)?;
             let bar = if wait { progress_bar(show_bar, "job") } else { None };
-            Ok(cluster::submit(&coordinator, &names, wait, token, bar)?)
+            Ok(cluster::submit(&coordinator, &names, wait, token, ca, bar)?)
         }
         Command::Status {
             coordinator,
             job,
             token,
-        } => Ok(cluster::status(&coordinator, job, token)?),
+            tls_ca,
+        } => Ok(cluster::status(&coordinator, job, token, read_ca(tls_ca)?)?),
         Command::Cluster {
             workers,
             materials,
