@@ -82,9 +82,18 @@ pub struct AnalyseOptions {
     pub plan_only: bool,
     /// Memory the solve may use (bytes); the estimate is checked against it.
     pub memory_budget: u64,
-    /// Solve on a cluster: the coordinator's URL and token. The slices are solved there as
-    /// an analysis job and fetched back; the results here are the same bytes.
-    pub coordinator: Option<(String, Option<String>)>,
+    /// Solve on a cluster: the slices are solved there as an analysis job and fetched back;
+    /// the results here are the same bytes.
+    pub coordinator: Option<Remote>,
+}
+
+/// A coordinator to solve on.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    pub url: String,
+    pub token: Option<String>,
+    /// PEM of the CA to trust for an https:// URL.
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 /// The plan as printed before solving.
@@ -424,14 +433,14 @@ pub fn solve_for(
             ))
         }
         Some(_) if plan.slice_count() == 0 => Vec::new(),
-        Some((url, token)) => {
+        Some(remote) => {
             let wanted: Vec<SliceKey> = plan.slices().copied().collect();
-            let fetched =
-                crate::cluster::analyse_remote(url, token.as_deref(), &plan.roots, &wanted, progress)
-                    .map_err(|f| AnalyseError::Cluster {
-                        code: f.code,
-                        message: f.message,
-                    })?;
+            let (url, token, ca) = (&remote.url, remote.token.as_deref(), remote.tls_ca.as_deref());
+            let fetched = crate::cluster::analyse_remote(url, token, ca, &plan.roots, &wanted, progress)
+                .map_err(|f| AnalyseError::Cluster {
+                    code: f.code,
+                    message: f.message,
+                })?;
             for (k, v) in &fetched {
                 map.insert(*k, v.clone());
             }

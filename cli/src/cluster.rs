@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use tonic::Code;
 use tracing::info;
-use zermelo_coordinator::service::{serve, ServiceConfig};
+use zermelo_coordinator::service::{serve_with_metrics, ServiceConfig, TlsIdentity};
 use zermelo_proto as pb;
-use zermelo_worker::client::{connect, WorkerConfig};
+use zermelo_worker::client::{connect_with_tls, WorkerConfig};
 
 /// A failed command: the exit code and one line for stderr.
 #[derive(Debug)]
@@ -59,6 +59,29 @@ pub async fn shutdown_signal() {
     info!("stop signal received");
 }
 
+/// Reads a PEM file named by a flag (one clear line if it cannot be read).
+pub fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, ClusterFailure> {
+    std::fs::read(path).map_err(|e| fail(2, format!("cannot read {flag} {}: {e}", path.display())))
+}
+
+/// A client of the coordinator (see [`connect_with_tls`]), its errors as one line.
+fn client(
+    url: &str,
+    token: Option<&str>,
+    tls_ca: Option<&[u8]>,
+) -> Result<zermelo_worker::client::Client, ClusterFailure> {
+    connect_with_tls(url, token, tls_ca).map_err(|e| fail(2, e.to_string()))
+}
+
+/// How `zermelo coordinator` runs, beyond the service's own configuration.
+#[derive(Debug, Default)]
+pub struct CoordinatorOptions {
+    /// Serve `GET /metrics` (Prometheus) on this address.
+    pub metrics_listen: Option<String>,
+    /// Serve gRPC over TLS with this certificate and key.
+    pub tls: Option<TlsIdentity>,
+}
+
 /// `zermelo coordinator`: serves until ctrl-c or SIGTERM.
 pub fn coordinator(
     listen: &str,
@@ -67,6 +90,7 @@ pub fn coordinator(
     token: Option<String>,
     lease_ttl_seconds: u64,
     fault_corrupt_downloads: u64,
+    options: CoordinatorOptions,
 ) -> Result<u8, ClusterFailure> {
     let mut config = ServiceConfig::new(tables);
     config.fault_corrupt_downloads = fault_corrupt_downloads;
@@ -76,12 +100,24 @@ pub fn coordinator(
         config.state = s.to_owned();
     }
     config.token = token;
+    config.tls = options.tls;
+    if let Some(tls) = &config.tls {
+        tls.server_config().map_err(|e| fail(2, e.to_string()))?;
+    }
     let rt = runtime()?;
     let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| fail(2, format!("cannot listen on {listen}: {e}")))?;
-        serve(config, listener, shutdown_signal())
+        let metrics = match &options.metrics_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| fail(2, format!("cannot listen on {addr} (--metrics-listen): {e}")))?,
+            ),
+            None => None,
+        };
+        serve_with_metrics(config, listener, metrics, shutdown_signal())
             .await
             .map_err(|e| fail(2, e.to_string()))
     });
@@ -96,10 +132,12 @@ pub fn worker(
     cache_size: u64,
     threads: usize,
     token: Option<String>,
+    tls_ca: Option<Vec<u8>>,
 ) -> Result<u8, ClusterFailure> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
     let config = WorkerConfig {
         coordinator: coordinator.to_owned(),
+        tls_ca,
         cache: cache.to_owned(),
         cache_size,
         threads,
@@ -114,6 +152,9 @@ pub fn worker(
 }
 
 fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure {
+    if let Some(reason) = zermelo_worker::client::certificate_refused(&status) {
+        return fail(2, format!("{what}: {url}: {reason}"));
+    }
     match status.code() {
         Code::Unauthenticated => fail(
             2,
@@ -129,8 +170,32 @@ fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure 
                 status.message()
             ),
         ),
-        _ => fail(2, format!("{what}: {}", status.message())),
+        // An error raised on this side of the connection (it has a source; a status sent by the
+        // coordinator has none): on a plain URL, a TLS server is a likely cause.
+        _ if url.starts_with("http://") && std::error::Error::source(&status).is_some() => fail(
+            2,
+            format!(
+                "{what}: {url}: {} (if the coordinator serves TLS, use https:// and --tls-ca)",
+                describe(&status)
+            ),
+        ),
+        _ => fail(2, format!("{what}: {}", describe(&status))),
     }
+}
+
+/// A status's message with the errors under it (a transport error says little by itself).
+fn describe(status: &tonic::Status) -> String {
+    let mut out = status.message().to_owned();
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = e.source();
+    }
+    out
 }
 
 fn state_name(state: i32) -> &'static str {
@@ -144,10 +209,15 @@ fn state_name(state: i32) -> &'static str {
 }
 
 /// `zermelo status`: prints the coordinator's answer as JSON; exit 0 when it answers.
-pub fn status(url: &str, job: Option<u64>, token: Option<String>) -> Result<u8, ClusterFailure> {
+pub fn status(
+    url: &str,
+    job: Option<u64>,
+    token: Option<String>,
+    tls_ca: Option<Vec<u8>>,
+) -> Result<u8, ClusterFailure> {
     let rt = runtime()?;
     rt.block_on(async {
-        let mut client = connect(url, token.as_deref()).map_err(|e| fail(2, e.to_string()))?;
+        let mut client = client(url, token.as_deref(), tls_ca.as_deref())?;
         let answer = tokio::time::timeout(
             Duration::from_secs(10),
             client.job_status(pb::JobStatusRequest { job_id: job }),
@@ -196,9 +266,10 @@ pub fn status(url: &str, job: Option<u64>, token: Option<String>) -> Result<u8, 
 async fn submit_job(
     url: &str,
     token: Option<&str>,
+    tls_ca: Option<&[u8]>,
     materials: &[String],
 ) -> Result<pb::SubmitJobResponse, ClusterFailure> {
-    let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
+    let mut client = client(url, token, tls_ca)?;
     let request = pb::SubmitJobRequest {
         materials: materials.to_vec(),
         roots: Vec::new(),
@@ -215,6 +286,7 @@ async fn submit_job(
 async fn wait_for_job(
     url: &str,
     token: Option<&str>,
+    tls_ca: Option<&[u8]>,
     job: u64,
     bar: Option<&ProgressBar>,
     alive: impl FnMut() -> Result<(), ClusterFailure>,
@@ -225,18 +297,19 @@ async fn wait_for_job(
             b.set_position(done);
         }
     };
-    wait_for_job_reporting(url, token, job, &report, alive).await
+    wait_for_job_reporting(url, token, tls_ca, job, &report, alive).await
 }
 
 /// [`wait_for_job`], reporting (positions done, positions in the job) after each poll.
 async fn wait_for_job_reporting(
     url: &str,
     token: Option<&str>,
+    tls_ca: Option<&[u8]>,
     job: u64,
     report: &(dyn Fn(u64, u64) + Sync),
     mut alive: impl FnMut() -> Result<(), ClusterFailure>,
 ) -> Result<pb::JobInfo, ClusterFailure> {
-    let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
+    let mut client = client(url, token, tls_ca)?;
     let mut failing_since: Option<Instant> = None;
     loop {
         alive()?;
@@ -256,7 +329,10 @@ async fn wait_for_job_reporting(
                     _ => {}
                 }
             }
-            Err(s) if matches!(s.code(), Code::Unauthenticated | Code::NotFound) => {
+            Err(s)
+                if matches!(s.code(), Code::Unauthenticated | Code::NotFound)
+                    || zermelo_worker::client::certificate_refused(&s).is_some() =>
+            {
                 return Err(status_error("status", url, s))
             }
             Err(s) => {
@@ -276,12 +352,13 @@ async fn wait_for_job_reporting(
 pub fn analyse_remote(
     url: &str,
     token: Option<&str>,
+    tls_ca: Option<&[u8]>,
     roots: &[zermelo_chess::SliceKey],
     wanted: &[zermelo_chess::SliceKey],
     report: &(dyn Fn(u64, u64) + Sync),
-) -> Result<Vec<(zermelo_chess::SliceKey, std::sync::Arc<[u16]>)>, ClusterFailure> {
+) -> Result<zermelo_worker::waves::Solved, ClusterFailure> {
     runtime()?.block_on(async {
-        let mut client = connect(url, token).map_err(|e| fail(2, e.to_string()))?;
+        let mut client = client(url, token, tls_ca)?;
         let request = pb::SubmitJobRequest {
             materials: Vec::new(),
             roots: roots.iter().map(zermelo_coordinator::store::to_wire).collect(),
@@ -299,7 +376,7 @@ pub fn analyse_remote(
             positions = job.positions_total,
             "analysis job submitted"
         );
-        wait_for_job_reporting(url, token, job.job_id, report, || Ok(())).await?;
+        wait_for_job_reporting(url, token, tls_ca, job.job_id, report, || Ok(())).await?;
         let mut out = Vec::new();
         let mut todo: Vec<zermelo_chess::SliceKey> = wanted.to_vec();
         for _ in 0..3 {
@@ -333,11 +410,13 @@ pub fn submit(
     materials: &[String],
     wait: bool,
     token: Option<String>,
+    tls_ca: Option<Vec<u8>>,
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
+    let (token, tls_ca) = (token.as_deref(), tls_ca.as_deref());
     let rt = runtime()?;
     rt.block_on(async {
-        let job = submit_job(url, token.as_deref(), materials).await?;
+        let job = submit_job(url, token, tls_ca, materials).await?;
         println!("{}", job.job_id);
         eprintln!(
             "zermelo: job {} submitted: {} slices, {} positions",
@@ -345,7 +424,7 @@ pub fn submit(
         );
         if wait {
             let start = Instant::now();
-            let info = wait_for_job(url, token.as_deref(), job.job_id, bar.as_ref(), || Ok(())).await?;
+            let info = wait_for_job(url, token, tls_ca, job.job_id, bar.as_ref(), || Ok(())).await?;
             if let Some(b) = &bar {
                 b.finish_and_clear();
             }
@@ -582,7 +661,7 @@ pub fn run_cluster(
     let outcome = rt.block_on(async {
         // Wait for the coordinator to answer.
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut client = connect(&url, Some(&token)).map_err(|e| fail(2, e.to_string()))?;
+        let mut client = client(&url, Some(&token), None)?;
         loop {
             children.check()?;
             match client.job_status(pb::JobStatusRequest { job_id: None }).await {
@@ -593,14 +672,17 @@ pub fn run_cluster(
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
-        let job = submit_job(&url, Some(&token), materials).await?;
+        let job = submit_job(&url, Some(&token), None, materials).await?;
         info!(
             job = job.job_id,
             slices = job.slices_total,
             positions = job.positions_total,
             "job submitted"
         );
-        let info = wait_for_job(&url, Some(&token), job.job_id, bar.as_ref(), || children.check()).await?;
+        let info = wait_for_job(&url, Some(&token), None, job.job_id, bar.as_ref(), || {
+            children.check()
+        })
+        .await?;
         let seconds = start.elapsed().as_secs_f64();
         let totals = client
             .job_status(pb::JobStatusRequest { job_id: None })

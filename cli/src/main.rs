@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tracing::error;
 use zermelo_chess::Material;
 use zermelo_cli::analyse::{
-    analyse, analyse_coord, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary,
+    analyse, analyse_coord, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary, Remote,
 };
 use zermelo_cli::build::build;
 use zermelo_cli::cluster::{self, ClusterFailure};
@@ -18,6 +18,7 @@ use zermelo_cli::probe::probe_fen;
 use zermelo_cli::stats::stats;
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
+use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
 use zermelo_worker::cache::{ByteSize, DEFAULT_CACHE_BYTES};
 use zermelo_worker::tables::TableDir;
@@ -136,11 +137,22 @@ enum Command {
         /// served, to show that workers detect a corrupted transfer by its hash and fetch again.
         #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
         fault_corrupt_downloads: u64,
+        /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
+        /// 127.0.0.1:9100 or 0.0.0.0:9100.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<String>,
+        /// Serve gRPC over TLS with this PEM certificate (chain); clients then use https:// and
+        /// --tls-ca. Needs --tls-key.
+        #[arg(long, env = "ZERMELO_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, env = "ZERMELO_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Run a cluster worker: leases tasks from the coordinator, fetches the slices it needs into
     /// its cache, solves, uploads. Stops on ctrl-c or SIGTERM, dropping the task in flight.
     Worker {
-        /// The coordinator's URL, e.g. http://coordinator:50051.
+        /// The coordinator's URL, e.g. http://coordinator:50051 (https:// with --tls-ca).
         #[arg(long, value_name = "URL")]
         coordinator: String,
         /// Directory of the local slice cache (created if missing).
@@ -156,6 +168,10 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate; needed
+        /// (and only allowed) with an https:// URL.
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Submit a job to a coordinator: prints its id; with --wait, shows progress until it is done.
     Submit {
@@ -171,6 +187,10 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate; needed
+        /// (and only allowed) with an https:// URL.
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Print a coordinator's jobs (or one job) and live workers as JSON. Exit 0 when it answers.
     Status {
@@ -183,6 +203,10 @@ enum Command {
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate; needed
+        /// (and only allowed) with an https:// URL.
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Solve positions: plan the slices reachable from each FEN (pawn pushes, captures,
     /// promotions), print the plan (slices, positions, memory, disk) on stderr, solve them
@@ -222,6 +246,10 @@ enum Command {
         /// The cluster token (with --coordinator).
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
+        /// PEM certificate of the CA that signed the coordinator's TLS certificate (with an
+        /// https:// --coordinator URL).
+        #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
     /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
     /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
@@ -328,6 +356,11 @@ fn threads(requested: Option<usize>) -> Result<usize, Failure> {
         Some(n) => Ok(n),
         None => Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
     }
+}
+
+/// The PEM of `--tls-ca`, if given.
+fn read_ca(path: Option<PathBuf>) -> Result<Option<Vec<u8>>, Failure> {
+    Ok(path.map(|p| cluster::read_pem("--tls-ca", &p)).transpose()?)
 }
 
 fn parse_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
@@ -445,6 +478,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             rules,
             coordinator,
             token,
+            tls_ca,
         } => {
             let rules: zermelo_cli::squares::Rules = rules.parse().map_err(Failure::input)?;
             if matches!(rules, zermelo_cli::squares::Rules::Coord) {
@@ -480,7 +514,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 force,
                 plan_only,
                 memory_budget: default_memory_budget(),
-                coordinator: coordinator.map(|url| (url, token)),
+                coordinator: match coordinator {
+                    Some(url) => Some(Remote {
+                        url,
+                        token,
+                        tls_ca: read_ca(tls_ca)?,
+                    }),
+                    None => None,
+                },
             };
             if opts.coordinator.is_some() && opts.rule.is_some() {
                 return Err(Failure::input(
@@ -608,10 +649,21 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             token,
             lease_ttl,
             fault_corrupt_downloads,
+            metrics_listen,
+            tls_cert,
+            tls_key,
         } => {
             if lease_ttl == 0 {
                 return Err(Failure::input("--lease-ttl must be at least 1 second"));
             }
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(TlsIdentity {
+                    cert_pem: cluster::read_pem("--tls-cert", &cert)?,
+                    key_pem: cluster::read_pem("--tls-key", &key)?,
+                }),
+                _ => None,
+            };
+            let options = cluster::CoordinatorOptions { metrics_listen, tls };
             Ok(cluster::coordinator(
                 &listen,
                 &tables,
@@ -619,6 +671,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 token,
                 lease_ttl,
                 fault_corrupt_downloads,
+                options,
             )?)
         }
         Command::Worker {
@@ -627,28 +680,36 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             cache_size,
             threads: t,
             token,
-        } => Ok(cluster::worker(
-            &coordinator,
-            &cache,
-            cache_size.0,
-            threads(t)?,
-            token,
-        )?),
+            tls_ca,
+        } => {
+            let ca = read_ca(tls_ca)?;
+            Ok(cluster::worker(
+                &coordinator,
+                &cache,
+                cache_size.0,
+                threads(t)?,
+                token,
+                ca,
+            )?)
+        }
         Command::Submit {
             coordinator,
             materials,
             wait,
             token,
+            tls_ca,
         } => {
             let names = canonical_names(&materials)?;
+            let ca = read_ca(tls_ca)?;
             let bar = if wait { progress_bar(show_bar, "job") } else { None };
-            Ok(cluster::submit(&coordinator, &names, wait, token, bar)?)
+            Ok(cluster::submit(&coordinator, &names, wait, token, ca, bar)?)
         }
         Command::Status {
             coordinator,
             job,
             token,
-        } => Ok(cluster::status(&coordinator, job, token)?),
+            tls_ca,
+        } => Ok(cluster::status(&coordinator, job, token, read_ca(tls_ca)?)?),
         Command::Cluster {
             workers,
             materials,

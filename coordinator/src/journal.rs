@@ -817,12 +817,15 @@ mod tests {
             replay.finished(),
         )
         .unwrap();
-        for (job, materials) in replay.jobs() {
+        for (job, spec) in replay.jobs() {
+            let JobSpec::Materials(materials) = spec else {
+                panic!("only materials jobs here");
+            };
             let actions = s.handle(
                 0,
                 Event::JobSubmitted {
                     job,
-                    plan: plan(materials),
+                    plan: plan(&materials),
                 },
             );
             assert!(

@@ -16,6 +16,7 @@
 //! ```
 
 pub mod journal;
+pub mod metrics;
 pub mod plan;
 pub mod schedule;
 pub mod service;

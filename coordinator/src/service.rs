@@ -30,6 +30,7 @@ use zermelo_proto::{FramingError, SliceAssembler};
 use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
 
 use crate::journal::{JobSpec, Journal, JournalError, Record};
+use crate::metrics::{CounterValues, Counters, Snapshot};
 use crate::plan::{plan, reachable_plan, MaterialPlan};
 use crate::schedule::{
     self, Action, Event, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult, WorkerId,
@@ -56,6 +57,64 @@ pub struct ServiceConfig {
     /// downloads served (after the stored copy passed its hash check, with the right hash in the
     /// header), so that tests can show a worker detecting a transfer corrupted on the way.
     pub fault_corrupt_downloads: u64,
+    /// Serve gRPC over TLS with this certificate and key; plain HTTP/2 when `None`.
+    pub tls: Option<TlsIdentity>,
+}
+
+/// The coordinator's TLS certificate (chain) and private key, PEM-encoded.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsIdentity")
+            .field("cert_pem", &format_args!("{} bytes", self.cert_pem.len()))
+            .field("key_pem", &format_args!("(hidden)"))
+            .finish()
+    }
+}
+
+impl TlsIdentity {
+    /// The tonic server TLS configuration, after checking that the PEM holds a certificate and
+    /// a private key that rustls accepts.
+    pub fn server_config(&self) -> Result<tonic::transport::ServerTlsConfig, ServiceError> {
+        let bad = |reason: String| ServiceError::Tls(reason);
+        if !contains(&self.cert_pem, b"-----BEGIN CERTIFICATE-----") {
+            return Err(bad("the certificate file holds no PEM certificate".into()));
+        }
+        if !contains(&self.key_pem, b"PRIVATE KEY-----") {
+            return Err(bad("the key file holds no PEM private key".into()));
+        }
+        let identity = tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem);
+        let config = tonic::transport::ServerTlsConfig::new().identity(identity);
+        // The certificate and key are parsed (and matched) only when a server takes them.
+        tonic::transport::Server::builder()
+            .tls_config(config.clone())
+            .map_err(|e| bad(error_chain(&e)))?;
+        Ok(config)
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// An error and its sources, joined by ": ".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 impl ServiceConfig {
@@ -69,6 +128,7 @@ impl ServiceConfig {
             schedule: schedule::Config::default(),
             max_men: 5,
             fault_corrupt_downloads: 0,
+            tls: None,
         }
     }
 }
@@ -116,6 +176,10 @@ pub enum ServiceError {
     Join(#[from] tokio::task::JoinError),
     #[error("serving gRPC: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("TLS certificate or key: {0}")]
+    Tls(String),
+    #[error("serving metrics: {0}")]
+    Metrics(std::io::Error),
 }
 
 impl ServiceError {
@@ -144,7 +208,9 @@ impl ServiceError {
             | ServiceError::Table { .. }
             | ServiceError::Io { .. }
             | ServiceError::Join(_)
-            | ServiceError::Transport(_) => Code::Internal,
+            | ServiceError::Transport(_)
+            | ServiceError::Tls(_)
+            | ServiceError::Metrics(_) => Code::Internal,
         };
         match code {
             Code::Internal | Code::Unavailable => error!(error = %self, "request failed"),
@@ -227,9 +293,8 @@ struct Shared {
     tables: PathBuf,
     max_men: u32,
     clock: Instant,
-    /// Slice bytes received in uploads and sent in fetches since start (for `JobStatus`).
-    bytes_uploaded: AtomicU64,
-    bytes_fetched: AtomicU64,
+    /// Counts since start (for `JobStatus` and the metrics).
+    counters: Counters,
     /// Downloads still to corrupt ([`ServiceConfig::fault_corrupt_downloads`]).
     corrupt_downloads_left: AtomicU64,
 }
@@ -275,8 +340,7 @@ impl CoordinatorService {
             tables: config.tables.clone(),
             max_men: config.max_men,
             clock: Instant::now(),
-            bytes_uploaded: AtomicU64::new(0),
-            bytes_fetched: AtomicU64::new(0),
+            counters: Counters::default(),
             corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
         });
         let service = CoordinatorService { shared };
@@ -359,7 +423,7 @@ impl CoordinatorService {
             match a {
                 Action::JobRejected { job, reason } => return Err(ServiceError::JobRejected { job, reason }),
                 a @ Action::JobAccepted { .. } => accepted = Some(a),
-                other => log_action(&other),
+                other => self.note(&other),
             }
         }
         let accepted = accepted.expect("a submission is accepted or rejected");
@@ -568,12 +632,16 @@ impl CoordinatorService {
             state.journal_broken = Some(e.to_string());
             return Err(e.into());
         }
+        let counters = &self.shared.counters;
+        Counters::add(&counters.journal_records, records.len() as u64);
         let mut writes = Vec::new();
         let mut answer = None;
         let mut job_done = false;
         for a in &actions {
             match a {
                 Action::SliceFinished(r) => {
+                    Counters::add(&counters.slices_solved, 1);
+                    Counters::add(&counters.positions_solved, r.positions);
                     if let Some(ms) = state.materials.get_mut(&r.key.material) {
                         ms.unfinished -= 1;
                         if ms.unfinished == 0 && ms.table == TableState::Pending {
@@ -598,7 +666,7 @@ impl CoordinatorService {
                     info!(%job, "every slice of the job is finished");
                     job_done = true;
                 }
-                other => log_action(other),
+                other => self.note(other),
             }
         }
         if let Some(pb::complete_task_response::Result::Accepted(a)) = &mut answer {
@@ -662,6 +730,7 @@ impl CoordinatorService {
                 state.journal_broken = Some(e.to_string());
                 return Err(e.into());
             }
+            Counters::add(&this.shared.counters.journal_records, records.len() as u64);
             let (accepted, _) = this.take_job(&mut state, job, &JobSpec::Analysis(roots.clone()))?;
             let Action::JobAccepted {
                 slices,
@@ -697,7 +766,33 @@ impl CoordinatorService {
     pub fn tick(&self) {
         let now = self.now();
         let actions = self.lock().scheduler.handle(now, Event::Tick);
-        actions.iter().for_each(log_action);
+        actions.iter().for_each(|a| self.note(a));
+    }
+
+    /// Logs a scheduler action that needs no answer, and counts the lease events.
+    fn note(&self, a: &Action) {
+        let c = &self.shared.counters;
+        match a {
+            Action::Expired { .. } => Counters::add(&c.leases_expired, 1),
+            Action::Revoked { .. } => Counters::add(&c.leases_revoked, 1),
+            _ => {}
+        }
+        log_action(a);
+    }
+
+    /// What `GET /metrics` shows now.
+    pub fn metrics_snapshot(&self) -> Snapshot {
+        let state = self.lock();
+        Snapshot {
+            jobs: state
+                .jobs
+                .keys()
+                .filter_map(|&j| self.job_info(&state, j))
+                .collect(),
+            workers_alive: state.scheduler.workers_alive() as u64,
+            leases_outstanding: state.scheduler.live_leases() as u64,
+            counters: CounterValues::from(&self.shared.counters),
+        }
     }
 
     fn job_info(&self, state: &State, job: u64) -> Option<pb::JobInfo> {
@@ -823,7 +918,7 @@ impl Coordinator for CoordinatorService {
                         lease_ttl_ms: lease_ttl,
                     }));
                 }
-                other => log_action(&other),
+                other => self.note(&other),
             }
         }
         Ok(Response::new(pb::RegisterResponse { result }))
@@ -842,6 +937,7 @@ impl Coordinator for CoordinatorService {
             match a {
                 Action::Lease(task) => {
                     debug!(lease = %task.lease, %worker, slices = task.slices.len(), positions = task.positions, "task leased");
+                    Counters::add(&self.shared.counters.leases_granted, 1);
                     if let Some(job) = state.jobs.get_mut(&task.job.0) {
                         job.started = true;
                     }
@@ -852,7 +948,7 @@ impl Coordinator for CoordinatorService {
                 Action::NoTask(NoTask::UnknownWorker) => {
                     answer = Some(no_task(pb::no_task::Reason::UnknownWorker, 0))
                 }
-                other => log_action(&other),
+                other => self.note(&other),
             }
         }
         Ok(Response::new(answer.expect("a lease request is answered")))
@@ -889,7 +985,7 @@ impl Coordinator for CoordinatorService {
                     answer.lost_lease_ids = lost.iter().map(|l| l.0).collect();
                     answer.unknown_worker = unknown_worker;
                 }
-                other => log_action(&other),
+                other => self.note(&other),
             }
         }
         Ok(Response::new(answer))
@@ -959,23 +1055,25 @@ impl Coordinator for CoordinatorService {
         while let Some(message) = stream.message().await? {
             let Some(chunk) = message.chunk else { continue };
             bytes += chunk.data.len() as u64;
-            self.shared
-                .bytes_uploaded
-                .fetch_add(chunk.data.len() as u64, Ordering::Relaxed);
+            Counters::add(&self.shared.counters.bytes_uploaded, chunk.data.len() as u64);
             let Some((header, data)) = assembler.push(chunk).map_err(ServiceError::from)? else {
                 continue;
             };
             let wire_key = header.key.clone().expect("the assembler checks for a key");
             let key = from_wire(&wire_key).map_err(ServiceError::from)?;
             let this = self.clone();
-            tokio::task::spawn_blocking(move || {
+            let put = tokio::task::spawn_blocking(move || {
                 this.shared
                     .store
                     .put_blocking(&key, header.positions, &header.content_hash, data)
             })
             .await
-            .map_err(ServiceError::from)?
             .map_err(ServiceError::from)?;
+            if let Err(e @ (StoreError::HashMismatch { .. } | StoreError::Wire { .. })) = &put {
+                warn!(%key, error = %e, "corrupt upload refused");
+                Counters::add(&self.shared.counters.uploads_refused, 1);
+            }
+            put.map_err(ServiceError::from)?;
             debug!(%key, "slice stored");
             stored.push(wire_key);
         }
@@ -1011,6 +1109,9 @@ impl Coordinator for CoordinatorService {
                 let mut file = match got {
                     Ok(Ok((file, _))) => file,
                     Ok(Err(e)) => {
+                        if matches!(e, StoreError::Corrupt { .. }) {
+                            Counters::add(&this.shared.counters.downloads_refused, 1);
+                        }
                         let _ = tx.send(Err(ServiceError::from(e).status())).await;
                         return;
                     }
@@ -1038,9 +1139,7 @@ impl Coordinator for CoordinatorService {
                 for chunk in pb::slice_chunks(header, &file.data, CHUNK_BYTES) {
                     // Counted when queued for the client (a chunk lost to a client that went
                     // away is counted too).
-                    this.shared
-                        .bytes_fetched
-                        .fetch_add(chunk.data.len() as u64, Ordering::Relaxed);
+                    Counters::add(&this.shared.counters.bytes_fetched, chunk.data.len() as u64);
                     if tx.send(Ok(chunk)).await.is_err() {
                         return; // the client went away
                     }
@@ -1109,6 +1208,7 @@ impl Coordinator for CoordinatorService {
                 state.journal_broken = Some(e.to_string());
                 return Err(e.into());
             }
+            Counters::add(&this.shared.counters.journal_records, records.len() as u64);
             let (accepted, writes) = this.take_job(&mut state, job, &JobSpec::Materials(materials.clone()))?;
             let Action::JobAccepted { slices, positions, finished, .. } = accepted else { unreachable!() };
             info!(%job, materials = ?materials.iter().map(|m| m.to_string()).collect::<Vec<_>>(), slices, positions, finished, "job taken");
@@ -1137,8 +1237,8 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(pb::JobStatusResponse {
             jobs,
             workers_alive,
-            bytes_uploaded: self.shared.bytes_uploaded.load(Ordering::Relaxed),
-            bytes_fetched: self.shared.bytes_fetched.load(Ordering::Relaxed),
+            bytes_uploaded: self.shared.counters.bytes_uploaded.load(Ordering::Relaxed),
+            bytes_fetched: self.shared.counters.bytes_fetched.load(Ordering::Relaxed),
         }))
     }
 }
@@ -1150,6 +1250,19 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
+    serve_with_metrics(config, listener, None, shutdown).await
+}
+
+/// [`serve`], and, when `metrics` is given, the Prometheus metrics (`GET /metrics`, see
+/// [`crate::metrics`]) over plain HTTP on that listener until the same shutdown.
+pub async fn serve_with_metrics(
+    config: ServiceConfig,
+    listener: tokio::net::TcpListener,
+    metrics: Option<tokio::net::TcpListener>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    // A bad certificate or key stops the start before the state is touched.
+    let tls = config.tls.as_ref().map(TlsIdentity::server_config).transpose()?;
     let open_config = config.clone();
     let service =
         tokio::task::spawn_blocking(move || CoordinatorService::open_blocking(&open_config)).await??;
@@ -1166,13 +1279,35 @@ pub async fn serve(
             }
         })
     };
+    let metrics_server = match metrics {
+        Some(l) => {
+            let addr = l.local_addr().ok();
+            info!(addr = ?addr, "metrics listening (GET /metrics)");
+            let router = crate::metrics::router(service.clone());
+            Some(tokio::spawn(async move { axum::serve(l, router).await }))
+        }
+        None => None,
+    };
     let addr = listener.local_addr().ok();
-    info!(addr = ?addr, tables = %config.tables.display(), state = %config.state.display(), "coordinator listening");
-    let result = tonic::transport::Server::builder()
+    info!(addr = ?addr, tls = tls.is_some(), tables = %config.tables.display(), state = %config.state.display(), "coordinator listening");
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let result = builder
         .add_service(service.into_server(ServerAuth::new(config.token.as_deref())))
         .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
         .await;
     ticker.abort();
+    if let Some(m) = metrics_server {
+        if m.is_finished() {
+            if let Ok(Err(e)) = m.await {
+                return Err(ServiceError::Metrics(e));
+            }
+        } else {
+            m.abort();
+        }
+    }
     result?;
     info!("coordinator stopped");
     Ok(())
@@ -1299,6 +1434,7 @@ mod tests {
             .client
             .submit_job(pb::SubmitJobRequest {
                 materials: vec!["kqvk".into()],
+                roots: Vec::new(),
             })
             .await
             .unwrap()

@@ -94,6 +94,11 @@ fn messages_round_trip_through_prost() {
     });
     round_trip(&SubmitJobRequest {
         materials: vec!["KPvK".into(), "KPvKP".into()],
+        roots: Vec::new(),
+    });
+    round_trip(&SubmitJobRequest {
+        materials: Vec::new(),
+        roots: vec![key("KPvKP", 1 << 27, 1 << 35)],
     });
     round_trip(&SubmitJobResponse {
         job_id: 1,

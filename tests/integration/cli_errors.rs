@@ -133,3 +133,57 @@ fn a_bad_worker_cache_size_is_refused() {
         "{help}"
     );
 }
+
+/// The coordinator's TLS and metrics flags: an unreadable file, a file that is not PEM, a key
+/// without its certificate, a bad metrics address; and a client's CA file. One line, exit 2,
+/// before anything listens.
+#[test]
+fn bad_tls_files_and_metrics_address_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tables = d.join("tables");
+    let not_pem = d.join("not.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let (t, np) = (tables.to_str().unwrap(), not_pem.to_str().unwrap());
+    let coordinator = |extra: &[&str]| {
+        let mut args = vec!["coordinator", "--listen", "127.0.0.1:0", "--tables", t];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let one_line =
+        |o: &std::process::Output| assert_eq!(stderr(o).trim().lines().count(), 1, "{}", stderr(o));
+
+    let o = coordinator(&["--tls-cert", "/nonexistent/cert.pem", "--tls-key", np]);
+    assert_clean_failure(&o, 2, "cannot read --tls-cert /nonexistent/cert.pem");
+    one_line(&o);
+    let o = coordinator(&["--tls-cert", np, "--tls-key", np]);
+    assert_clean_failure(&o, 2, "no PEM certificate");
+    one_line(&o);
+    assert_clean_failure(&coordinator(&["--tls-key", np]), 2, "--tls-cert");
+    let o = coordinator(&["--metrics-listen", "not-an-address"]);
+    assert_clean_failure(&o, 2, "--metrics-listen");
+    one_line(&o);
+
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", "--coordinator", "https://127.0.0.1:1"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = status(&["--tls-ca", "/nonexistent/ca.pem"]);
+    assert_clean_failure(&o, 2, "cannot read --tls-ca /nonexistent/ca.pem");
+    one_line(&o);
+    let o = status(&["--tls-ca", np]);
+    assert_clean_failure(&o, 2, "no PEM certificate");
+    one_line(&o);
+    for sub in ["coordinator", "worker", "submit", "status"] {
+        let o = run(&[sub, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{sub} --help");
+        let flag = if sub == "coordinator" {
+            "--tls-cert"
+        } else {
+            "--tls-ca"
+        };
+        assert!(stdout(&o).contains(flag), "{sub} --help lacks {flag}");
+    }
+    assert!(stdout(&run(&["coordinator", "--help"])).contains("--metrics-listen"));
+}

@@ -167,25 +167,30 @@ fn cluster_of_two_workers_builds_kpkp_byte_identical_to_solve_and_verified() {
 
 /// A coordinator on a free port with token `right`, answering `status`.
 fn coordinator(tmp: &Path) -> (Proc, String) {
+    coordinator_with(tmp, &[], "http", &[])
+}
+
+/// A coordinator on a free port of 127.0.0.1 with token `right` and the `extra` arguments; its
+/// URL (`scheme://127.0.0.1:PORT`) once `zermelo status` with `client` arguments gets an answer.
+fn coordinator_with(tmp: &Path, extra: &[&str], scheme: &str, client: &[&str]) -> (Proc, String) {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let url = format!("http://{listen}");
+    let url = format!("{scheme}://{listen}");
     let tables = tmp.join("tables");
-    let proc = Proc::spawn(
-        &[
-            "coordinator",
-            "--listen",
-            &listen,
-            "--tables",
-            tables.to_str().unwrap(),
-        ],
-        tmp.join("coordinator.log"),
-        &[("ZERMELO_TOKEN", "right")],
-    );
+    let mut args = vec![
+        "coordinator",
+        "--listen",
+        &listen,
+        "--tables",
+        tables.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let proc = Proc::spawn(&args, tmp.join("coordinator.log"), &[("ZERMELO_TOKEN", "right")]);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let o = zermelo()
             .args(["status", "--coordinator", &url, "--token", "right"])
+            .args(client)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -673,4 +678,250 @@ fn cluster_skips_tables_already_complete_in_its_tables_directory() {
             assert!(old == new, "{} was rewritten", old.0);
         }
     }
+}
+
+/// A worker of the coordinator at `url` (token `right`, one thread) with the `extra` arguments.
+fn worker_proc(tmp: &Path, name: &str, url: &str, extra: &[&str]) -> Proc {
+    let cache = tmp.join(format!("cache-{name}"));
+    let mut args = vec![
+        "worker",
+        "--coordinator",
+        url,
+        "--cache",
+        cache.to_str().unwrap(),
+        "--threads",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(
+        &args,
+        tmp.join(format!("{name}.log")),
+        &[("ZERMELO_TOKEN", "right")],
+    )
+}
+
+/// Runs `zermelo submit --wait` of `materials` (token `right`, `extra` arguments) and waits for
+/// it, failing with the logs of `procs` if it does not succeed within `limit`.
+fn submit_and_wait(
+    tmp: &Path,
+    url: &str,
+    materials: &[&str],
+    extra: &[&str],
+    limit: Duration,
+    procs: &[&Proc],
+) {
+    let mut args = vec!["submit", "--coordinator", url, "--wait"];
+    args.extend_from_slice(materials);
+    args.extend_from_slice(extra);
+    let mut submit = Proc::spawn(&args, tmp.join("submit.log"), &[("ZERMELO_TOKEN", "right")]);
+    let status = submit.wait(limit);
+    if !status.success() {
+        let logs: Vec<String> = procs
+            .iter()
+            .map(|p| format!("--- {:?}\n{}", p.log, p.log()))
+            .collect();
+        panic!("submit failed ({status}):\n{}\n{}", submit.log(), logs.join("\n"));
+    }
+}
+
+/// `GET path` over a plain TCP connection: the status code and the body.
+fn http_get(addr: &str, path: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics port");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read the response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, head.to_owned(), body.to_owned())
+}
+
+/// The samples of a Prometheus text exposition: `name{labels}` (as written) -> value.
+fn samples(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (name, value) = l.rsplit_once(' ').expect("a sample line");
+            (name.to_owned(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// Issue 3, metrics: a coordinator with `--metrics-listen` and one worker build KPvK; `GET
+/// /metrics` over TCP reports the finished job (slices and positions done equal to their totals,
+/// as `zermelo status` gives them), a live worker, no lease left, the slice bytes `status`
+/// reports, one journal record per slice plus the job's, nothing refused. Other paths are 404.
+#[test]
+fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (coord, url) = coordinator_with(tmp.path(), &["--metrics-listen", &metrics], "http", &[]);
+    let worker = worker_proc(tmp.path(), "worker", &url, &[]);
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KPvK"],
+        &[],
+        Duration::from_secs(60),
+        &[&coord, &worker],
+    );
+
+    let o = run(&["status", "--coordinator", &url, "--token", "right", "1"]);
+    assert_ok(&o);
+    let status: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let job = &status["jobs"][0];
+    assert_eq!(job["state"], "done", "{status}");
+    let slices = job["slices_total"].as_u64().unwrap();
+    let positions = job["positions_total"].as_u64().unwrap();
+    assert!(slices >= 5 && positions > 0, "{status}");
+
+    let (code, head, body) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200, "{head}\n{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let m = samples(&body);
+    let get = |name: &str| {
+        *m.get(name)
+            .unwrap_or_else(|| panic!("{name} missing from\n{body}"))
+    };
+    let job_labels = r#"{job="1",materials="KPvK"}"#;
+    let per_job = |name: &str| get(&format!("{name}{job_labels}"));
+    assert_eq!(per_job("zermelo_job_slices_total"), slices as f64);
+    assert_eq!(per_job("zermelo_job_slices_done"), slices as f64);
+    assert_eq!(per_job("zermelo_job_positions_total"), positions as f64);
+    assert_eq!(per_job("zermelo_job_positions_done"), positions as f64);
+    assert_eq!(per_job("zermelo_job_done"), 1.0);
+    assert_eq!(per_job("zermelo_job_failed"), 0.0);
+    assert!(per_job("zermelo_job_positions_per_second") >= 0.0);
+    assert!(get("zermelo_workers_alive") >= 1.0, "{body}");
+    assert_eq!(get("zermelo_leases_outstanding"), 0.0);
+    assert!(get("zermelo_leases_granted_total") >= 1.0);
+    assert_eq!(get("zermelo_leases_expired_total"), 0.0);
+    // One worker, a fresh coordinator: every slice solved once.
+    assert_eq!(get("zermelo_slices_solved_total"), slices as f64);
+    assert_eq!(get("zermelo_positions_solved_total"), positions as f64);
+    assert_eq!(get("zermelo_journal_records_total"), (slices + 1) as f64);
+    let uploaded = status["bytes_uploaded"].as_u64().unwrap();
+    assert!(uploaded > 0, "{status}");
+    assert_eq!(get("zermelo_slice_bytes_uploaded_total"), uploaded as f64);
+    assert_eq!(
+        get("zermelo_slice_bytes_downloaded_total"),
+        status["bytes_fetched"].as_u64().unwrap() as f64
+    );
+    assert_eq!(get("zermelo_corrupt_uploads_refused_total"), 0.0);
+    assert_eq!(get("zermelo_corrupt_downloads_refused_total"), 0.0);
+
+    let (code, _, _) = http_get(&metrics, "/nope");
+    assert_eq!(code, 404);
+    drop((worker, coord));
+}
+
+/// A test CA (made by rcgen, as `openssl` does in the README) and a coordinator certificate it
+/// signed for `localhost` and 127.0.0.1, written as PEM files: (CA, certificate, key).
+fn test_pki(dir: &Path, ca_name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, ca_name);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let paths = (dir.join("ca.pem"), dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// Asserts a command failed with exit 2 and one line on stderr containing `expected`.
+fn assert_fails_with(o: &std::process::Output, expected: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line:\n{err}");
+    assert!(err.contains(expected), "{expected:?} not in: {err}");
+}
+
+/// Issue 3, TLS: a coordinator serving a certificate signed by a test CA, and a worker and a
+/// client that trust that CA, build KPvK over https:// byte-identical to `zermelo solve`. A
+/// client that trusts another CA, one with no CA, and one on plain http:// fail with one clear
+/// line and exit 2; so does a worker that trusts another CA.
+#[test]
+fn tls_cluster_builds_kpk_byte_identical_and_untrusting_clients_fail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_pki(&tmp.path().join("pki"), "zermelo test CA");
+    let (other_ca, _, _) = test_pki(&tmp.path().join("other-pki"), "another CA");
+    let (ca, cert, key, other_ca) = (
+        ca.to_str().unwrap(),
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+        other_ca.to_str().unwrap(),
+    );
+    let (coord, url) = coordinator_with(
+        tmp.path(),
+        &["--tls-cert", cert, "--tls-key", key],
+        "https",
+        &["--tls-ca", ca],
+    );
+    let worker = worker_proc(tmp.path(), "worker", &url, &["--tls-ca", ca]);
+    // By name, too: the certificate is for localhost as well as 127.0.0.1.
+    let by_name = url.replace("127.0.0.1", "localhost");
+    submit_and_wait(
+        tmp.path(),
+        &by_name,
+        &["KPvK"],
+        &["--tls-ca", ca],
+        Duration::from_secs(60),
+        &[&coord, &worker],
+    );
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    let tables = tmp.path().join("tables");
+    let names = table_files(&solve_dir);
+    assert_eq!(table_files(&tables), names);
+    for n in &names {
+        let a = std::fs::read(solve_dir.join(n)).unwrap();
+        let b = std::fs::read(tables.join(n)).unwrap();
+        assert!(
+            a == b,
+            "{n} differs between `zermelo solve` and the cluster over TLS"
+        );
+    }
+
+    let status = |url: &str, extra: &[&str]| {
+        let mut args = vec!["status", "--coordinator", url, "--token", "right"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    assert_ok(&status(&url, &["--tls-ca", ca]));
+    assert_fails_with(
+        &status(&url, &["--tls-ca", other_ca]),
+        "certificate is not trusted",
+    );
+    assert_fails_with(&status(&url, &[]), "--tls-ca");
+    let plain = url.replace("https://", "http://");
+    assert_fails_with(&status(&plain, &[]), "use https://");
+
+    let mut untrusting = worker_proc(tmp.path(), "untrusting-worker", &url, &["--tls-ca", other_ca]);
+    let exit = untrusting.wait(Duration::from_secs(20));
+    assert_eq!(exit.code(), Some(2), "{}", untrusting.log());
+    assert!(
+        untrusting.log().contains("certificate is not trusted"),
+        "{}",
+        untrusting.log()
+    );
+    drop((worker, coord));
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
 use zermelo_chess::{Bitboard, Material, SliceKey};
@@ -42,8 +42,10 @@ pub const FETCH_ATTEMPTS: usize = 3;
 /// How a worker runs.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
-    /// The coordinator's URL, `http://host:port`.
+    /// The coordinator's URL, `http://host:port` (or `https://` with `tls_ca`).
     pub coordinator: String,
+    /// PEM certificates of the CAs to trust for an `https://` coordinator.
+    pub tls_ca: Option<Vec<u8>>,
     /// The local slice cache (created if missing).
     pub cache: PathBuf,
     /// The cache's budget in bytes: beyond it, the least recently used slice files are evicted
@@ -61,6 +63,8 @@ pub struct WorkerConfig {
 pub enum WorkerError {
     #[error("bad coordinator URL {url}: {reason}")]
     BadUrl { url: String, reason: String },
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error(transparent)]
     BadToken(#[from] pb::auth::BadToken),
     #[error("the coordinator refused this worker: {0}")]
@@ -89,6 +93,7 @@ impl WorkerError {
         matches!(
             self,
             WorkerError::BadUrl { .. }
+                | WorkerError::Tls(_)
                 | WorkerError::BadToken(_)
                 | WorkerError::Refused(_)
                 | WorkerError::Unauthenticated(_)
@@ -97,23 +102,83 @@ impl WorkerError {
     }
 }
 
-type Client = CoordinatorClient<InterceptedService<Channel, ClientAuth>>;
+/// A client of the coordinator that sends the cluster token with every call.
+pub type Client = CoordinatorClient<InterceptedService<Channel, ClientAuth>>;
 
-/// What an RPC failure means: the token refused is fatal, the rest is worth a retry.
+/// What an RPC failure means: the token or the coordinator's certificate refused is fatal, the
+/// rest is worth a retry.
 fn rpc(what: &'static str) -> impl FnOnce(Status) -> WorkerError {
     move |status| match status.code() {
         Code::Unauthenticated => WorkerError::Unauthenticated(status.message().to_owned()),
-        _ => WorkerError::Rpc { what, status },
+        _ => match certificate_refused(&status) {
+            Some(reason) => WorkerError::Tls(format!("{what}: {reason}")),
+            None => WorkerError::Rpc { what, status },
+        },
     }
+}
+
+/// The reason when a call failed because the coordinator's TLS certificate was not trusted (an
+/// error of configuration, not of the moment).
+pub fn certificate_refused(status: &Status) -> Option<String> {
+    use rustls::Error as TlsError;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(e) = source {
+        // An io::Error's `source` skips the error it wraps: look at that one too.
+        let wrapped = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        let tls = e
+            .downcast_ref::<TlsError>()
+            .or_else(|| wrapped.and_then(|w| w.downcast_ref::<TlsError>()));
+        if let Some(tls @ TlsError::InvalidCertificate(_)) = tls {
+            return Some(format!(
+                "the coordinator's TLS certificate is not trusted ({tls}); check --tls-ca"
+            ));
+        }
+        source = e.source();
+    }
+    None
 }
 
 /// A client of the coordinator at `url` that sends `token` with every call (connects lazily).
 pub fn connect(url: &str, token: Option<&str>) -> Result<Client, WorkerError> {
+    connect_with_tls(url, token, None)
+}
+
+/// [`connect`], with TLS: an `https://` URL needs `tls_ca`, the PEM certificates of the CAs that
+/// may sign the coordinator's certificate (checked against the URL's host name or address); an
+/// `http://` URL takes none.
+pub fn connect_with_tls(
+    url: &str,
+    token: Option<&str>,
+    tls_ca: Option<&[u8]>,
+) -> Result<Client, WorkerError> {
     let bad = |reason: String| WorkerError::BadUrl {
         url: url.to_owned(),
         reason,
     };
-    let endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| bad(e.to_string()))?;
+    let mut endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| bad(e.to_string()))?;
+    let https = endpoint.uri().scheme_str() == Some("https");
+    match (https, tls_ca) {
+        (true, None) => {
+            return Err(bad(
+                "an https:// coordinator needs the certificate of its CA (--tls-ca FILE)".into(),
+            ))
+        }
+        (false, Some(_)) => {
+            return Err(bad(
+                "a CA certificate (--tls-ca) was given but the URL is not https://".into(),
+            ))
+        }
+        (true, Some(ca)) => {
+            if !ca.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+                return Err(WorkerError::Tls("the CA file holds no PEM certificate".into()));
+            }
+            let config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+            endpoint = endpoint
+                .tls_config(config)
+                .map_err(|e| WorkerError::Tls(format!("the CA certificate: {e}")))?;
+        }
+        (false, None) => {}
+    }
     let channel = endpoint.connect_timeout(Duration::from_secs(5)).connect_lazy();
     let auth = ClientAuth::new(token)?;
     Ok(CoordinatorClient::with_interceptor(channel, auth)
@@ -124,7 +189,11 @@ pub fn connect(url: &str, token: Option<&str>) -> Result<Client, WorkerError> {
 /// Runs a worker until `shutdown` resolves (Ok) or a fatal error (Err). Transient failures (the
 /// coordinator unreachable or restarting) are logged and retried.
 pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
-    let client = connect(&config.coordinator, config.token.as_deref())?;
+    let client = connect_with_tls(
+        &config.coordinator,
+        config.token.as_deref(),
+        config.tls_ca.as_deref(),
+    )?;
     let (dir, budget) = (config.cache.clone(), config.cache_size);
     let cache = tokio::task::spawn_blocking(move || SliceCache::open_blocking(&dir, budget)).await??;
     let mut worker = Worker {

@@ -1,0 +1,331 @@
+//! Prometheus metrics of the coordinator: `GET /metrics` in the Prometheus text exposition
+//! format (version 0.0.4), served by a small axum router beside the gRPC service
+//! ([`crate::service::serve_with_metrics`]). Every other path is 404.
+//!
+//! The counters ([`Counters`]) count since this coordinator process started (a restart starts
+//! them again at 0, as Prometheus expects of a counter); the gauges and the per-job values are
+//! read from the scheduler when scraped. Per-job series carry the labels `job` (the id) and
+//! `materials` (the materials submitted, comma-separated).
+//!
+//! ```
+//! use zermelo_coordinator::metrics::{render, Snapshot};
+//! let text = render(&Snapshot::default());
+//! assert!(text.contains("# TYPE zermelo_workers_alive gauge\nzermelo_workers_alive 0\n"));
+//! ```
+
+use std::fmt::{Display, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use zermelo_proto as pb;
+
+use crate::service::CoordinatorService;
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Counters of the coordinator process, bumped where the events happen.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Slice bytes (the `data` of chunks) received in UploadSlice, refused ones included.
+    pub bytes_uploaded: AtomicU64,
+    /// Slice bytes sent in FetchSlice.
+    pub bytes_fetched: AtomicU64,
+    /// Uploaded slices refused because their bytes do not decode or do not match their hash.
+    pub uploads_refused: AtomicU64,
+    /// Slices not served because the stored copy failed its check.
+    pub downloads_refused: AtomicU64,
+    /// Tasks leased to a worker.
+    pub leases_granted: AtomicU64,
+    /// Leases that ran out (or whose worker was forgotten): their tasks are leased again.
+    pub leases_expired: AtomicU64,
+    /// Leases revoked because another worker finished their slices first.
+    pub leases_revoked: AtomicU64,
+    /// Slices finished for the first time, and their positions.
+    pub slices_solved: AtomicU64,
+    pub positions_solved: AtomicU64,
+    /// Records appended (durably) to the journal.
+    pub journal_records: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// What a scrape shows: the jobs as `JobStatus` reports them, the gauges, and the counters.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub jobs: Vec<pb::JobInfo>,
+    pub workers_alive: u64,
+    pub leases_outstanding: u64,
+    pub counters: CounterValues,
+}
+
+/// The values of [`Counters`] at one moment.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CounterValues {
+    pub bytes_uploaded: u64,
+    pub bytes_fetched: u64,
+    pub uploads_refused: u64,
+    pub downloads_refused: u64,
+    pub leases_granted: u64,
+    pub leases_expired: u64,
+    pub leases_revoked: u64,
+    pub slices_solved: u64,
+    pub positions_solved: u64,
+    pub journal_records: u64,
+}
+
+impl From<&Counters> for CounterValues {
+    fn from(c: &Counters) -> CounterValues {
+        CounterValues {
+            bytes_uploaded: Counters::get(&c.bytes_uploaded),
+            bytes_fetched: Counters::get(&c.bytes_fetched),
+            uploads_refused: Counters::get(&c.uploads_refused),
+            downloads_refused: Counters::get(&c.downloads_refused),
+            leases_granted: Counters::get(&c.leases_granted),
+            leases_expired: Counters::get(&c.leases_expired),
+            leases_revoked: Counters::get(&c.leases_revoked),
+            slices_solved: Counters::get(&c.slices_solved),
+            positions_solved: Counters::get(&c.positions_solved),
+            journal_records: Counters::get(&c.journal_records),
+        }
+    }
+}
+
+/// Text in the exposition format, one metric family at a time.
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    /// A family with one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Display) {
+        self.family(name, kind, help);
+        self.sample(name, &[], value);
+    }
+}
+
+/// A label value with `\`, `"` and line feeds escaped, as the format asks.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
+}
+
+/// The exposition text of a snapshot.
+pub fn render(s: &Snapshot) -> String {
+    let mut t = Text(String::new());
+    let c = &s.counters;
+    t.single(
+        "zermelo_workers_alive",
+        "gauge",
+        "Workers with a live registration (heard from within the worker timeout).",
+        s.workers_alive,
+    );
+    t.single(
+        "zermelo_leases_outstanding",
+        "gauge",
+        "Leases held by workers now (not expired, revoked or completed).",
+        s.leases_outstanding,
+    );
+    t.single(
+        "zermelo_leases_granted_total",
+        "counter",
+        "Tasks leased to workers.",
+        c.leases_granted,
+    );
+    t.single(
+        "zermelo_leases_expired_total",
+        "counter",
+        "Leases that ran out or whose worker was lost; their tasks are leased again.",
+        c.leases_expired,
+    );
+    t.single(
+        "zermelo_leases_revoked_total",
+        "counter",
+        "Leases revoked because their slices were finished under another lease.",
+        c.leases_revoked,
+    );
+    t.single(
+        "zermelo_slices_solved_total",
+        "counter",
+        "Slices finished for the first time, over every job.",
+        c.slices_solved,
+    );
+    t.single(
+        "zermelo_positions_solved_total",
+        "counter",
+        "Positions of the slices finished for the first time; rate() gives positions per second.",
+        c.positions_solved,
+    );
+    t.single(
+        "zermelo_slice_bytes_uploaded_total",
+        "counter",
+        "Slice bytes received from workers in UploadSlice (refused slices included).",
+        c.bytes_uploaded,
+    );
+    t.single(
+        "zermelo_slice_bytes_downloaded_total",
+        "counter",
+        "Slice bytes sent to workers and clients in FetchSlice.",
+        c.bytes_fetched,
+    );
+    t.single(
+        "zermelo_corrupt_uploads_refused_total",
+        "counter",
+        "Uploaded slices refused because they do not decode or do not match their content hash.",
+        c.uploads_refused,
+    );
+    t.single(
+        "zermelo_corrupt_downloads_refused_total",
+        "counter",
+        "Slices not served because the stored copy failed its check.",
+        c.downloads_refused,
+    );
+    t.single(
+        "zermelo_journal_records_total",
+        "counter",
+        "Records written durably to the journal (jobs taken and slices finished).",
+        c.journal_records,
+    );
+    type Field = fn(&pb::JobInfo) -> f64;
+    let per_job: [(&str, &str, Field); 7] = [
+        ("zermelo_job_slices_done", "Slices of the job finished.", |j| {
+            j.slices_done as f64
+        }),
+        (
+            "zermelo_job_slices_total",
+            "Slices in the job's plan, sub-tables included.",
+            |j| j.slices_total as f64,
+        ),
+        (
+            "zermelo_job_positions_done",
+            "Positions of the job's finished slices.",
+            |j| j.positions_done as f64,
+        ),
+        (
+            "zermelo_job_positions_total",
+            "Positions in the job's plan.",
+            |j| j.positions_total as f64,
+        ),
+        (
+            "zermelo_job_positions_per_second",
+            "Positions of the job finished per second, over the last minute.",
+            |j| j.positions_per_second,
+        ),
+        (
+            "zermelo_job_done",
+            "1 when every slice of the job is finished and its tables are written.",
+            |j| f64::from(u8::from(j.state == pb::JobState::Done as i32)),
+        ),
+        ("zermelo_job_failed", "1 when the job failed.", |j| {
+            f64::from(u8::from(j.state == pb::JobState::Failed as i32))
+        }),
+    ];
+    for (name, help, field) in per_job {
+        t.family(name, "gauge", help);
+        for j in &s.jobs {
+            let id = j.job_id.to_string();
+            let materials = j.materials.join(",");
+            t.sample(name, &[("job", &id), ("materials", &materials)], field(j));
+        }
+    }
+    t.0
+}
+
+/// The router of the metrics endpoint: `GET /metrics`; anything else is 404 (or 405 for another
+/// method on `/metrics`).
+pub fn router(service: CoordinatorService) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        get(move || {
+            let service = service.clone();
+            async move {
+                (
+                    [(CONTENT_TYPE, CONTENT_TYPE_TEXT)],
+                    render(&service.metrics_snapshot()),
+                )
+            }
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label("a\nb"), r"a\nb");
+    }
+
+    #[test]
+    fn a_job_is_rendered_with_its_labels() {
+        let s = Snapshot {
+            jobs: vec![pb::JobInfo {
+                job_id: 7,
+                materials: vec!["KPvK".into(), "KQvKR".into()],
+                state: pb::JobState::Done as i32,
+                slices_done: 3,
+                slices_total: 3,
+                positions_done: 10,
+                positions_total: 10,
+                positions_per_second: 2.5,
+                error: String::new(),
+            }],
+            workers_alive: 2,
+            leases_outstanding: 1,
+            counters: CounterValues {
+                bytes_uploaded: 99,
+                ..CounterValues::default()
+            },
+        };
+        let text = render(&s);
+        for line in [
+            "zermelo_workers_alive 2",
+            "zermelo_leases_outstanding 1",
+            "zermelo_slice_bytes_uploaded_total 99",
+            "zermelo_job_slices_done{job=\"7\",materials=\"KPvK,KQvKR\"} 3",
+            "zermelo_job_positions_per_second{job=\"7\",materials=\"KPvK,KQvKR\"} 2.5",
+            "zermelo_job_done{job=\"7\",materials=\"KPvK,KQvKR\"} 1",
+            "zermelo_job_failed{job=\"7\",materials=\"KPvK,KQvKR\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+        // Every sample line follows its family's HELP and TYPE lines.
+        let mut declared = std::collections::HashSet::new();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                declared.insert(rest.split(' ').next().unwrap().to_owned());
+            } else if !l.starts_with('#') {
+                let name = l.split(['{', ' ']).next().unwrap();
+                assert!(declared.contains(name), "{name} has no TYPE line before it");
+            }
+        }
+    }
+}
