@@ -925,3 +925,122 @@ fn tls_cluster_builds_kpk_byte_identical_and_untrusting_clients_fail() {
     );
     drop((worker, coord));
 }
+
+/// The files of a directory (not recursive), by name, with their bytes.
+fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_str().unwrap().to_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Issue 4, acceptance 4: `analyse --coordinator` runs the analysis as a cluster job (two
+/// workers) and gives the same answers and the same bytes in DIR/reachable as a local run.
+/// A second analysis on the same coordinator reuses the slices it has finished.
+#[test]
+fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coordinator, url) = coordinator(tmp.path());
+    let _workers: Vec<Proc> = ["a", "b"]
+        .iter()
+        .map(|n| worker_proc(tmp.path(), n, &url, &[]))
+        .collect();
+    let fens = [
+        "8/8/3k4/3p4/3P4/3K4/8/8 w - - 0 1",
+        "8/8/8/3k4/8/1p6/8/R3K3 w - - 0 1",
+        "8/1P6/8/8/2k5/8/5p2/7K b - - 0 1",
+    ];
+    let local = tmp.path().join("local");
+    let remote = tmp.path().join("remote");
+    let run_analyse = |dir: &Path, extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec!["analyse", "--tables", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&fens);
+        let o = zermelo()
+            .args(&args)
+            .env_remove("ZERMELO_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}\n{}", stderr(&o), coordinator.log());
+        stdout(&o)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let a = run_analyse(&local, &[]);
+    let b = run_analyse(&remote, &["--coordinator", &url, "--token", "right"]);
+    assert_eq!(a.len(), fens.len());
+    for (x, y) in a.iter().zip(&b) {
+        for field in ["fen", "category", "dtm", "moves", "pv", "exact"] {
+            assert_eq!(x[field], y[field], "{field}");
+        }
+        assert_eq!(x["plan"]["slices"], y["plan"]["slices"]);
+    }
+    assert!(a.iter().any(|x| x["category"] != "draw"));
+    let (l, r) = (
+        dir_files(&local.join("reachable")),
+        dir_files(&remote.join("reachable")),
+    );
+    assert!(!l.is_empty());
+    assert_eq!(
+        l.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        r.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    for (x, y) in l.iter().zip(&r) {
+        assert!(
+            x.1 == y.1,
+            "{} differs between the local and the cluster run",
+            x.0
+        );
+    }
+    // The analysis jobs were journaled and solved there; nothing was written as a full table.
+    let log = coordinator.log();
+    assert!(log.contains("analysis job taken"), "{log}");
+    assert!(!tmp.path().join("tables").join("KPvKP.zmt").exists());
+
+    // Asked again from an empty directory: the coordinator has every slice finished, the
+    // workers solve nothing more, and the bytes are the same.
+    let again = tmp.path().join("again");
+    let status = |url: &str| -> serde_json::Value {
+        let o = zermelo()
+            .args(["status", "--coordinator", url, "--token", "right"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let uploaded = status(&url)["bytes_uploaded"].as_u64().unwrap();
+    let c = run_analyse(&again, &["--coordinator", &url, "--token", "right"]);
+    assert_eq!(status(&url)["bytes_uploaded"].as_u64().unwrap(), uploaded);
+    for (x, y) in a.iter().zip(&c) {
+        assert_eq!(x["moves"], y["moves"]);
+    }
+    assert!(dir_files(&again.join("reachable")) == l);
+    // Adjudication is local only: refused with the reason.
+    let o = run(&[
+        "analyse",
+        "--tables",
+        again.to_str().unwrap(),
+        "--coordinator",
+        &url,
+        "--adjudicate",
+        "material:4",
+        fens[0],
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--adjudicate is not available with --coordinator"),
+        "{}",
+        stderr(&o)
+    );
+}
