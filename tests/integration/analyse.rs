@@ -370,3 +370,26 @@ fn lasker_reichhelm_under_coord_rules() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}");
     }
 }
+
+/// Issue 4, acceptance 3 with five men (long: several minutes; ZERMELO_LONG_TESTS=1): random
+/// KRRvKR positions answer the same through `analyse` (from an empty directory) as through
+/// `probe` on the full table.
+#[test]
+fn analyse_agrees_with_probe_on_five_men() {
+    if std::env::var_os("ZERMELO_LONG_TESTS").is_none() {
+        eprintln!("skipped: set ZERMELO_LONG_TESTS=1");
+        return;
+    }
+    let full = tables_with(&["KRRvKR"]);
+    let mut rng = Rng(0x5eed_0005);
+    let fens = random_positions(&mut rng, "KRR", "KR", 24);
+    let probed = probe(&full, &fens.iter().map(String::as_str).collect::<Vec<_>>());
+    let fresh = tempfile::tempdir().unwrap();
+    let (analysed, _) = analyse(fresh.path(), &[], &fens);
+    let mut decided = 0;
+    for (a, p) in analysed.iter().zip(&probed) {
+        assert_eq!(answer(a), answer(p), "analyse and probe differ");
+        decided += (a["category"] != "draw") as usize;
+    }
+    assert!(decided > 5, "{decided}");
+}
