@@ -1044,3 +1044,100 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
         stderr(&o)
     );
 }
+
+/// An analysis job survives kill -9 of its coordinator: restarted on the same directories, the
+/// coordinator replays the job from its journal, the waiting `analyse --coordinator` goes on
+/// (it retries while the coordinator is away), and the answers and bytes equal a local run.
+#[test]
+fn an_analysis_job_survives_kill_9_of_the_coordinator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tables, state) = (tmp.path().join("tables"), tmp.path().join("state"));
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{listen}");
+    let coordinator_args = [
+        "coordinator",
+        "--listen",
+        &listen,
+        "--tables",
+        tables.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--lease-ttl",
+        "2",
+    ];
+    let env = [("ZERMELO_TOKEN", "k9")];
+    let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
+    let cache = tmp.path().join("cache");
+    let worker = Proc::spawn(
+        &[
+            "worker",
+            "--coordinator",
+            &url,
+            "--cache",
+            cache.to_str().unwrap(),
+            "--threads",
+            "1",
+        ],
+        tmp.path().join("worker.log"),
+        &env,
+    );
+    // KRvKP: the pawnless endings its promotions and captures reach, then the pawn slices.
+    let fen = "8/8/8/3k4/8/1p6/8/R3K3 w - - 0 1";
+    let remote = tmp.path().join("remote");
+    let mut analyse = Proc::spawn(
+        &[
+            "analyse",
+            "--tables",
+            remote.to_str().unwrap(),
+            "--coordinator",
+            &url,
+            fen,
+        ],
+        tmp.path().join("analyse.log"),
+        &env,
+    );
+    let (done, total) = wait_job(
+        &url,
+        "k9",
+        "1",
+        Duration::from_secs(60),
+        &[&coord, &worker, &analyse],
+        |_, d, _| d >= 1,
+    );
+    assert!(
+        done < total,
+        "the analysis finished before the coordinator was killed"
+    );
+    coord.child.kill().unwrap(); // SIGKILL
+    coord.child.wait().unwrap();
+    let coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-2.log"), &env);
+    let status = analyse.wait(Duration::from_secs(120));
+    assert!(
+        status.success(),
+        "{}\n{}\n{}",
+        analyse.log(),
+        coord.log(),
+        worker.log()
+    );
+    let replayed = coord.log();
+    assert!(replayed.contains("journal replayed jobs=1"), "{replayed}");
+    eprintln!(
+        "killed at {done}/{total} slices; {}",
+        replayed
+            .lines()
+            .find(|l| l.contains("journal replayed"))
+            .unwrap_or_default()
+    );
+
+    let local = tmp.path().join("local");
+    assert_ok(&run(&["analyse", "--tables", local.to_str().unwrap(), fen]));
+    let (l, r) = (
+        dir_files(&local.join("reachable")),
+        dir_files(&remote.join("reachable")),
+    );
+    assert!(!l.is_empty());
+    assert!(
+        l == r,
+        "the reachable tables differ after the coordinator's restart"
+    );
+}
