@@ -175,7 +175,15 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
             };
             let report = |p: &crate::analyse::PlanSummary| eprint!("{}", crate::analyse::describe_plan(p));
             let solution = crate::analyse::solve_for(pos, &opts, &report, &|_, _| {})
-                .map_err(|e| e.to_string())?
+                .map_err(|e| match e {
+                    // The way past the refusal is analyse's: its results are then reused here.
+                    crate::analyse::AnalyseError::TooBig(_) => format!(
+                        "{e} (for squares: run `zermelo analyse --force --tables {} FEN` on this \
+                         configuration first; squares then reads its stored slices)",
+                        dir.display()
+                    ),
+                    e => e.to_string(),
+                })?
                 .expect("not plan-only");
             slice_values(&pawns, |p| solution.value(p).map_err(|e| e.to_string()))
         }
