@@ -82,6 +82,22 @@ pub enum JobSpec {
     Analysis(Vec<SliceKey>),
 }
 
+impl JobSpec {
+    /// The journal record of job `job` asking for this.
+    pub fn record(&self, job: JobId) -> Record {
+        match self {
+            JobSpec::Materials(materials) => Record::JobSubmitted {
+                job,
+                materials: materials.clone(),
+            },
+            JobSpec::Analysis(roots) => Record::AnalysisSubmitted {
+                job,
+                roots: roots.clone(),
+            },
+        }
+    }
+}
+
 /// What [`Journal::open`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Replay {

@@ -692,65 +692,77 @@ impl CoordinatorService {
         Ok((pb::CompleteTaskResponse { result: Some(answer) }, writes))
     }
 
-    /// Takes an analysis job: the slices reachable from `roots` (sorted, distinct), solved by the
-    /// workers and kept in the store for the one who asked to fetch. Complete tables of the
-    /// materials it reaches are taken as finished first, as for a materials job.
-    async fn submit_analysis(&self, roots: Vec<SliceKey>) -> Result<Response<pb::SubmitJobResponse>, Status> {
-        let this = self.clone();
-        let response = tokio::task::spawn_blocking(move || -> Result<_, ServiceError> {
-            let closure = reachable_plan(&roots, &|_| false, &|_| false);
-            let mut reached: Vec<Material> = closure.slices().map(|s| s.material).collect();
-            reached.sort();
-            reached.dedup();
-            reached.retain(|m| {
-                this.shared
-                    .tables
-                    .join(zermelo_storage::table_file_name(&m.to_string()))
-                    .exists()
-            });
-            let adopted = this.adopt_tables_blocking(&reached);
-            let mut state = this.lock();
-            if let Some(reason) = &state.journal_broken {
-                return Err(ServiceError::JournalBroken(reason.clone()));
+    /// Takes a job: adopts the complete tables already in the tables directory that it needs
+    /// (read outside the lock: it may take a while), journals them with the job, and plans it.
+    /// A materials job adopts its materials; an analysis job (the slices reachable from its
+    /// roots, kept in the store for the one who asked to fetch, no table written) the materials
+    /// it reaches that have a table file. Returns the answer and the tables to write. Blocking.
+    fn take_new_job_blocking(
+        &self,
+        spec: JobSpec,
+    ) -> Result<(pb::SubmitJobResponse, Vec<Material>), ServiceError> {
+        let to_adopt: Vec<Material> = match &spec {
+            JobSpec::Materials(materials) => materials.clone(),
+            JobSpec::Analysis(roots) => {
+                let closure = reachable_plan(roots, &|_| false, &|_| false);
+                let mut reached: Vec<Material> = closure.slices().map(|s| s.material).collect();
+                reached.sort();
+                reached.dedup();
+                reached.retain(|m| {
+                    self.shared
+                        .tables
+                        .join(zermelo_storage::table_file_name(&m.to_string()))
+                        .exists()
+                });
+                reached
             }
-            let adopted: Vec<SliceResult> = adopted
-                .into_iter()
-                .filter(|(m, _)| !state.materials.contains_key(m))
-                .flat_map(|(_, slices)| slices)
-                .collect();
-            let mut records: Vec<Record> = adopted.iter().map(|r| Record::SliceFinished(*r)).collect();
-            state.scheduler.adopt(adopted)?;
-            let job = JobId(state.next_job);
-            state.next_job += 1;
-            records.push(Record::AnalysisSubmitted {
-                job,
-                roots: roots.clone(),
-            });
-            if let Err(e) = state.journal.append(&records) {
-                state.journal_broken = Some(e.to_string());
-                return Err(e.into());
+        };
+        let adopted = self.adopt_tables_blocking(&to_adopt);
+        let mut state = self.lock();
+        if let Some(reason) = &state.journal_broken {
+            return Err(ServiceError::JournalBroken(reason.clone()));
+        }
+        // Another job may have planned one of these materials meanwhile: it is solved there.
+        let adopted: Vec<SliceResult> = adopted
+            .into_iter()
+            .filter(|(m, _)| !state.materials.contains_key(m))
+            .flat_map(|(_, slices)| slices)
+            .collect();
+        let mut records: Vec<Record> = adopted.iter().map(|r| Record::SliceFinished(*r)).collect();
+        state.scheduler.adopt(adopted)?;
+        let job = JobId(state.next_job);
+        state.next_job += 1;
+        records.push(spec.record(job));
+        if let Err(e) = state.journal.append(&records) {
+            state.journal_broken = Some(e.to_string());
+            return Err(e.into());
+        }
+        Counters::add(&self.shared.counters.journal_records, records.len() as u64);
+        let (accepted, writes) = self.take_job(&mut state, job, &spec)?;
+        let Action::JobAccepted {
+            slices,
+            positions,
+            finished,
+            ..
+        } = accepted
+        else {
+            unreachable!()
+        };
+        match &spec {
+            JobSpec::Materials(m) => {
+                let materials: Vec<String> = m.iter().map(|m| m.to_string()).collect();
+                info!(%job, ?materials, slices, positions, finished, "job taken");
             }
-            Counters::add(&this.shared.counters.journal_records, records.len() as u64);
-            let (accepted, _) = this.take_job(&mut state, job, &JobSpec::Analysis(roots.clone()))?;
-            let Action::JobAccepted {
-                slices,
-                positions,
-                finished,
-                ..
-            } = accepted
-            else {
-                unreachable!()
-            };
-            info!(%job, roots = roots.len(), slices, positions, finished, "analysis job taken");
-            Ok(pb::SubmitJobResponse {
-                job_id: job.0,
-                slices_total: slices,
-                positions_total: positions,
-            })
-        })
-        .await
-        .map_err(ServiceError::from)??;
-        Ok(Response::new(response))
+            JobSpec::Analysis(roots) => {
+                info!(%job, roots = roots.len(), slices, positions, finished, "analysis job taken")
+            }
+        }
+        let response = pb::SubmitJobResponse {
+            job_id: job.0,
+            slices_total: slices,
+            positions_total: positions,
+        };
+        Ok((response, writes))
     }
 
     /// Runs the tables to write on the blocking pool, one after the other.
@@ -1156,7 +1168,7 @@ impl Coordinator for CoordinatorService {
         request: Request<pb::SubmitJobRequest>,
     ) -> Result<Response<pb::SubmitJobResponse>, Status> {
         let request = request.into_inner();
-        if !request.roots.is_empty() {
+        let spec = if !request.roots.is_empty() {
             if !request.materials.is_empty() {
                 return Err(ServiceError::MaterialsAndRoots.into());
             }
@@ -1166,56 +1178,30 @@ impl Coordinator for CoordinatorService {
             }
             roots.sort();
             roots.dedup();
-            return self.submit_analysis(roots).await;
-        }
-        let names = request.materials;
-        if names.is_empty() {
-            return Err(ServiceError::NoMaterial.into());
-        }
-        let mut materials = Vec::new();
-        for name in &names {
-            let m =
-                Material::parse_table(name, self.shared.max_men).map_err(|e| ServiceError::BadMaterial {
-                    name: name.clone(),
-                    reason: e.to_string(),
+            JobSpec::Analysis(roots)
+        } else {
+            let names = request.materials;
+            if names.is_empty() {
+                return Err(ServiceError::NoMaterial.into());
+            }
+            let mut materials = Vec::new();
+            for name in &names {
+                let m = Material::parse_table(name, self.shared.max_men).map_err(|e| {
+                    ServiceError::BadMaterial {
+                        name: name.clone(),
+                        reason: e.to_string(),
+                    }
                 })?;
-            if !materials.contains(&m) {
-                materials.push(m);
+                if !materials.contains(&m) {
+                    materials.push(m);
+                }
             }
-        }
+            JobSpec::Materials(materials)
+        };
         let this = self.clone();
-        let (response, writes) = tokio::task::spawn_blocking(move || -> Result<_, ServiceError> {
-            // Complete tables already in the tables directory are not solved again (as with
-            // `zermelo solve`): their slices are read (outside the lock: it may take a while)
-            // and recorded as finished with the job.
-            let adopted = this.adopt_tables_blocking(&materials);
-            let mut state = this.lock();
-            if let Some(reason) = &state.journal_broken {
-                return Err(ServiceError::JournalBroken(reason.clone()));
-            }
-            // Another job may have planned one of these materials meanwhile: it is solved there.
-            let adopted: Vec<SliceResult> = adopted
-                .into_iter()
-                .filter(|(m, _)| !state.materials.contains_key(m))
-                .flat_map(|(_, slices)| slices)
-                .collect();
-            let mut records: Vec<Record> = adopted.iter().map(|r| Record::SliceFinished(*r)).collect();
-            state.scheduler.adopt(adopted)?;
-            let job = JobId(state.next_job);
-            state.next_job += 1;
-            records.push(Record::JobSubmitted { job, materials: materials.clone() });
-            if let Err(e) = state.journal.append(&records) {
-                state.journal_broken = Some(e.to_string());
-                return Err(e.into());
-            }
-            Counters::add(&this.shared.counters.journal_records, records.len() as u64);
-            let (accepted, writes) = this.take_job(&mut state, job, &JobSpec::Materials(materials.clone()))?;
-            let Action::JobAccepted { slices, positions, finished, .. } = accepted else { unreachable!() };
-            info!(%job, materials = ?materials.iter().map(|m| m.to_string()).collect::<Vec<_>>(), slices, positions, finished, "job taken");
-            Ok((pb::SubmitJobResponse { job_id: job.0, slices_total: slices, positions_total: positions }, writes))
-        })
-        .await
-        .map_err(ServiceError::from)??;
+        let (response, writes) = tokio::task::spawn_blocking(move || this.take_new_job_blocking(spec))
+            .await
+            .map_err(ServiceError::from)??;
         self.write_tables(writes).await?;
         Ok(Response::new(response))
     }

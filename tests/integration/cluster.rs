@@ -334,26 +334,35 @@ fn wait_job(
     }
 }
 
+/// The arguments of a coordinator on a free port of 127.0.0.1 with its tables and state in
+/// `tmp` (so that a restart with the same arguments resumes) and a 2 s lease TTL; and its URL.
+fn restartable_coordinator(tmp: &Path) -> (Vec<String>, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{listen}");
+    let dir = |name: &str| tmp.join(name).to_str().unwrap().to_owned();
+    let args = [
+        "coordinator",
+        "--listen",
+        &listen,
+        "--tables",
+        &dir("tables"),
+        "--state",
+        &dir("state"),
+        "--lease-ttl",
+        "2",
+    ];
+    (args.iter().map(|a| a.to_string()).collect(), url)
+}
+
 /// Acceptance 2 and 3: kill -9 a worker in the middle of a job, then the coordinator; the
 /// coordinator restarted on the same directories resumes from its journal, and the job
 /// finishes with every table byte-identical to `zermelo solve`.
 #[test]
 fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_tables() {
     let tmp = tempfile::tempdir().unwrap();
-    let (tables, state) = (tmp.path().join("tables"), tmp.path().join("state"));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
-    let coordinator_args = [
-        "coordinator",
-        "--listen",
-        &listen,
-        "--tables",
-        tables.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--lease-ttl",
-        "2",
-    ];
+    let (args, url) = restartable_coordinator(tmp.path());
+    let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let tables = tmp.path().join("tables");
     let env = [("ZERMELO_TOKEN", "k9")];
     let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
     let workers: Vec<Proc> = (0..2)
@@ -1051,20 +1060,8 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
 #[test]
 fn an_analysis_job_survives_kill_9_of_the_coordinator() {
     let tmp = tempfile::tempdir().unwrap();
-    let (tables, state) = (tmp.path().join("tables"), tmp.path().join("state"));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
-    let coordinator_args = [
-        "coordinator",
-        "--listen",
-        &listen,
-        "--tables",
-        tables.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--lease-ttl",
-        "2",
-    ];
+    let (args, url) = restartable_coordinator(tmp.path());
+    let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env = [("ZERMELO_TOKEN", "k9")];
     let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
     let cache = tmp.path().join("cache");
