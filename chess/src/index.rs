@@ -1,13 +1,19 @@
 //! The bijection between a position and its (slice, index).
 //!
-//! Index layout version 2 (see `storage/FORMAT.md`): the men other than pawns are listed White's
-//! K Q R B N then Black's K Q R B N ([`Material::non_pawn_men`]); each is a field of 6 bits (its
-//! square, 0 = a1), the first man (White's king) most significant. In a pawnless slice White's
-//! king is kept on the triangle a1-d1-d4 by the eight symmetries of the board
-//! ([`canonical_pawnless`]), and its field has 10 values (its place in [`TRIANGLE`]). With the
-//! king on the diagonal a1-d4 a position and its mirror in that diagonal are both stored.
-//! The side to move comes above all: `index = turn * per_side + fields`. Men of the same kind are
-//! labelled, so a position with two rooks has two indices (both hold the same value).
+//! Index layout version 3 (see `storage/FORMAT.md`, the contract): the two kings make one field,
+//! their place in a list of legal king pairs ([`KING_PAIRS_PAWNLESS`], 462 pairs with White's king
+//! on the triangle a1-d1-d4, or [`KING_PAIRS_PAWNFUL`], 3,612 pairs); every other group of men of
+//! one colour and kind (queens, rooks, bishops, knights) is one field, the set of its squares
+//! ranked as a combination ([`BINOMIAL`]), so a position with two rooks has one index, not two.
+//! Field order, most significant first: the king pair, then knights, bishops, rooks, queens,
+//! Black's group of a kind before White's (White's queens lowest: the most mobile man moves
+//! within the smallest stride). The side to move comes above all:
+//! `index = turn * per_side + fields`.
+//!
+//! In a pawnless slice the eight symmetries of the board bring White's king onto the triangle,
+//! and with White's king on the diagonal a1-d4, Black's king on or below it
+//! ([`pawnless_symmetry`]). With both kings on the diagonal a position and its mirror in the
+//! diagonal are both stored.
 
 use crate::material::Material;
 use crate::position::{Board, Position};
@@ -15,8 +21,27 @@ use crate::slice::SliceKey;
 use crate::types::{Bitboard, Color, Piece, Role, Square};
 
 /// The layout version written into table files.
-pub const INDEX_LAYOUT: u32 = 2;
+pub const INDEX_LAYOUT: u32 = 3;
 
+/// Most like men in one group an index can rank: a side's 2 rooks (or knights, bishops) and 8
+/// promoted ones. Tables stop long before; [`locate`] still names the slice of such a position.
+pub const MAX_GROUP: usize = 10;
+
+/// `BINOMIAL[n][k]` = C(n, k) for n <= 64, k <= [`MAX_GROUP`] (0 when k > n).
+pub const BINOMIAL: [[u64; MAX_GROUP + 1]; 65] = {
+    let mut t = [[0u64; MAX_GROUP + 1]; 65];
+    let mut n = 0;
+    while n <= 64 {
+        t[n][0] = 1;
+        let mut k = 1;
+        while k <= MAX_GROUP {
+            t[n][k] = if n == 0 { 0 } else { t[n - 1][k - 1] + t[n - 1][k] };
+            k += 1;
+        }
+        n += 1;
+    }
+    t
+};
 /// The squares of White's king in a pawnless slice, in field order: a1 b1 c1 d1 b2 c2 d2 c3 d3 d4.
 pub const TRIANGLE: [Square; 10] = {
     let mut t = [Square::A1; 10];
@@ -134,18 +159,218 @@ pub fn on_triangle(sq: Square) -> bool {
     TRIANGLE_FIELD[sq.index()] != 255
 }
 
+/// True if two squares are the same or next to each other (kings there are never legal).
+const fn touching(a: u8, b: u8) -> bool {
+    let df = (a % 8) as i8 - (b % 8) as i8;
+    let dr = (a / 8) as i8 - (b / 8) as i8;
+    df >= -1 && df <= 1 && dr >= -1 && dr <= 1
+}
+
+/// Number of king pairs of a pawnless slice.
+pub const PAWNLESS_KING_PAIRS: usize = 462;
+/// Number of king pairs of a slice with pawns.
+pub const PAWNFUL_KING_PAIRS: usize = 3612;
+
+/// The king pairs `[white, black]` of a pawnless slice, in field order: White's king on
+/// [`TRIANGLE`] in its order, Black's king ascending, not next to White's and, with White's
+/// king on the diagonal a1-d4, not above the diagonal.
+pub const KING_PAIRS_PAWNLESS: [[Square; 2]; PAWNLESS_KING_PAIRS] = {
+    let mut t = [[Square::A1; 2]; PAWNLESS_KING_PAIRS];
+    let mut n = 0;
+    let mut w = 0;
+    while w < 10 {
+        let wk = TRIANGLE[w];
+        let mut b = 0u8;
+        while b < 64 {
+            let bk = Square::new(b);
+            let diagonal = wk.file() == wk.rank();
+            if !touching(wk.u8(), b) && !(diagonal && bk.rank() > bk.file()) {
+                t[n] = [wk, bk];
+                n += 1;
+            }
+            b += 1;
+        }
+        w += 1;
+    }
+    assert!(n == PAWNLESS_KING_PAIRS);
+    t
+};
+
+/// The king pairs `[white, black]` of a slice with pawns, in field order: White's king
+/// ascending, then Black's, never next to each other.
+pub const KING_PAIRS_PAWNFUL: [[Square; 2]; PAWNFUL_KING_PAIRS] = {
+    let mut t = [[Square::A1; 2]; PAWNFUL_KING_PAIRS];
+    let mut n = 0;
+    let mut w = 0u8;
+    while w < 64 {
+        let mut b = 0u8;
+        while b < 64 {
+            if !touching(w, b) {
+                t[n] = [Square::new(w), Square::new(b)];
+                n += 1;
+            }
+            b += 1;
+        }
+        w += 1;
+    }
+    assert!(n == PAWNFUL_KING_PAIRS);
+    t
+};
+
+/// No king-pair field: the pair is not stored.
+const NO_PAIR: u16 = u16::MAX;
+
+/// Inverts a list of king pairs: `[white][black]` -> field, [`NO_PAIR`] if not in the list.
+const fn king_pair_fields<const N: usize>(pairs: &[[Square; 2]; N]) -> [[u16; 64]; 64] {
+    let mut t = [[NO_PAIR; 64]; 64];
+    let mut i = 0;
+    while i < N {
+        t[pairs[i][0].index()][pairs[i][1].index()] = i as u16;
+        i += 1;
+    }
+    t
+}
+
+/// `[white king][black king]` -> king-pair field of a pawnless slice, or `u16::MAX`.
+static KING_PAIR_FIELD_PAWNLESS: [[u16; 64]; 64] = king_pair_fields(&KING_PAIRS_PAWNLESS);
+/// `[white king][black king]` -> king-pair field of a slice with pawns, or `u16::MAX`.
+static KING_PAIR_FIELD_PAWNFUL: [[u16; 64]; 64] = king_pair_fields(&KING_PAIRS_PAWNFUL);
+
+/// The king-pair field of a pawnless (`pawnless`) or pawnful slice, `None` if the pair is not
+/// stored (kings touching, or off the table form of a pawnless slice).
+#[inline]
+pub fn king_pair_field(pawnless: bool, wk: Square, bk: Square) -> Option<u64> {
+    let t = if pawnless {
+        &KING_PAIR_FIELD_PAWNLESS
+    } else {
+        &KING_PAIR_FIELD_PAWNFUL
+    };
+    let f = t[wk.index()][bk.index()];
+    (f != NO_PAIR).then_some(f as u64)
+}
+
+/// The index in [`SYMMETRIES`] of the symmetry that brings a pawnless position with its kings on
+/// `wk` and `bk` into table form: [`CANONICAL_SYMMETRY`] of White's king, then, if that king is
+/// on the diagonal a1-d4 and Black's king above it, the mirror in the diagonal. (A king brought
+/// onto the diagonal by [`CANONICAL_SYMMETRY`] was not mirrored in it, so the two compose by
+/// setting bit 2.)
+#[inline]
+pub fn pawnless_symmetry(wk: Square, bk: Square) -> usize {
+    let k = CANONICAL_SYMMETRY[wk.index()] as usize;
+    let table = &SYMMETRY_TABLE[k];
+    let (w, b) = (table[wk.index()], table[bk.index()]);
+    if w.file() == w.rank() && b.rank() > b.file() {
+        k | 4
+    } else {
+        k
+    }
+}
+
+/// The `k` squares (ascending) of combination rank `rank` (below C(64, k)).
+#[inline]
+fn unrank(mut rank: u64, out: &mut [Square]) {
+    let k = out.len();
+    if k == 1 {
+        out[0] = Square::new(rank as u8);
+        return;
+    }
+    let mut s = 64usize;
+    for j in (1..=k).rev() {
+        s -= 1;
+        while BINOMIAL[s][j] > rank {
+            s -= 1;
+        }
+        rank -= BINOMIAL[s][j];
+        out[j - 1] = Square::new(s as u8);
+    }
+}
+
+/// One field of like men: `len` men from `first` in [`SliceIndexer::men`] order.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    first: usize,
+    len: usize,
+    size: u64,
+}
+
+/// The groups of the men other than kings of `men` (in [`Material::non_pawn_men`] order), in
+/// field order: knights, bishops, rooks, queens, Black before White.
+fn groups_of(men: &[Piece]) -> Vec<Group> {
+    let mut groups = Vec::new();
+    for role in [Role::Knight, Role::Bishop, Role::Rook, Role::Queen] {
+        for color in [Color::Black, Color::White] {
+            let piece = Piece::new(color, role);
+            if let Some(first) = men.iter().position(|&p| p == piece) {
+                let len = men[first..].iter().take_while(|&&p| p == piece).count();
+                assert!(len <= MAX_GROUP, "{len} like men in a group");
+                groups.push(Group {
+                    first,
+                    len,
+                    size: BINOMIAL[64][len],
+                });
+            }
+        }
+    }
+    groups
+}
+
+/// Where a man's field sits in the index: see [`SliceIndexer::fields`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ManField {
+    /// What one step of the field's value is worth in the index.
+    pub stride: u64,
+    /// The first man of its group in [`SliceIndexer::men`].
+    pub first: usize,
+    /// The number of like men in its group.
+    pub len: usize,
+}
+
+/// The combination rank of a group of like men on `squares` (any order, distinct), as the index
+/// stores it: `C(s1, 1) + C(s2, 2) + ...` over the squares in ascending order.
+#[inline]
+pub fn group_rank(squares: &[Square]) -> u64 {
+    match squares {
+        [a] => a.u8() as u64,
+        [a, b] => {
+            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+            lo.u8() as u64 + BINOMIAL[hi.index()][2]
+        }
+        _ => {
+            let mut s = [0u8; MAX_GROUP];
+            let k = squares.len();
+            for (d, q) in s.iter_mut().zip(squares) {
+                *d = q.u8();
+            }
+            // Insertion sort: a handful of squares.
+            for i in 1..k {
+                let mut j = i;
+                while j > 0 && s[j - 1] > s[j] {
+                    s.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
+            (0..k).map(|i| BINOMIAL[s[i] as usize][i + 1]).sum()
+        }
+    }
+}
+
 /// Maps positions of one slice to indices and back.
 #[derive(Clone, Debug)]
 pub struct SliceIndexer {
     key: SliceKey,
     men: Vec<Piece>,
     pawnless: bool,
+    /// Groups of like men, in field order (the king pair comes before them).
+    groups: Vec<Group>,
+    /// Where Black's king is in [`SliceIndexer::men`] (White's is first).
+    black_king: usize,
     per_side: u64,
     /// Board with only the pawns.
     pawn_board: Board,
 }
 
-/// A decoded index: squares of the non-pawn men (in [`SliceIndexer::men`] order) and the turn.
+/// A decoded index: squares of the non-pawn men (in [`SliceIndexer::men`] order, like men in
+/// ascending square order) and the turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
     pub squares: [Square; 8],
@@ -156,12 +381,17 @@ impl SliceIndexer {
     pub fn new(key: SliceKey) -> SliceIndexer {
         let men = key.material.non_pawn_men();
         let pawnless = !key.material.has_pawns();
-        let n = men.len() as u32;
-        let per_side = if pawnless {
-            10 * 64u64.pow(n - 1)
+        let groups = groups_of(&men);
+        let black_king = men
+            .iter()
+            .position(|&p| p == Piece::new(Color::Black, Role::King))
+            .expect("a material has Black's king");
+        let pairs = if pawnless {
+            PAWNLESS_KING_PAIRS
         } else {
-            64u64.pow(n)
-        };
+            PAWNFUL_KING_PAIRS
+        } as u64;
+        let per_side = groups.iter().map(|g| g.size).product::<u64>() * pairs;
         let mut pawn_board = Board::empty();
         for sq in key.white_pawns {
             pawn_board.set(sq, Piece::new(Color::White, Role::Pawn));
@@ -173,6 +403,8 @@ impl SliceIndexer {
             key,
             men,
             pawnless,
+            groups,
+            black_king,
             per_side,
             pawn_board,
         }
@@ -182,9 +414,14 @@ impl SliceIndexer {
         &self.key
     }
 
-    /// The non-pawn men, in field order.
+    /// The non-pawn men: White's K Q.. R.. B.. N.., then Black's.
     pub fn men(&self) -> &[Piece] {
         &self.men
+    }
+
+    /// Where Black's king is in [`SliceIndexer::men`].
+    pub fn black_king(&self) -> usize {
+        self.black_king
     }
 
     pub fn is_pawnless(&self) -> bool {
@@ -205,7 +442,8 @@ impl SliceIndexer {
         self.pawn_board.occupied()
     }
 
-    /// Splits an index into squares and turn. Does not check legality or overlaps.
+    /// Splits an index into squares and turn. Does not check overlaps or legality (the kings
+    /// are never next to each other).
     #[inline]
     pub fn placement(&self, index: u64) -> Placement {
         debug_assert!(index < self.size());
@@ -215,38 +453,74 @@ impl SliceIndexer {
             Color::White
         };
         let mut rest = index % self.per_side;
-        let n = self.men.len();
         let mut squares = [Square::A1; 8];
-        for k in (1..n).rev() {
-            squares[k] = Square::new((rest & 63) as u8);
-            rest >>= 6;
+        for g in self.groups.iter().rev() {
+            if g.len == 1 {
+                // A lone man: 64 values, a 6-bit field.
+                squares[g.first] = Square::new((rest & 63) as u8);
+                rest >>= 6;
+            } else {
+                unrank(rest % g.size, &mut squares[g.first..g.first + g.len]);
+                rest /= g.size;
+            }
         }
-        squares[0] = if self.pawnless {
-            TRIANGLE[rest as usize]
+        let [wk, bk] = if self.pawnless {
+            KING_PAIRS_PAWNLESS[rest as usize]
         } else {
-            Square::new(rest as u8)
+            KING_PAIRS_PAWNFUL[rest as usize]
         };
+        squares[0] = wk;
+        squares[self.black_king] = bk;
         Placement { squares, turn }
     }
 
-    /// The index of a placement; White's king must be on the triangle in a pawnless slice.
-    #[inline]
-    pub fn index_of(&self, squares: &[Square], turn: Color) -> u64 {
-        let n = self.men.len();
-        let mut idx = if self.pawnless {
-            debug_assert!(on_triangle(squares[0]));
-            TRIANGLE_FIELD[squares[0].index()] as u64
-        } else {
-            squares[0].u8() as u64
-        };
-        for sq in &squares[1..n] {
-            idx = (idx << 6) | sq.u8() as u64;
+    /// For each man (in [`SliceIndexer::men`] order): the stride of its field (the product of
+    /// the sizes of the fields below it; the two kings share the king-pair field) and the range
+    /// of its group of like men in `men` (a king is a group of its own).
+    pub fn fields(&self) -> [ManField; 8] {
+        let mut out = [ManField {
+            stride: 0,
+            first: 0,
+            len: 1,
+        }; 8];
+        let mut stride = 1u64;
+        for g in self.groups.iter().rev() {
+            for f in &mut out[g.first..g.first + g.len] {
+                *f = ManField {
+                    stride,
+                    first: g.first,
+                    len: g.len,
+                };
+            }
+            stride *= g.size;
         }
-        idx + turn.index() as u64 * self.per_side
+        out[0] = ManField {
+            stride,
+            first: 0,
+            len: 1,
+        };
+        out[self.black_king] = ManField {
+            stride,
+            first: self.black_king,
+            len: 1,
+        };
+        out
+    }
+
+    /// The index of a placement (men in [`SliceIndexer::men`] order, like men in any order), or
+    /// `None` if its king pair is not stored: kings next to each other, or in a pawnless slice
+    /// a placement not in table form (see [`pawnless_symmetry`]).
+    #[inline]
+    pub fn index_of(&self, squares: &[Square], turn: Color) -> Option<u64> {
+        let mut idx = king_pair_field(self.pawnless, squares[0], squares[self.black_king])?;
+        for g in &self.groups {
+            idx = idx * g.size + group_rank(&squares[g.first..g.first + g.len]);
+        }
+        Some(idx + turn.index() as u64 * self.per_side)
     }
 
     /// The position at an index, or `None` if two men (pawns included) share a square.
-    /// The position may still be illegal (kings adjacent, side not to move in check).
+    /// The position may still be illegal (the side not to move in check).
     pub fn position(&self, index: u64) -> Option<Position> {
         let p = self.placement(index);
         self.position_of(&p.squares[..self.men.len()], p.turn)
@@ -266,10 +540,10 @@ impl SliceIndexer {
         Some(Position::new(board, turn))
     }
 
-    /// The index of a position of this slice, given in the slice's own orientation (the
-    /// material as the table names it, the pawns as in the key) with White's king already on the
-    /// triangle for a pawnless slice; the en-passant square is ignored.
-    /// Of men of the same kind, the one on the lower square takes the first label.
+    /// The index of a position of this slice, given in table form (the material as the table
+    /// names it, the pawns as in the key, and for a pawnless slice the kings as
+    /// [`pawnless_symmetry`] leaves them); the en-passant square is ignored. `None` if the
+    /// position is not of this slice or not in table form.
     pub fn index(&self, pos: &Position) -> Option<u64> {
         let mut squares = [Square::A1; 8];
         let mut k = 0;
@@ -284,13 +558,10 @@ impl SliceIndexer {
                 }
             }
         }
-        if k != self.men.len() {
+        if k != self.men.len() || pos.board.by_role(Role::Pawn) != self.pawns() {
             return None;
         }
-        if self.pawnless && !on_triangle(squares[0]) {
-            return None;
-        }
-        Some(self.index_of(&squares[..k], pos.turn))
+        self.index_of(&squares[..k], pos.turn)
     }
 }
 
@@ -303,8 +574,9 @@ pub struct Location {
 
 /// Maps any position (any orientation, any material with a table) to where its value is stored:
 /// colours swapped if the material is stored the other way round, mirrored into the canonical
-/// slice, and for a pawnless material White's king moved to the triangle a1-d1-d4.
-/// `None` for bare kings. The en-passant square is ignored: resolve it first (see `probe`).
+/// slice, and for a pawnless material brought into table form ([`pawnless_symmetry`]).
+/// `None` for bare kings, or kings next to each other. The en-passant square is ignored:
+/// resolve it first (see `probe`).
 pub fn locate(pos: &Position) -> Option<Location> {
     let material = Material::of(&pos.board);
     if material.is_bare_kings() {
@@ -331,43 +603,51 @@ pub fn locate(pos: &Position) -> Option<Location> {
         canon
     } else {
         let wk = p.board.king_of(Color::White)?;
-        if !on_triangle(wk) {
-            let k = CANONICAL_SYMMETRY[wk.index()] as usize;
+        let bk = p.board.king_of(Color::Black)?;
+        let k = pawnless_symmetry(wk, bk);
+        if k != 0 {
             p.board = p.board.map(|b| symmetry_bb(k, b));
         }
         key
     };
     Some(Location {
         slice,
-        index: index_of_board(&p, !material.has_pawns()),
+        index: index_of_board(&p, !material.has_pawns())?,
     })
 }
 
-/// The index of a position already in table orientation (see [`SliceIndexer::index`]), without
-/// building an indexer: used on every lookup.
+/// The index of a position already in table form (see [`SliceIndexer::index`]), without
+/// building an indexer: used on every lookup. `None` if its king pair is not stored.
 #[inline]
-fn index_of_board(pos: &Position, pawnless: bool) -> u64 {
-    let mut idx: u64 = 0;
-    let mut men = 0u32;
-    for c in Color::ALL {
-        for r in [Role::King, Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
-            for sq in pos.board.by_piece(Piece::new(c, r)) {
-                let field = if men == 0 && pawnless {
-                    TRIANGLE_FIELD[sq.index()] as u64
-                } else {
-                    sq.u8() as u64
-                };
-                idx = (idx << 6) | field;
-                men += 1;
+fn index_of_board(pos: &Position, pawnless: bool) -> Option<u64> {
+    let b = &pos.board;
+    let wk = b.king_of(Color::White)?;
+    let bk = b.king_of(Color::Black)?;
+    let mut idx = king_pair_field(pawnless, wk, bk)?;
+    let mut per_side = if pawnless {
+        PAWNLESS_KING_PAIRS
+    } else {
+        PAWNFUL_KING_PAIRS
+    } as u64;
+    for role in [Role::Knight, Role::Bishop, Role::Rook, Role::Queen] {
+        for color in [Color::Black, Color::White] {
+            let men = b.by_piece(Piece::new(color, role));
+            let k = men.count() as usize;
+            if k == 0 {
+                continue;
             }
+            let size = BINOMIAL[64][k];
+            let rank: u64 = men
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| BINOMIAL[s.index()][i + 1])
+                .sum();
+            // Wrapping: past 6 men or so no table has this index, but the slice is still named.
+            idx = idx.wrapping_mul(size).wrapping_add(rank);
+            per_side = per_side.wrapping_mul(size);
         }
     }
-    let per_side = if pawnless {
-        10u64 << (6 * (men - 1))
-    } else {
-        1u64 << (6 * men)
-    };
-    idx + pos.turn.index() as u64 * per_side
+    Some(idx.wrapping_add(pos.turn.index() as u64 * per_side))
 }
 
 #[cfg(test)]
@@ -377,9 +657,91 @@ mod tests {
     #[test]
     fn sizes() {
         let kpk = SliceIndexer::new(SliceKey::all_of("KPvK".parse().unwrap())[0]);
-        assert_eq!(kpk.size(), 8192);
+        assert_eq!(kpk.size(), 2 * 3612);
         let kqrkr = SliceIndexer::new(SliceKey::pawnless("KQRvKR".parse().unwrap()));
-        assert_eq!(kqrkr.size(), 2 * 10 * 64 * 64 * 64 * 64);
+        assert_eq!(kqrkr.size(), 2 * 462 * 64 * 64 * 64);
+        let krrkr = SliceIndexer::new(SliceKey::pawnless("KRRvKR".parse().unwrap()));
+        assert_eq!(krrkr.size(), 2 * 462 * 2016 * 64);
+        let krnknn = SliceIndexer::new(SliceKey::pawnless("KRNvKNN".parse().unwrap()));
+        assert_eq!(krnknn.size(), 2 * 462 * 64 * 64 * 2016);
+    }
+
+    /// The binomial table against a direct product formula, and combination ranking both ways.
+    #[test]
+    fn binomials_and_combination_ranks() {
+        for n in 0..=64u64 {
+            for k in 0..=MAX_GROUP as u64 {
+                let direct = if k > n {
+                    0
+                } else {
+                    (0..k).fold(1u128, |acc, i| acc * (n - i) as u128 / (i + 1) as u128) as u64
+                };
+                assert_eq!(BINOMIAL[n as usize][k as usize], direct, "C({n}, {k})");
+            }
+        }
+        for k in 1..=4usize {
+            let mut seen = 0u64;
+            let mut out = [Square::A1; 4];
+            for r in 0..BINOMIAL[64][k] {
+                unrank(r, &mut out[..k]);
+                assert!(
+                    out[..k].windows(2).all(|w| w[0] < w[1]),
+                    "k {k} rank {r}: {:?}",
+                    &out[..k]
+                );
+                assert_eq!(group_rank(&out[..k]), r);
+                // Any order of the same squares.
+                let mut rev = out;
+                rev[..k].reverse();
+                assert_eq!(group_rank(&rev[..k]), r);
+                seen += 1;
+            }
+            assert_eq!(seen, BINOMIAL[64][k]);
+        }
+    }
+
+    /// The king-pair lists: legal pairs only, and exactly the table forms of their symmetry
+    /// classes (pawnless) or every legal pair (with pawns).
+    #[test]
+    fn king_pairs() {
+        let legal = |w: Square, b: Square| {
+            w != b
+                && (w.file() as i32 - b.file() as i32)
+                    .abs()
+                    .max((w.rank() as i32 - b.rank() as i32).abs())
+                    > 1
+        };
+        let mut n = 0;
+        for w in Square::all() {
+            for b in Square::all() {
+                let f = king_pair_field(false, w, b);
+                assert_eq!(f.is_some(), legal(w, b));
+                if let Some(f) = f {
+                    assert_eq!(f, n);
+                    assert_eq!(KING_PAIRS_PAWNFUL[f as usize], [w, b]);
+                    n += 1;
+                }
+                // Pawnless: stored iff legal and fixed by its own table-form symmetry.
+                let stored = king_pair_field(true, w, b);
+                assert_eq!(
+                    stored.is_some(),
+                    legal(w, b) && pawnless_symmetry(w, b) == 0,
+                    "{w} {b}"
+                );
+                if let Some(f) = stored {
+                    assert_eq!(KING_PAIRS_PAWNLESS[f as usize], [w, b]);
+                }
+                // Every legal pair is brought onto a stored one.
+                if legal(w, b) {
+                    let t = &SYMMETRY_TABLE[pawnless_symmetry(w, b)];
+                    assert!(
+                        king_pair_field(true, t[w.index()], t[b.index()]).is_some(),
+                        "{w} {b}"
+                    );
+                }
+            }
+        }
+        assert_eq!(n, 3612);
     }
 
     #[test]
@@ -393,12 +755,11 @@ mod tests {
                     if let Some(pos) = ix.position(i) {
                         positions += 1;
                         let j = ix.index(&pos).unwrap();
-                        // Labelled twins (none here) would map to the lower labelling.
                         assert_eq!(i, j, "{key} index {i}");
                         let loc = locate(&pos).unwrap();
                         assert_eq!(loc.slice, key);
                         assert_eq!(loc.index, i);
-                        assert_eq!(index_of_board(&pos, ix.is_pawnless()), i);
+                        assert_eq!(index_of_board(&pos, ix.is_pawnless()), Some(i));
                     }
                 }
                 assert!(positions > 0);
@@ -406,19 +767,23 @@ mod tests {
         }
     }
 
+    /// Like men are one combination: every index of KRRvK that is a position is the one index of
+    /// that position, and the number of positions is the number of placements of the rooks as a
+    /// set.
     #[test]
-    fn twins_map_to_lower_label() {
+    fn like_men_have_one_index() {
         let key = SliceKey::pawnless("KRRvK".parse().unwrap());
         let ix = SliceIndexer::new(key);
-        let mut seen = 0;
-        for i in (0..ix.size()).step_by(997) {
+        let mut positions = 0u64;
+        for i in 0..ix.size() {
             if let Some(pos) = ix.position(i) {
-                let j = ix.index(&pos).unwrap();
-                assert_eq!(ix.position(j).unwrap(), pos);
-                seen += 1;
+                assert_eq!(ix.index(&pos), Some(i), "{pos}");
+                assert_eq!(locate(&pos).unwrap().index, i, "{pos}");
+                positions += 1;
             }
         }
-        assert!(seen > 1000);
+        // Per king pair, the rooks stand on 2 of the 62 free squares.
+        assert_eq!(positions, 2 * 462 * 62 * 61 / 2);
     }
 
     #[test]
@@ -446,10 +811,15 @@ mod tests {
         for q in &images {
             assert_eq!(locate(q), locate(&p), "{q}");
         }
-        // King on the diagonal: a position and its diagonal mirror are stored apart.
+        // Both kings on the diagonal: a position and its diagonal mirror are stored apart.
         let d: Position = "8/8/8/3k4/8/1R6/1K6/8 w - - 0 1".parse().unwrap();
         let dm = Position::new(d.board.transform(Square::flip_diagonal), d.turn);
-        assert_ne!(locate(&d), locate(&dm));
+        assert_eq!(d.board.king_of(Color::Black), Some(Square::from_coords(3, 4)));
+        let d2: Position = "8/8/8/8/3k4/1R6/1K6/8 w - - 0 1".parse().unwrap();
+        let d2m = Position::new(d2.board.transform(Square::flip_diagonal), d2.turn);
+        assert_ne!(locate(&d2), locate(&d2m));
+        // White's king on the diagonal, Black's off it: one index for both.
+        assert_eq!(locate(&d), locate(&dm));
     }
 
     #[test]
@@ -502,27 +872,32 @@ mod tests {
         }
     }
 
-    /// Every image of every position of a pawnless slice lands on an index holding one of its
-    /// images, and the canonical form of a stored position is itself.
+    /// Every image of every position of a pawnless slice lands on the index of the position, or,
+    /// with both kings on the diagonal, of its diagonal mirror; and every stored position is in
+    /// table form.
     #[test]
     fn canonical_pawnless_is_a_retraction() {
-        let key = SliceKey::pawnless("KRvK".parse().unwrap());
-        let ix = SliceIndexer::new(key);
-        for i in 0..ix.size() {
-            let Some(pos) = ix.position(i) else { continue };
-            let wk = pos.board.king_of(Color::White).unwrap();
-            let c = canonical_pawnless(wk);
-            assert!(
-                Square::all().all(|s| c(s) == s),
-                "stored position {pos} is not in table form"
-            );
-            for sym in SYMMETRIES {
-                let img = Position::new(pos.board.transform(sym), pos.turn);
-                let loc = locate(&img).unwrap();
-                let back = ix.position(loc.index).unwrap();
-                let same = back == pos
-                    || (wk.file() == wk.rank() && back.board == pos.board.transform(Square::flip_diagonal));
-                assert!(same, "{img} -> {back}, expected {pos}");
+        for name in ["KRvK", "KBNvK"] {
+            let key = SliceKey::pawnless(name.parse().unwrap());
+            let ix = SliceIndexer::new(key);
+            for i in (0..ix.size()).step_by(if name == "KRvK" { 1 } else { 13 }) {
+                let Some(pos) = ix.position(i) else { continue };
+                let wk = pos.board.king_of(Color::White).unwrap();
+                let bk = pos.board.king_of(Color::Black).unwrap();
+                assert_eq!(
+                    pawnless_symmetry(wk, bk),
+                    0,
+                    "stored position {pos} is not in table form"
+                );
+                let both_diagonal = wk.file() == wk.rank() && bk.file() == bk.rank();
+                let mirror = Position::new(pos.board.transform(Square::flip_diagonal), pos.turn);
+                for sym in SYMMETRIES {
+                    let img = Position::new(pos.board.transform(sym), pos.turn);
+                    let loc = locate(&img).unwrap();
+                    let back = ix.position(loc.index).unwrap();
+                    let same = back == pos || (both_diagonal && back == mirror);
+                    assert!(same, "{img} -> {back}, expected {pos}");
+                }
             }
         }
     }

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -24,7 +23,7 @@ use zermelo_coordinator::plan::{reachable_plan, ReachablePlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::adjudicate::{Rule, Ruled};
 use zermelo_worker::coord::CoordGame;
-use zermelo_worker::tables::{SliceMap, TableDir, TableError};
+use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::{solve_waves, Solved};
 use zermelo_worker::SolveError;
 
@@ -192,7 +191,7 @@ impl Stores {
         None
     }
 
-    fn load(&self, key: &SliceKey, origin: Origin) -> Result<Arc<[u16]>, TableError> {
+    fn load(&self, key: &SliceKey, origin: Origin) -> Result<SliceValues, TableError> {
         match origin {
             Origin::Full => self.full.load_slice(key),
             Origin::Reachable => self.reachable.load_slice(key),
@@ -606,7 +605,7 @@ fn principal_variation(
 fn write_results(
     dir: &Path,
     stores: &Stores,
-    solved: &[(SliceKey, Arc<[u16]>)],
+    solved: &[(SliceKey, SliceValues)],
     tainted: &BTreeSet<SliceKey>,
     threads: usize,
 ) -> Result<(), AnalyseError> {
@@ -640,7 +639,7 @@ fn write_results(
             })?;
             (&stores.reachable, Metric::Dtm)
         };
-        let mut all: BTreeMap<[u64; 2], Arc<[u16]>> = BTreeMap::new();
+        let mut all: BTreeMap<[u64; 2], SliceValues> = BTreeMap::new();
         if store.has(&material) {
             let table = store.table(&material)?;
             for (i, e) in table.slices().iter().enumerate() {

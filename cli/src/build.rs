@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::{info, info_span};
@@ -11,7 +10,7 @@ use zermelo_chess::index::INDEX_LAYOUT;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
-use zermelo_worker::tables::{SliceMap, TableDir, TableError};
+use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::solve_waves;
 use zermelo_worker::SolveError;
 
@@ -126,7 +125,7 @@ fn solve_material(
     mp: &MaterialPlan,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<BTreeMap<[u64; 2], Arc<[u16]>>, BuildError> {
+) -> Result<BTreeMap<[u64; 2], SliceValues>, BuildError> {
     let mut map = SliceMap::new();
     for s in &mp.external {
         map.insert(*s, tables.load_slice(s)?);
@@ -159,7 +158,7 @@ mod tests {
                     }
                     match solve_slice(key, &map, 2) {
                         Ok(v) => {
-                            solved.insert(*key, std::sync::Arc::<[u16]>::from(v));
+                            solved.insert(*key, std::sync::Arc::new(v));
                         }
                         Err(SolveError::MissingSuccessor(s)) => panic!("{key} reads {s}, not listed"),
                         Err(e) => panic!("{key}: {e}"),

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Bitboard, Color, Material, Role, Value};
+use zermelo_chess::{Bitboard, Material, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// Counts for one side to move; win/draw/loss from its point of view.
@@ -25,13 +25,15 @@ pub struct Stats {
     pub black: SideStats,
 }
 
-/// How many real positions the stored index `i` stands for, times `labels` (see [`labels`]).
+/// How many real positions the stored index `i` stands for (`storage/FORMAT.md`, "Counting real
+/// positions").
 fn weight(ix: &SliceIndexer, i: u64) -> u64 {
     if ix.is_pawnless() {
-        // White's king on the triangle: the index is one of eight images, or, with the king on
-        // the diagonal a1-d4 where the diagonal mirror is stored too, one of four.
-        let king = ix.placement(i).squares[0];
-        if king.file() == king.rank() {
+        // In table form: one of eight images, or, with both kings on the diagonal a1-h8 where the
+        // diagonal mirror is stored too, one of four.
+        let p = ix.placement(i);
+        let (wk, bk) = (p.squares[0], p.squares[ix.black_king()]);
+        if wk.file() == wk.rank() && bk.file() == bk.rank() {
             4
         } else {
             8
@@ -41,17 +43,6 @@ fn weight(ix: &SliceIndexer, i: u64) -> u64 {
     } else {
         2 // The index and its mirror image in the slice not stored.
     }
-}
-
-/// How many indices each position has because men of the same kind are labelled.
-fn labels(material: &Material) -> u64 {
-    let fact = |n: u8| (1..=n as u64).product::<u64>();
-    Color::ALL
-        .iter()
-        .flat_map(|&c| {
-            [Role::Queen, Role::Rook, Role::Bishop, Role::Knight].map(|r| fact(material.count(c, r)))
-        })
-        .product()
 }
 
 /// Counts a material's table.
@@ -88,12 +79,11 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
             }
         }
     }
-    let l = labels(material);
     let side = |s: usize| SideStats {
-        legal: sides[s][0] / l,
-        win: sides[s][1] / l,
-        draw: sides[s][2] / l,
-        loss: sides[s][3] / l,
+        legal: sides[s][0],
+        win: sides[s][1],
+        draw: sides[s][2],
+        loss: sides[s][3],
         max_dtm: max[s],
     };
     Ok(Stats {

@@ -316,7 +316,8 @@ mod tests {
         assert_eq!(kpk.waves.len(), 6);
         assert!(kpk.waves.iter().all(|w| w.len() == 4));
         assert_eq!(kpk.waves[0][0].rank_sum(), 6);
-        assert_eq!(kpk.positions, 24 * 8192);
+        // 3,612 legal king pairs per side to move (index layout 3).
+        assert_eq!(kpk.positions, 24 * 2 * 3612);
     }
 
     /// Leaf-first: every successor of every slice is planned before it (in an earlier material
@@ -360,9 +361,10 @@ mod tests {
         assert_eq!(p.waves[5], vec![root]);
         let kpk_files: Vec<u32> = p.waves[1..5].iter().map(|w| w[0].rank_sum()).collect();
         assert_eq!(kpk_files, vec![6, 5, 4, 3]);
-        // Positions: 5 pawn slices of 8192, four pawnless slices of 10 * 64 * 64 * 2.
-        assert_eq!(p.positions, 5 * 8192 + 4 * 81_920);
-        assert_eq!(p.largest_slice, 81_920);
+        // Positions (index layout 3): 5 pawn slices of 3,612 king pairs and four pawnless slices
+        // of 462 king pairs times 64 squares of the piece, both sides to move.
+        assert_eq!(p.positions, 5 * 2 * 3612 + 4 * 2 * 462 * 64);
+        assert_eq!(p.largest_slice, 2 * 462 * 64);
         assert!(p.available.is_empty() && p.cut.is_empty());
     }
 
@@ -375,7 +377,7 @@ mod tests {
         // Root, d4, d5; d6 is read; d7 and the promotions are never reached.
         assert_eq!(p.slice_count(), 3);
         assert_eq!(p.available.iter().copied().collect::<Vec<_>>(), vec![d6]);
-        assert_eq!(p.available_positions, 8192);
+        assert_eq!(p.available_positions, 2 * 3612);
         let p = reachable_plan(&[root], &|_| false, &|s| !s.material.has_pawns());
         assert_eq!(p.slice_count(), 5);
         assert_eq!(p.cut.len(), 4);

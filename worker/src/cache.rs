@@ -17,7 +17,7 @@
 //! let values = vec![3u16; 100];
 //! let hash = zermelo_storage::slice_hash("KQvK", key.raw(), &values);
 //! cache.put_blocking(&key, &SliceFile { hash, positions: 100, data: encode_values(&values) })?;
-//! assert_eq!(cache.get_blocking(&key).as_deref(), Some(&values[..]));
+//! assert_eq!(cache.get_blocking(&key).as_deref().map(|v| &v[..]), Some(&values[..]));
 //! assert!(cache.evict_blocking(&BTreeSet::new()).is_empty()); // under budget
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -28,13 +28,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use memmap2::Mmap;
 use tracing::{info, warn};
 use zermelo_chess::SliceKey;
 use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, SLICE_FILE_HEADER_LEN};
 use zermelo_storage::slice_hash;
+
+use crate::tables::SliceValues;
 
 /// The default cache budget: 4 GiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
@@ -264,7 +266,7 @@ impl SliceCache {
     /// A cached slice's values, read through a memory map and checked against the content hash
     /// in its file; `None` if it is not cached. A damaged file is removed (and counted), so the
     /// slice is fetched again. Blocking.
-    pub fn get_blocking(&self, key: &SliceKey) -> Option<Arc<[u16]>> {
+    pub fn get_blocking(&self, key: &SliceKey) -> Option<SliceValues> {
         let name = Self::name(key);
         let path = self.dir.join(&name);
         let file = std::fs::File::open(&path).ok()?;
@@ -477,7 +479,7 @@ mod tests {
         assert!(!cache.path(&slices[1].0).exists() && !cache.path(&slices[2].0).exists());
         assert!(cache.get_blocking(&slices[1].0).is_none());
         assert_eq!(
-            cache.get_blocking(&slices[3].0).as_deref(),
+            cache.get_blocking(&slices[3].0).as_deref().map(|v| &v[..]),
             Some(&[4u16; 3000][..])
         );
         assert_eq!(cache.counters().evicted, 2);
@@ -529,7 +531,10 @@ mod tests {
         let cache = SliceCache::open_blocking(dir.path(), 1 << 20).unwrap();
         let (key, file) = slice("KQvK", 5, 64);
         cache.put_blocking(&key, &file).unwrap();
-        assert_eq!(cache.get_blocking(&key).as_deref(), Some(&[5u16; 64][..]));
+        assert_eq!(
+            cache.get_blocking(&key).as_deref().map(|v| &v[..]),
+            Some(&[5u16; 64][..])
+        );
         // Other values under the same claimed hash.
         let bad = SliceFile {
             data: encode_values(&[6u16; 64]),

@@ -32,6 +32,7 @@ use zermelo_storage::slice_hash;
 use crate::cache::{CacheError, SliceCache};
 use crate::par::for_each_chunk;
 use crate::tables::SliceMap;
+use crate::tables::SliceValues;
 use crate::{solve_slice, SolveError};
 
 /// Bytes of slice data per upload chunk.
@@ -252,7 +253,7 @@ impl Drop for AbortOnDrop {
 /// One solved slice, ready to upload.
 struct Solved {
     key: SliceKey,
-    values: Arc<[u16]>,
+    values: SliceValues,
     hash: [u8; 32],
     wire: Vec<u8>,
 }
@@ -517,7 +518,7 @@ impl Worker {
     async fn fetch(
         &mut self,
         keys: &[SliceKey],
-    ) -> Result<(Vec<(SliceKey, Arc<[u16]>)>, Vec<(SliceKey, String)>), WorkerError> {
+    ) -> Result<(Vec<(SliceKey, SliceValues)>, Vec<(SliceKey, String)>), WorkerError> {
         let (arrived, bad) = fetch_checked(&mut self.client, keys).await?;
         let damaged = self.damaged_arrivals;
         for (i, (key, reason)) in bad.iter().enumerate() {
@@ -540,7 +541,7 @@ impl Worker {
 }
 
 /// A slice fetched intact: its key, values and file (the compressed form with its hash).
-pub type Fetched = (SliceKey, Arc<[u16]>, SliceFile);
+pub type Fetched = (SliceKey, SliceValues, SliceFile);
 
 /// Fetches finished slices from the coordinator. Returns those that arrived intact (each
 /// checked against its content hash) and those that arrived damaged, with the reason; an error
@@ -606,7 +607,7 @@ fn check_arrival(
     key: &SliceKey,
     header: &pb::SliceHeader,
     data: &[u8],
-) -> Result<([u8; 32], Arc<[u16]>), String> {
+) -> Result<([u8; 32], SliceValues), String> {
     let announced: [u8; 32] = header
         .content_hash
         .as_slice()

@@ -12,6 +12,7 @@ pub mod cache;
 pub mod client;
 pub mod coord;
 pub mod par;
+pub mod reference;
 pub mod solve;
 pub mod tables;
 pub mod waves;

@@ -1,28 +1,42 @@
-//! The slice solver (DESIGN §2).
+//! The slice solver (DESIGN §2): pure and synchronous, one slice against the finished values of
+//! its successors.
 //!
-//! 1. *Exits*: every position's moves that leave the slice (captures, pawn moves, promotions)
-//!    are valued from the finished successor slices; the best exit is kept, with mates and
-//!    stalemates. Moves inside the slice are counted.
-//! 2. *Retrograde passes*, one per ply `n`: from the positions whose final value is exactly `n`
-//!    plies, un-move to their predecessors. A predecessor of a loss in `n` wins in `n + 1`; a
-//!    predecessor of a win loses one more inside move, and when it has none left it is lost
-//!    (in `n + 1` plies, or later if an exit loses more slowly).
+//! State: one `u16` per index, the table's own value array, solved in place (no copy at the end).
+//! Final values are the table's (`0` illegal, `1` draw, `2 + n` mate in `n` plies); undecided
+//! positions carry their state in the high bit (see [`UNDECIDED`], [`NO_LOSS`]). Beside it, two
+//! frontier bitmaps and per-chunk summaries: about 2.25 bytes per index.
+//!
+//! 1. *Init*: illegal placements are left at 0; positions that have an exit (a capture, a pawn
+//!    move or a promotion) or are in check are looked at move by move (exits valued from the
+//!    successor slices, mates found); every other position starts undecided, with no exit.
+//! 2. *Retrograde passes*, one per ply `n`, from the positions whose final value is exactly `n`
+//!    plies (the frontier), by un-moves computed on the index (no `Position` is built):
+//!    * `n` even (lost in `n`): every undecided predecessor wins in `n + 1`;
+//!    * `n` odd (won in `n`): every predecessor that may still lose is marked *changed*; then each
+//!      changed position is *verified*: if every move inside the slice leads to a position won
+//!      for the opponent, it is lost, in one ply more than its slowest such move (or its slowest
+//!      losing exit). No move counters are kept.
 //! 3. *Finish*: what is still undecided is a draw.
 //!
-//! The result is a pure function of the slice and its successors: every pass decides exactly the
-//! positions of one distance, whatever the number of threads or the order of the work.
+//! The result is a pure function of the slice and its successors: every phase reads only values
+//! final before it and writes each index from one rule, so the bytes do not depend on the
+//! number of threads or the order of the work. Threads share the value array through relaxed
+//! atomic loads and stores (plain moves on x86); the only locked operations set frontier bits,
+//! once per position that becomes final.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use tracing::debug;
-use zermelo_chess::attacks::king_attacks;
-use zermelo_chess::index::{on_triangle, SliceIndexer, CANONICAL_SYMMETRY, SYMMETRY_TABLE, TRIANGLE_BB};
+use zermelo_chess::attacks::{attacks, king_attacks, pawn_attacks};
+use zermelo_chess::index::{
+    group_rank, king_pair_field, on_triangle, pawnless_symmetry, ManField, Placement, SliceIndexer,
+    SYMMETRY_TABLE, TRIANGLE_BB,
+};
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::unmove::{for_each_unmove, for_each_unmove_from};
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
-use zermelo_chess::{Bitboard, Color, Position, Square};
+use zermelo_chess::{Bitboard, Color, Piece, Position, Role, Square};
 
 use crate::par::for_each_chunk;
 
@@ -45,31 +59,38 @@ pub enum SolveError {
     TooDeep(SliceKey),
 }
 
-// In-memory states of undecided positions (final values are below 0x8000).
-/// Undecided and may still be lost; the low 14 bits hold the slowest losing exit (0 if none).
+// States of undecided positions (final values are below 0x8000).
+/// Undecided and may still be lost; the low 13 bits hold its slowest losing exit (0 if none).
 const UNDECIDED: u16 = 0x8000;
+/// In an [`UNDECIDED`] state: a move of it was found to lead to a win for the opponent in this
+/// ply; it is verified at the end of the ply.
+const CHANGED: u16 = 0x2000;
+/// The slowest losing exit of an [`UNDECIDED`] state.
+const EXIT_MASK: u16 = 0x1fff;
 /// Undecided, cannot be lost (an exit holds the draw or better), no winning exit.
 const NO_LOSS: u16 = 0xc000;
 /// `NO_LOSS | n`: undecided with a winning exit in `n` plies; wins in `n` unless faster inside.
 const LEVEL_MASK: u16 = 0x3fff;
 
 #[inline]
-fn loss_possible(v: u16) -> bool {
+fn may_lose(v: u16) -> bool {
     v & 0xc000 == UNDECIDED
 }
 
-/// Indices per pending-mask chunk.
+/// True if `v` is a final win (for the side to move at that index).
+#[inline]
+fn is_win(v: u16) -> bool {
+    (2..UNDECIDED).contains(&v) && (v - 2) % 2 == 1
+}
+
+/// Indices per chunk of the per-chunk summaries.
 const CHUNK_SHIFT: u32 = 12;
 /// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
 const MASK_LEVELS: u32 = 512;
 
-/// Cells of a slice for the passes.
-struct Cells {
-    /// Per index: the value (final, or one of the undecided states) in the low 16 bits, and the
-    /// number of inside moves not yet known to lose in bits 16 to 23. One word, so that a
-    /// predecessor costs one cache miss, not two. Subtracting from the count never touches the
-    /// value bits.
-    cells: Vec<AtomicU32>,
+/// The values of a slice being solved, with the summaries the passes need.
+struct State {
+    values: Vec<AtomicU16>,
     /// Frontier bitmaps: `frontier[p % 2]` holds the indices whose final value is `p` plies,
     /// to un-move from in the pass of `p`.
     frontier: [Vec<AtomicU64>; 2],
@@ -79,39 +100,41 @@ struct Cells {
     pending: Vec<[AtomicU64; (MASK_LEVELS / 64) as usize]>,
     /// Distances of MASK_LEVELS or more that have pending indices (rare: scanned whole).
     far_pending: Mutex<BTreeSet<u32>>,
+    /// Per chunk: 1 if it holds a [`CHANGED`] index to verify.
+    changed: Vec<AtomicU8>,
     /// Largest distance assigned so far (final or pending): the passes run up to it.
     horizon: AtomicU32,
 }
 
-impl Cells {
-    fn new(n: usize) -> Cells {
+impl State {
+    fn new(n: usize) -> State {
         let words = n.div_ceil(64);
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
         let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect();
-        Cells {
-            cells: (0..n).map(|_| AtomicU32::new(ILLEGAL as u32)).collect(),
+        State {
+            values: (0..n).map(|_| AtomicU16::new(ILLEGAL)).collect(),
             frontier: [bitmap(), bitmap()],
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
+            changed: (0..chunks).map(|_| AtomicU8::new(0)).collect(),
             horizon: AtomicU32::new(0),
         }
     }
 
     #[inline]
-    fn value(&self, i: usize) -> u16 {
-        self.cells[i].load(Relaxed) as u16
+    fn get(&self, i: usize) -> u16 {
+        self.values[i].load(Relaxed)
     }
 
-    /// Sets the value bits (and clears the count, no longer needed).
     #[inline]
-    fn store(&self, i: usize, v: u16) {
-        self.cells[i].store(v as u32, Relaxed);
+    fn set(&self, i: usize, v: u16) {
+        self.values[i].store(v, Relaxed);
     }
 
-    /// Sets a final value found by the pass of `plies - 1`: it joins the next frontier.
+    /// Sets a final value found in the pass of `plies - 1`: it joins the next frontier.
     #[inline]
     fn set_next(&self, i: usize, plies: u32) {
-        self.store(i, plies as u16 + 2);
+        self.set(i, plies as u16 + 2);
         // Atomic read-modify-writes are dear: skip them when they would change nothing.
         let word = &self.frontier[plies as usize % 2][i / 64];
         let bit = 1u64 << (i % 64);
@@ -126,43 +149,308 @@ impl Cells {
     /// Flags index `i` to be looked at when the passes reach distance `plies`.
     fn set_pending(&self, i: usize, plies: u32) {
         if plies < MASK_LEVELS {
-            self.pending[i >> CHUNK_SHIFT][(plies / 64) as usize].fetch_or(1 << (plies % 64), Relaxed);
+            let word = &self.pending[i >> CHUNK_SHIFT][(plies / 64) as usize];
+            let bit = 1u64 << (plies % 64);
+            if word.load(Relaxed) & bit == 0 {
+                word.fetch_or(bit, Relaxed);
+            }
         } else {
             self.far_pending.lock().expect("far pending lock").insert(plies);
         }
-        self.horizon.fetch_max(plies, Relaxed);
+        if self.horizon.load(Relaxed) < plies {
+            self.horizon.fetch_max(plies, Relaxed);
+        }
     }
 
     /// Sets a final value that joins the frontier when the passes reach its distance.
     fn set_final_later(&self, i: usize, plies: u32) {
-        self.store(i, plies as u16 + 2);
+        self.set(i, plies as u16 + 2);
         self.set_pending(i, plies);
+    }
+}
+
+/// A slice's men and how its indices move: decoding, un-moves and moves on the index.
+struct Geometry {
+    ix: SliceIndexer,
+    men: [Piece; 8],
+    n: usize,
+    /// Where Black's king is in `men` (White's is first).
+    black_king: usize,
+    pawnless: bool,
+    per_side: u64,
+    /// Each man's field in the index.
+    fields: [ManField; 8],
+    /// The pawns, by colour.
+    pawns: [Bitboard; 2],
+}
+
+/// A decoded index: the men's squares, who is to move, and the board's occupancy.
+struct Decoded {
+    squares: [Square; 8],
+    turn: Color,
+    /// The index without its side to move (`index % per_side`).
+    fields: u64,
+    /// Every man's square, pawns included.
+    occupied: Bitboard,
+}
+
+impl Geometry {
+    fn new(key: &SliceKey) -> Geometry {
+        let ix = SliceIndexer::new(*key);
+        let mut men = [Piece::new(Color::White, Role::King); 8];
+        men[..ix.men().len()].copy_from_slice(ix.men());
+        Geometry {
+            n: ix.men().len(),
+            black_king: ix.black_king(),
+            pawnless: ix.is_pawnless(),
+            per_side: ix.per_side(),
+            fields: ix.fields(),
+            pawns: [key.white_pawns, key.black_pawns],
+            men,
+            ix,
+        }
+    }
+
+    /// The men of `color` in `men`: White's are before Black's king.
+    #[inline]
+    fn side(&self, color: Color) -> std::ops::Range<usize> {
+        match color {
+            Color::White => 0..self.black_king,
+            Color::Black => self.black_king..self.n,
+        }
+    }
+
+    #[inline]
+    fn is_king(&self, k: usize) -> bool {
+        k == 0 || k == self.black_king
+    }
+
+    /// The placement at `i`, or `None` if two men (pawns included) share a square.
+    #[inline]
+    fn decode(&self, i: u64) -> Option<Decoded> {
+        let Placement { squares, turn } = self.ix.placement(i);
+        let mut occupied = self.pawns[0] | self.pawns[1];
+        for &s in &squares[..self.n] {
+            if occupied.contains(s) {
+                return None;
+            }
+            occupied = occupied.with(s);
+        }
+        Some(Decoded {
+            squares,
+            turn,
+            fields: i % self.per_side,
+            occupied,
+        })
+    }
+
+    /// True if a man of `by` (pawns included) attacks `target` in `d`.
+    #[inline]
+    fn attacked(&self, d: &Decoded, target: Square, by: Color) -> bool {
+        if (pawn_attacks(by.other(), target) & self.pawns[by.index()]).any() {
+            return true;
+        }
+        self.side(by)
+            .any(|k| attacks(self.men[k], d.squares[k], d.occupied).contains(target))
+    }
+
+    /// Calls `f` with the index of `d` with man `k` moved to each square of `targets` and `turn`
+    /// to move, by arithmetic on the index: only the man's field changes. Skips a square that
+    /// puts the kings side by side. Not for a king of a pawnless slice (its move may need a
+    /// symmetry).
+    #[inline]
+    fn for_each_shift(&self, d: &Decoded, k: usize, targets: Bitboard, turn: Color, f: &mut impl FnMut(u64)) {
+        let field = self.fields[k];
+        let stride = field.stride;
+        let now = d.squares[k];
+        let base = d.fields + turn.index() as u64 * self.per_side;
+        if self.is_king(k) {
+            debug_assert!(!self.pawnless);
+            let (wk, bk) = (d.squares[0], d.squares[self.black_king]);
+            let old = king_pair_field(false, wk, bk).expect("a decoded king pair is stored");
+            let base = base.wrapping_sub(old * stride);
+            for to in targets {
+                let pair = if k == 0 {
+                    king_pair_field(false, to, bk)
+                } else {
+                    king_pair_field(false, wk, to)
+                };
+                if let Some(new) = pair {
+                    f(base.wrapping_add(new * stride));
+                }
+            }
+        } else if field.len == 1 {
+            // A lone man: its field is its square.
+            let base = base.wrapping_sub(now.u8() as u64 * stride);
+            for to in targets {
+                f(base.wrapping_add(to.u8() as u64 * stride));
+            }
+        } else {
+            let group = &d.squares[field.first..field.first + field.len];
+            let base = base.wrapping_sub(group_rank(group) * stride);
+            let mut moved = [Square::A1; 8];
+            moved[..field.len].copy_from_slice(group);
+            for to in targets {
+                moved[k - field.first] = to;
+                f(base.wrapping_add(group_rank(&moved[..field.len]) * stride));
+            }
+        }
+    }
+
+    /// Calls `f` with the index of every position reached from `d` by a move inside the slice
+    /// (a man other than a pawn to an empty square). Some may be illegal (the mover's king left
+    /// in check): their value is 0.
+    #[inline]
+    fn for_each_move(&self, d: &Decoded, mut f: impl FnMut(u64)) {
+        let them = d.turn.other();
+        for k in self.side(d.turn) {
+            let now = d.squares[k];
+            let targets = attacks(self.men[k], now, d.occupied) & !d.occupied;
+            if self.pawnless && self.is_king(k) {
+                // The king pair may leave table form: bring the position back into it.
+                for to in targets {
+                    let mut q = d.squares;
+                    q[k] = to;
+                    let sym = pawnless_symmetry(q[0], q[self.black_king]);
+                    if sym != 0 {
+                        let t = &SYMMETRY_TABLE[sym];
+                        for s in &mut q[..self.n] {
+                            *s = t[s.index()];
+                        }
+                    }
+                    if let Some(s) = self.ix.index_of(&q[..self.n], them) {
+                        f(s);
+                    }
+                }
+            } else {
+                self.for_each_shift(d, k, targets, them, &mut f);
+            }
+        }
+    }
+
+    /// Calls `f` with the index of every stored position from which a move inside the slice
+    /// leads to index `j` (decoded as `d`), once per such move. Some may be illegal (the side
+    /// to move in `j` in check there): their value is 0.
+    #[inline]
+    fn for_each_unmove(&self, j: u64, d: &Decoded, mut f: impl FnMut(u64)) {
+        let mover = d.turn.other();
+        // The position itself: every man of the mover may have come from any empty square it
+        // attacks; the index changes in that man's field only.
+        for k in self.side(mover) {
+            let now = d.squares[k];
+            let targets = attacks(self.men[k], now, d.occupied) & !d.occupied;
+            if self.pawnless && self.is_king(k) {
+                for before in targets {
+                    let mut q = d.squares;
+                    q[k] = before;
+                    if let Some(p) = self.ix.index_of(&q[..self.n], mover) {
+                        f(p);
+                    }
+                }
+            } else {
+                self.for_each_shift(d, k, targets, mover, &mut f);
+            }
+        }
+        if !self.pawnless {
+            return;
+        }
+        // Pawnless: a stored position `q` is a predecessor of `j` through every move that leads
+        // to an image `z` of position `j` whose table form is `j` itself. Beside `j`, such an
+        // image is not in table form, so its king pair is not stored: only a move of the
+        // mover's king can have led there from a stored position. Un-move that king from each
+        // distinct such image; each move from a stored position into `j` is found exactly once.
+        let n = self.n;
+        let bk = self.black_king;
+        let king = if mover == Color::White { 0 } else { bk };
+        let mut seen = [[Square::A1; 8]; 8];
+        seen[0] = d.squares;
+        sort_like_men(&self.men[..n], &mut seen[0][..n]);
+        let mut n_seen = 1;
+        for table in &SYMMETRY_TABLE[1..] {
+            let z0 = table[d.squares[0].index()];
+            // With Black's king moved, White's stays: it must be on the triangle already; with
+            // White's moved, it must stand next to the triangle.
+            if mover == Color::Black && !on_triangle(z0) || (king_attacks(z0) & TRIANGLE_BB).is_empty() {
+                continue;
+            }
+            let mut z = [Square::A1; 8];
+            for (t, &s) in z.iter_mut().zip(&d.squares[..n]) {
+                *t = table[s.index()];
+            }
+            // The image must go back to `j` itself (its table form).
+            let back = &SYMMETRY_TABLE[pawnless_symmetry(z[0], z[bk])];
+            if back[z[0].index()] != d.squares[0] {
+                continue;
+            }
+            let mut w = [Square::A1; 8];
+            for (t, &s) in w.iter_mut().zip(&z[..n]) {
+                *t = back[s.index()];
+            }
+            if self.ix.index_of(&w[..n], d.turn) != Some(j) {
+                continue;
+            }
+            // Distinct images only (a position may be its own diagonal mirror): like men
+            // compared as sets.
+            let mut set = z;
+            sort_like_men(&self.men[..n], &mut set[..n]);
+            if seen[..n_seen].contains(&set) {
+                continue;
+            }
+            seen[n_seen] = set;
+            n_seen += 1;
+            let occupied = symmetry_of_bb(table, d.occupied);
+            let targets = king_attacks(z[king]) & !occupied;
+            for before in targets {
+                let mut q = z;
+                q[king] = before;
+                if let Some(p) = self.ix.index_of(&q[..n], mover) {
+                    f(p);
+                }
+            }
+        }
+    }
+}
+
+/// A bitboard mapped square by square through a symmetry table.
+#[inline]
+fn symmetry_of_bb(table: &[Square; 64], b: Bitboard) -> Bitboard {
+    b.into_iter()
+        .fold(Bitboard::EMPTY, |acc, s| acc.with(table[s.index()]))
+}
+
+/// Sorts the squares of each run of like men (same piece, next to each other in `men`), so that
+/// two placements of one position compare equal.
+fn sort_like_men(men: &[Piece], squares: &mut [Square]) {
+    let mut start = 0;
+    while start < men.len() {
+        let end = start + men[start..].iter().take_while(|&&p| p == men[start]).count();
+        squares[start..end].sort_unstable();
+        start = end;
     }
 }
 
 /// Solves one slice. `threads` is the number of threads for this slice; the output does not
 /// depend on it.
 pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Result<Vec<u16>, SolveError> {
-    let ix = SliceIndexer::new(*key);
-    let n = ix.size() as usize;
+    let g = Geometry::new(key);
+    let n = g.ix.size() as usize;
     let start = std::time::Instant::now();
-    let cells = Cells::new(n);
+    let st = State::new(n);
     let chunk = 1 << CHUNK_SHIFT;
 
-    // 1. Exits, mates, stalemates, inside-move counts.
+    // 1. Init: illegal placements, exits, mates.
     for_each_chunk(n, chunk, threads, |range| {
         for i in range {
-            init_position(&ix, &cells, i, succ)?;
+            init_index(&g, &st, i, *key, succ)?;
         }
         Ok::<(), SolveError>(())
     })?;
-
     let init_seconds = start.elapsed().as_secs_f64();
 
     // 2. Retrograde passes, one per ply.
-    let words = cells.frontier[0].len();
+    let words = st.frontier[0].len();
     let mut plies: u32 = 0;
-    while plies <= cells.horizon.load(Relaxed) {
+    while plies <= st.horizon.load(Relaxed) {
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
         }
@@ -173,27 +461,22 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
         } else {
             u16::MAX
         };
-        let frontier = &cells.frontier[plies as usize % 2];
+        let frontier = &st.frontier[plies as usize % 2];
         // Indices that become final at this distance other than through the last pass join the
         // frontier: scan the chunks flagged for it.
-        let scan_all = plies >= MASK_LEVELS
-            && cells
-                .far_pending
-                .lock()
-                .expect("far pending lock")
-                .contains(&plies);
+        let scan_all =
+            plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
-        for_each_chunk(cells.pending.len(), 16, threads, |chunks| {
+        for_each_chunk(st.pending.len(), 16, threads, |chunks| {
             for c in chunks {
-                let flagged =
-                    plies < MASK_LEVELS && cells.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                let flagged = plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
                 if !flagged && !scan_all {
                     continue;
                 }
                 for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
-                    let v = cells.value(i);
+                    let v = st.get(i);
                     if v == pending_win {
-                        cells.store(i, target);
+                        st.set(i, target);
                     }
                     if v == target || v == pending_win {
                         frontier[i / 64].fetch_or(1 << (i % 64), Relaxed);
@@ -202,28 +485,59 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
             }
             Ok::<(), SolveError>(())
         })?;
-        // Un-move from the frontier; finals at `plies + 1` go to the other bitmap.
+        // Un-move from the frontier.
+        let lost_here = plies.is_multiple_of(2);
         for_each_chunk(words, 64, threads, |range| {
             for w in range {
                 let mut bits = frontier[w].swap(0, Relaxed);
                 while bits != 0 {
-                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    let j = (w * 64) as u64 + bits.trailing_zeros() as u64;
                     bits &= bits - 1;
-                    propagate(&ix, &cells, i, plies);
+                    let d = g.decode(j).expect("a final index is a position");
+                    g.for_each_unmove(j, &d, |p| {
+                        let p = p as usize;
+                        let v = st.get(p);
+                        if lost_here {
+                            // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
+                            if v >= UNDECIDED {
+                                st.set_next(p, plies + 1);
+                            }
+                        } else if may_lose(v) && v & CHANGED == 0 {
+                            st.set(p, v | CHANGED);
+                            st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
+                        }
+                    });
                 }
             }
             Ok::<(), SolveError>(())
         })?;
+        if !lost_here {
+            // Verify the changed positions: lost if every inside move leads to a win.
+            for_each_chunk(st.changed.len(), 4, threads, |chunks| {
+                for c in chunks {
+                    if st.changed[c].swap(0, Relaxed) == 0 {
+                        continue;
+                    }
+                    for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
+                        let v = st.get(i);
+                        if may_lose(v) && v & CHANGED != 0 {
+                            verify(&g, &st, i, v, plies);
+                        }
+                    }
+                }
+                Ok::<(), SolveError>(())
+            })?;
+        }
         plies += 1;
     }
     debug!(slice = %key, passes = plies, init_seconds, seconds = start.elapsed().as_secs_f64(), "slice solved");
 
-    // 3. Finish: undecided positions are draws.
-    Ok(cells
-        .cells
+    // 3. Finish: undecided positions are draws (in place: the same allocation).
+    Ok(st
+        .values
         .into_iter()
         .map(|c| {
-            let v = c.into_inner() as u16;
+            let v = c.into_inner();
             if v >= UNDECIDED {
                 DRAW
             } else {
@@ -233,37 +547,97 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
         .collect())
 }
 
-/// Looks at one index before the passes: illegal, final (no inside move), or undecided with its
-/// best exit and its count of inside moves.
-fn init_position(
-    ix: &SliceIndexer,
-    cells: &Cells,
+/// A changed position `i` (state `v`) in the pass of `plies` (a win for the opponent was found
+/// among its successors): lost if every move inside the slice leads to a win for the opponent,
+/// in one ply more than the slowest of them or in its slowest losing exit, whichever is later.
+#[inline]
+fn verify(g: &Geometry, st: &State, i: usize, v: u16, plies: u32) {
+    let d = g.decode(i as u64).expect("a changed index is a position");
+    let mut all_won = true;
+    let mut slowest = 0u16;
+    g.for_each_move(&d, |s| {
+        if !all_won {
+            return;
+        }
+        let w = st.get(s as usize);
+        if w == ILLEGAL {
+            return; // Not a legal move.
+        }
+        if is_win(w) {
+            slowest = slowest.max(w - 2);
+        } else {
+            all_won = false;
+        }
+    });
+    if !all_won {
+        st.set(i, v & !CHANGED);
+        return;
+    }
+    let lost_in = (slowest as u32 + 1).max((v & EXIT_MASK) as u32);
+    debug_assert!(
+        lost_in > plies,
+        "a loss is found after its last move became final"
+    );
+    if lost_in == plies + 1 {
+        st.set_next(i, plies + 1);
+    } else {
+        st.set_final_later(i, lost_in);
+    }
+}
+
+/// Looks at one index before the passes: illegal (left 0), final (no move inside the slice), or
+/// undecided with its best exit.
+#[inline]
+fn init_index(
+    g: &Geometry,
+    st: &State,
     i: usize,
+    key: SliceKey,
     succ: &dyn Successors,
 ) -> Result<(), SolveError> {
-    let Some(pos) = ix.position(i as u64) else {
+    let Some(d) = g.decode(i as u64) else {
         return Ok(());
     };
-    // Built from an index, the position has one king a side and its pawns on ranks 2-7; it is
-    // legal unless the side not to move is attacked (by a king too: kings side by side).
-    let their_king = pos
-        .board
-        .king_of(pos.turn.other())
-        .expect("a slice has both kings");
-    if pos.attackers_to(their_king, pos.turn, pos.board.occupied()).any() {
+    let us = d.turn;
+    let them = us.other();
+    let (our_king, their_king) = match us {
+        Color::White => (d.squares[0], d.squares[g.black_king]),
+        Color::Black => (d.squares[g.black_king], d.squares[0]),
+    };
+    // Legal unless the side not to move is attacked (kings are never side by side here).
+    if g.attacked(&d, their_king, us) {
         return Ok(());
     }
+    // Exits: a pawn of ours (it may move), or a man of ours attacking one of theirs that is not
+    // the king. Those positions, and positions in check (mates), are looked at move by move.
+    let mut theirs = g.pawns[them.index()];
+    for k in g.side(them) {
+        if k != 0 && k != g.black_king {
+            theirs = theirs.with(d.squares[k]);
+        }
+    }
+    let may_exit = g.pawns[us.index()].any()
+        || g.side(us)
+            .any(|k| (attacks(g.men[k], d.squares[k], d.occupied) & theirs).any());
+    if !may_exit && !g.attacked(&d, our_king, them) {
+        // Only moves inside the slice, or none (stalemate: never changed, a draw at the end).
+        st.set(i, UNDECIDED);
+        return Ok(());
+    }
+    let pos =
+        g.ix.position_of(&d.squares[..g.n], d.turn)
+            .expect("a decoded index is a position");
     debug_assert!(pos.validate().is_ok(), "{pos}");
     let moves = pos.legal_moves();
     if moves.is_empty() {
         if pos.is_check() {
-            cells.set_final_later(i, 0);
+            st.set_final_later(i, 0);
         } else {
-            cells.store(i, DRAW);
+            st.set(i, DRAW);
         }
         return Ok(());
     }
-    let mut inside: u32 = 0;
+    let mut inside = false;
     let mut best: Option<Value> = None;
     let mut slowest_loss: u16 = 0;
     for m in moves.iter() {
@@ -274,128 +648,42 @@ fn init_position(
             }
             best = Some(best.map_or(v, |b| b.max(v)));
         } else {
-            inside += 1;
+            inside = true;
         }
     }
-    if inside == 0 {
+    if !inside {
         // Only exits: the best of them is final.
         match best.expect("a move exists") {
-            Value::Draw => cells.store(i, DRAW),
-            Value::Win(d) | Value::Loss(d) => cells.set_final_later(i, d as u32),
+            Value::Draw => st.set(i, DRAW),
+            Value::Win(d) | Value::Loss(d) => st.set_final_later(i, d as u32),
         }
         return Ok(());
     }
     let state = match best {
         None => UNDECIDED,
-        Some(Value::Loss(_)) => UNDECIDED | slowest_loss,
+        Some(Value::Loss(_)) => {
+            if slowest_loss > EXIT_MASK {
+                return Err(SolveError::TooDeep(key));
+            }
+            UNDECIDED | slowest_loss
+        }
         Some(Value::Draw) => NO_LOSS,
         Some(Value::Win(d)) => {
-            cells.set_pending(i, d as u32);
+            if d > LEVEL_MASK {
+                return Err(SolveError::TooDeep(key));
+            }
+            st.set_pending(i, d as u32);
             NO_LOSS | d
         }
     };
-    debug_assert!(inside < 256, "inside-move count must fit its 8 bits");
-    cells.cells[i].store((inside << 16) | state as u32, Relaxed);
+    st.set(i, state);
     Ok(())
-}
-
-/// From a position whose final value is exactly `plies`, un-moves to its predecessors.
-fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
-    let placement = ix.placement(j as u64);
-    let n_men = ix.men().len();
-    let lost_here = plies.is_multiple_of(2);
-    let visit = |p: usize| {
-        let v = cells.value(p);
-        if v < UNDECIDED {
-            return;
-        }
-        if lost_here {
-            // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
-            cells.set_next(p, plies + 1);
-        } else if loss_possible(v) {
-            // One more inside move is known to lose; with none left, the predecessor is lost,
-            // in `plies + 1` or later if an exit loses more slowly.
-            if (cells.cells[p].fetch_sub(1 << 16, Relaxed) >> 16) & 0xff == 1 {
-                let slowest_exit = (v & LEVEL_MASK) as u32;
-                if slowest_exit > plies + 1 {
-                    cells.set_final_later(p, slowest_exit);
-                } else {
-                    cells.set_next(p, plies + 1);
-                }
-            }
-        }
-    };
-    let turn = placement.turn.other();
-    if !ix.is_pawnless() {
-        // Moves inside a pawn slice never leave it or need a symmetry: un-move in place.
-        let pos = ix.position(j as u64).expect("a decided index is a position");
-        for_each_unmove(&pos, |_piece, now, before| {
-            let mut squares = placement.squares;
-            let k = squares[..n_men]
-                .iter()
-                .position(|&s| s == now)
-                .expect("the man is in the placement");
-            squares[k] = before;
-            visit(ix.index_of(&squares[..n_men], turn) as usize);
-        });
-        return;
-    }
-    // Pawnless: the stored positions are those with White's king on the triangle. A stored
-    // position `q` is a predecessor of `j` through every move that leads to an image `z` of
-    // position `j` whose table form is `j` itself. So un-move from each such distinct image and
-    // keep the predecessors that are stored as they are (White's king on the triangle): each
-    // move from a stored position into `j` is then found exactly once, which the move counters
-    // need. Off the triangle only White's king can step back onto it, so the other images
-    // matter only when White moved and its king stands next to the triangle.
-    let sq = &placement.squares[..n_men];
-    let mut seen: [[Square; 8]; 8] = [[Square::A1; 8]; 8];
-    let mut n_seen = 0;
-    let images = if turn == Color::White {
-        SYMMETRY_TABLE.len()
-    } else {
-        1
-    };
-    for (si, table) in SYMMETRY_TABLE.iter().enumerate().take(images) {
-        let mut z = [Square::A1; 8];
-        if si > 0 {
-            z[0] = table[sq[0].index()];
-            if (king_attacks(z[0]) & TRIANGLE_BB).is_empty() {
-                continue;
-            }
-            // The image must go back to `j` itself (its table form), and be new.
-            let back = &SYMMETRY_TABLE[CANONICAL_SYMMETRY[z[0].index()] as usize];
-            for (d, &s) in z.iter_mut().zip(sq) {
-                *d = table[s.index()];
-            }
-            if z[..n_men].iter().zip(sq).any(|(&a, &b)| back[a.index()] != b) || seen[..n_seen].contains(&z) {
-                continue;
-            }
-        } else {
-            z[..n_men].copy_from_slice(sq);
-        }
-        seen[n_seen] = z;
-        n_seen += 1;
-        let pos = ix
-            .position_of(&z[..n_men], placement.turn)
-            .expect("an image of a position is a position");
-        let from = if si == 0 { Bitboard::ALL } else { z[0].bb() };
-        for_each_unmove_from(&pos, from, |_piece, now, before| {
-            let mut q = z;
-            let k = q[..n_men]
-                .iter()
-                .position(|&s| s == now)
-                .expect("the man is in the placement");
-            q[k] = before;
-            if on_triangle(q[0]) {
-                visit(ix.index_of(&q[..n_men], turn) as usize);
-            }
-        });
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reference::solve_slice_reference;
     use crate::tables::SliceMap;
 
     fn max_plies(values: &[u16], side: usize) -> u16 {
@@ -420,6 +708,28 @@ mod tests {
             assert_eq!(max_plies(&v1, 0), plies, "{name}");
             let v2 = solve_slice(&key, &SliceMap::new(), 2).unwrap();
             assert!(v1 == v2, "{name}: thread count changed the values");
+        }
+    }
+
+    /// The solver and the first solver (move counters, `Position`s) give the same values: like
+    /// men, captures into other tables, both kings' symmetries.
+    #[test]
+    fn agrees_with_the_reference_solver() {
+        let mut map = SliceMap::new();
+        for name in [
+            "KQvK", "KRvK", "KBvK", "KNvK", "KQQvK", "KRRvK", "KBBvK", "KQvKR", "KRvKR", "KBNvK",
+        ] {
+            let key = SliceKey::pawnless(name.parse().unwrap());
+            let new = solve_slice(&key, &map, 2).unwrap();
+            let old = solve_slice_reference(&key, &map, 1).unwrap();
+            let diff = new.iter().zip(&old).position(|(a, b)| a != b);
+            assert!(
+                diff.is_none(),
+                "{name}: first difference at index {diff:?}: {:?}",
+                diff.map(|i| (new[i], old[i], SliceIndexer::new(key).position(i as u64)))
+            );
+            assert_eq!(new.len(), old.len());
+            map.insert(key, new.into());
         }
     }
 }

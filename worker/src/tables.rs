@@ -38,6 +38,10 @@ pub enum TableError {
     IllegalValue { slice: SliceKey, index: u64 },
 }
 
+/// The values of one slice, shared. A `Vec` behind the `Arc` (not `Arc<[u16]>`): a solved slice
+/// moves in without being copied, so a large slice is never held twice.
+pub type SliceValues = Arc<Vec<u16>>;
+
 /// The file name of a material's table.
 pub fn table_file_name(material: &Material) -> String {
     zermelo_storage::table_file_name(&material.to_string())
@@ -129,7 +133,7 @@ impl TableDir {
     }
 
     /// All values of one slice, decompressed and checked against the slice's content hash.
-    pub fn load_slice(&self, key: &SliceKey) -> Result<Arc<[u16]>, TableError> {
+    pub fn load_slice(&self, key: &SliceKey) -> Result<SliceValues, TableError> {
         let table = self.table(&key.material)?;
         let i = table.find_slice(key.raw()).ok_or(TableError::MissingSlice {
             material: key.material,
@@ -167,7 +171,7 @@ impl ValueSource for TableDir {
 #[derive(Default, Clone)]
 pub struct SliceMap {
     /// Looked up on every exit of every position: a fast hash, not a DoS-resistant one.
-    slices: rustc_hash::FxHashMap<SliceKey, Arc<[u16]>>,
+    slices: rustc_hash::FxHashMap<SliceKey, SliceValues>,
 }
 
 impl SliceMap {
@@ -175,7 +179,7 @@ impl SliceMap {
         SliceMap::default()
     }
 
-    pub fn insert(&mut self, key: SliceKey, values: Arc<[u16]>) {
+    pub fn insert(&mut self, key: SliceKey, values: SliceValues) {
         self.slices.insert(key, values);
     }
 
@@ -183,7 +187,7 @@ impl SliceMap {
         self.slices.contains_key(key)
     }
 
-    pub fn get(&self, key: &SliceKey) -> Option<&Arc<[u16]>> {
+    pub fn get(&self, key: &SliceKey) -> Option<&SliceValues> {
         self.slices.get(key)
     }
 

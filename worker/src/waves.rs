@@ -2,17 +2,17 @@
 //! one position both use it.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use zermelo_chess::slice::SliceKey;
 
 use crate::adjudicate::{Rule, Ruled};
 use crate::par::for_each_chunk;
 use crate::solve::{solve_slice, SolveError};
-use crate::tables::SliceMap;
+use crate::tables::{SliceMap, SliceValues};
 
 /// Solved slices with their values.
-pub type Solved = Vec<(SliceKey, Arc<[u16]>)>;
+pub type Solved = Vec<(SliceKey, SliceValues)>;
 
 /// Solves `waves` in order (the slices of a wave are independent; every successor is in `map`,
 /// in an earlier wave, or cut by `rule`), adding each solved slice to `map`. Returns the solved
@@ -29,14 +29,14 @@ pub fn solve_waves(
     let mut done = 0u64;
     for wave in waves {
         let succ = Ruled { map, rule };
-        let solved: Vec<(SliceKey, Arc<[u16]>)> = if wave.len() >= 2 * threads.max(1) && threads > 1 {
+        let solved: Vec<(SliceKey, SliceValues)> = if wave.len() >= 2 * threads.max(1) && threads > 1 {
             // Many independent slices: one thread per slice.
-            let results: Mutex<Vec<(SliceKey, Arc<[u16]>)>> = Mutex::new(Vec::new());
+            let results: Mutex<Vec<(SliceKey, SliceValues)>> = Mutex::new(Vec::new());
             let done_here = AtomicU64::new(0);
             for_each_chunk(wave.len(), 1, threads, |range| {
                 for i in range {
                     let key = wave[i];
-                    let v: Arc<[u16]> = solve_slice(&key, &succ, 1)?.into();
+                    let v: SliceValues = solve_slice(&key, &succ, 1)?.into();
                     let d = done_here.fetch_add(v.len() as u64, Relaxed);
                     progress(done + d + v.len() as u64);
                     results.lock().expect("results lock").push((key, v));
@@ -50,7 +50,7 @@ pub fn solve_waves(
             let mut r = Vec::new();
             let mut here = 0u64;
             for key in wave {
-                let v: Arc<[u16]> = solve_slice(key, &succ, threads)?.into();
+                let v: SliceValues = solve_slice(key, &succ, threads)?.into();
                 here += v.len() as u64;
                 progress(done + here);
                 r.push((*key, v));

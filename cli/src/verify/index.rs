@@ -1,30 +1,184 @@
-//! The position index of layout 2, both ways: where a position's value is stored
-//! ([`locate`]) and which position an index stands for ([`decode`]).
+//! The position index of layout 3, both ways: where a position's value is stored
+//! ([`locate`]) and which position an index stands for ([`Decoder::decode`]).
+//!
+//! Written from the section "Index layout (layout version 3)" of `storage/FORMAT.md` alone. An
+//! index of a slice is `turn * per_side + fields`, the fields from most to least significant:
+//! the king pair `kk` (its place in the list of legal king pairs: 462 without pawns, 3,612 with),
+//! then one field per group (the men of one colour and kind among Q R B N), knights first and
+//! queens last, Black's group of a kind before White's. A group of `k` men is the set of their
+//! squares ranked in the combinatorial number system: with squares `s1 < ... < sk`,
+//! `C(s1, 1) + ... + C(sk, k)`, in `0 .. C(64, k)`.
 
 use super::board::{Color, Position, KING, PAWN};
 use super::material::{mirror, Material};
 
 /// The index layout this verifier reads.
-pub(super) const LAYOUT: u32 = 2;
+pub(super) const LAYOUT: u32 = 3;
 
-/// The squares White's king may stand on in a pawnless table (the triangle a1-d1-d4), in the order
-/// of its field: by rank, then by file.
-const TRIANGLE: [u8; 10] = [0, 1, 2, 3, 9, 10, 11, 18, 19, 27];
+/// More men of one group than this cannot be indexed. A material has at most 8 (9 men a side,
+/// one of them the king); a child after a promotion may have 9.
+const MAX_GROUP: usize = 9;
 
-/// The field of White's king on a square of [`TRIANGLE`] (by square, 0..32; `u8::MAX` off it).
-const TRIANGLE_FIELD: [u8; 32] = {
-    let mut fields = [u8::MAX; 32];
-    let mut i = 0;
-    while i < TRIANGLE.len() {
-        fields[TRIANGLE[i] as usize] = i as u8;
-        i += 1;
+/// `BINOMIAL[n][k]` = C(n, k) for `n <= 64`, `k <= MAX_GROUP`; 0 when `n < k`.
+static BINOMIAL: [[u64; MAX_GROUP + 1]; 65] = {
+    let mut table = [[0u64; MAX_GROUP + 1]; 65];
+    let mut n = 0;
+    while n <= 64 {
+        table[n][0] = 1;
+        let mut k = 1;
+        while k <= MAX_GROUP && n > 0 {
+            // Pascal's rule: C(n, k) = C(n - 1, k - 1) + C(n - 1, k).
+            table[n][k] = table[n - 1][k - 1] + table[n - 1][k];
+            k += 1;
+        }
+        n += 1;
     }
-    fields
+    table
 };
 
-/// A square (0..64) mirrored in the a1-h8 diagonal: file and rank exchanged.
-fn transpose(sq: u8) -> u8 {
-    (sq & 7) << 3 | sq >> 3
+/// C(n, k) for `n <= 64`, `k <= 9`: the number of `k`-sets of `n` squares.
+pub(super) fn binomial(n: u8, k: u8) -> u64 {
+    BINOMIAL[usize::from(n)][usize::from(k)]
+}
+
+/// The squares White's king stands on in a pawnless table (the triangle T), in the order of the
+/// king-pair list: a1 b1 c1 d1 b2 c2 d2 c3 d3 d4.
+const TRIANGLE: [u8; 10] = [0, 1, 2, 3, 9, 10, 11, 18, 19, 27];
+
+/// Every square, ascending: White's king's squares, in order, with pawns on the board.
+const ALL_SQUARES: [u8; 64] = {
+    let mut squares = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        squares[i] = i as u8;
+        i += 1;
+    }
+    squares
+};
+
+/// The number of legal king pairs without pawns: the size of the field `kk`.
+pub(super) const PAWNLESS_KING_PAIRS: u64 = 462;
+/// The number of legal king pairs with pawns: the size of the field `kk`.
+pub(super) const PAWNFUL_KING_PAIRS: u64 = 3612;
+
+/// Whether two squares (0..64) are equal or a king's step apart.
+const fn touching(a: u8, b: u8) -> bool {
+    (a % 8).abs_diff(b % 8) <= 1 && (a / 8).abs_diff(b / 8) <= 1
+}
+
+/// Whether a square (0..64) is on the a1-h8 diagonal.
+const fn on_diagonal(sq: u8) -> bool {
+    sq / 8 == sq % 8
+}
+
+/// Whether a square (0..64) is above the a1-h8 diagonal (rank > file).
+const fn above_diagonal(sq: u8) -> bool {
+    sq / 8 > sq % 8
+}
+
+/// The list of legal king pairs of one kind of table, both ways.
+struct KingPairs<const N: usize> {
+    /// `(wk, bk)` of each pair, in list order.
+    pairs: [(u8, u8); N],
+    /// `place[wk][bk]`: the place of the pair in `pairs`, `u16::MAX` if it is not in the list.
+    place: [[u16; 64]; 64],
+}
+
+/// The king-pair list: for each `wk` of `white` in order, every `bk` in ascending order that is
+/// neither `wk` nor next to it, and (if `pawnless` and `wk` is on the a1-h8 diagonal) not above
+/// that diagonal. Fails to compile unless there are exactly `N` pairs.
+const fn king_pairs<const N: usize>(white: &[u8], pawnless: bool) -> KingPairs<N> {
+    let mut list = KingPairs {
+        pairs: [(0, 0); N],
+        place: [[u16::MAX; 64]; 64],
+    };
+    let mut n = 0;
+    let mut i = 0;
+    while i < white.len() {
+        let wk = white[i];
+        let mut bk = 0;
+        while bk < 64 {
+            // Pawnless, with White's king on the diagonal, Black's stays on or below it.
+            let excluded = touching(wk, bk) || (pawnless && on_diagonal(wk) && above_diagonal(bk));
+            if !excluded {
+                list.pairs[n] = (wk, bk);
+                list.place[wk as usize][bk as usize] = n as u16;
+                n += 1;
+            }
+            bk += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "the king-pair list has the size FORMAT.md gives");
+    list
+}
+
+/// The king pairs of pawnless tables: White's king on [`TRIANGLE`].
+static PAWNLESS_PAIRS: KingPairs<{ PAWNLESS_KING_PAIRS as usize }> = king_pairs(&TRIANGLE, true);
+
+/// The king pairs of tables with pawns: White's king anywhere.
+static PAWNFUL_PAIRS: KingPairs<{ PAWNFUL_KING_PAIRS as usize }> = king_pairs(&ALL_SQUARES, false);
+
+/// The rank of a set of squares (a bitboard) in the combinatorial number system:
+/// `C(s1, 1) + C(s2, 2) + ...` over its squares in ascending order.
+fn combination_rank(mut set: u64) -> u64 {
+    let mut rank = 0;
+    let mut j = 1;
+    while set != 0 {
+        let sq = set.trailing_zeros() as u8;
+        set &= set - 1;
+        rank += binomial(sq, j);
+        j += 1;
+    }
+    rank
+}
+
+/// One of the eight symmetries of the board: every square XORed with `flip` (7 mirrors the
+/// files a <-> h, 56 the ranks 1 <-> 8), then mirrored in the a1-h8 diagonal if `transpose`.
+#[derive(Clone, Copy)]
+struct Symmetry {
+    flip: u8,
+    transpose: bool,
+}
+
+impl Symmetry {
+    const IDENTITY: Symmetry = Symmetry {
+        flip: 0,
+        transpose: false,
+    };
+
+    /// The image of a square (0..64).
+    fn apply(self, sq: u8) -> u8 {
+        let sq = sq ^ self.flip;
+        if self.transpose {
+            // File and rank exchanged.
+            (sq & 7) << 3 | sq >> 3
+        } else {
+            sq
+        }
+    }
+
+    /// The symmetry that brings a pawnless position with White's king on `wk` and Black's on
+    /// `bk` into table form, the four steps of FORMAT.md in order:
+    /// 1. mirror a <-> h if `wk` is on files e-h;
+    /// 2. then mirror 1 <-> 8 if `wk` is on ranks 5-8;
+    /// 3. then mirror in the a1-h8 diagonal if `wk` is above it;
+    /// 4. then, if `wk` is on that diagonal and `bk` above it, mirror in it (once more).
+    ///
+    /// Steps 3 and 4 exclude each other (step 3 leaves `wk` below the diagonal), so the result
+    /// mirrors in the diagonal at most once.
+    fn pawnless(wk: u8, bk: u8) -> Symmetry {
+        let mut flip = 0;
+        if wk % 8 >= 4 {
+            flip ^= 7;
+        }
+        if (wk ^ flip) / 8 >= 4 {
+            flip ^= 56;
+        }
+        let (w, b) = (wk ^ flip, bk ^ flip);
+        let transpose = above_diagonal(w) || (on_diagonal(w) && above_diagonal(b));
+        Symmetry { flip, transpose }
+    }
 }
 
 /// More men than any material [`Material::parse`] accepts (9 pieces and 8 pawns a side).
@@ -43,15 +197,17 @@ pub(super) enum Location {
     },
 }
 
-/// Where the value of `pos` (which must have no en-passant square) is stored.
+/// Where the value of `pos` is stored. `pos` must have no en-passant square and its kings must
+/// not stand next to each other (such a position has no index; every legal position and every
+/// child of one qualifies).
 ///
-/// The men are put in table orientation: colours swapped if the material is not normalized;
-/// then with pawns the board is mirrored left to right if the pawn key is not canonical; without
-/// pawns it is mirrored so that White's king is on files a-d, then on ranks 1-4, then (if the king
-/// stands above the a1-h8 diagonal) in that diagonal, which puts the king on the triangle
-/// a1-d1-d4. A king on the diagonal itself leaves the position as it is: the position and its
-/// mirror image in the diagonal are both stored, at two indices. Men of one kind take their fields
-/// in ascending square order (after the symmetries).
+/// The men are put in table orientation: colours swapped (ranks mirrored 1 <-> 8) if the
+/// material is not normalized; then with pawns the board is mirrored a <-> h if the pawn key is
+/// not canonical; without pawns the four steps of [`Symmetry::pawnless`] apply, which put White's
+/// king on the triangle a1-d1-d4 and, with White's king on the diagonal, Black's king on or
+/// below it. With both kings on the diagonal the position and its mirror image in the diagonal
+/// are both stored, at two indices. Then the fields: the king pair's place in its list, and
+/// each group's set of squares ranked as a combination.
 pub(super) fn locate(pos: &Position) -> Location {
     debug_assert!(
         pos.ep().is_none(),
@@ -80,65 +236,54 @@ pub(super) fn locate(pos: &Position) -> Location {
         }
     }
 
+    let mut kings = [0u8; 2];
     let mut key = [0u64; 2];
     for &(color, kind, sq) in men.iter() {
-        if kind == PAWN {
-            key[color.index()] |= 1 << sq;
+        match kind {
+            KING => kings[color.index()] = sq,
+            PAWN => key[color.index()] |= 1 << sq,
+            _ => {}
         }
     }
-    let mut flip = 0u8;
-    let mut transposed = false;
-    if material.has_pawns() {
+    let symmetry = if !material.has_pawns() {
+        Symmetry::pawnless(kings[0], kings[1])
+    } else {
         let mirrored = [mirror(key[0]), mirror(key[1])];
         if mirrored < key {
             key = mirrored;
-            flip = 7;
-        }
-    } else {
-        let wk = men
-            .iter()
-            .find(|m| m.0 == Color::White && m.1 == KING)
-            .map_or(0, |m| m.2);
-        if wk % 8 >= 4 {
-            flip ^= 7;
-        }
-        if (wk ^ flip) / 8 >= 4 {
-            flip ^= 56;
-        }
-        let k = wk ^ flip;
-        transposed = k / 8 > k % 8; // above the a1-h8 diagonal
-    }
-    let orient = |sq: u8| {
-        let sq = sq ^ flip;
-        if transposed {
-            transpose(sq)
+            Symmetry {
+                flip: 7,
+                transpose: false,
+            }
         } else {
-            sq
+            Symmetry::IDENTITY
         }
     };
 
-    // Sort keys `(colour, kind, square)` packed in a u16; pawns have no field.
-    let mut order = [0u16; MAX_MEN];
-    let mut m = 0;
+    let [wk, bk] = kings.map(|sq| usize::from(symmetry.apply(sq)));
+    let kk = if material.has_pawns() {
+        PAWNFUL_PAIRS.place[wk][bk]
+    } else {
+        PAWNLESS_PAIRS.place[wk][bk]
+    };
+    assert!(
+        kk != u16::MAX,
+        "kings standing next to each other have no index: {}",
+        pos.fen()
+    );
+
+    // The squares of each group, by colour and kind, after the symmetry.
+    let mut sets = [[0u64; 6]; 2];
     for &(color, kind, sq) in men.iter() {
-        if kind != PAWN {
-            order[m] = (color as u16) << 9 | u16::from(kind) << 6 | u16::from(orient(sq));
-            m += 1;
+        if kind != KING && kind != PAWN {
+            sets[color.index()][usize::from(kind)] |= 1 << symmetry.apply(sq);
         }
     }
-    let order = &mut order[..m];
-    order.sort_unstable();
-    let mut fields = 0u64;
-    for (i, &o) in order.iter().enumerate() {
-        let sq = u64::from(o & 63);
-        fields = if i == 0 && !material.has_pawns() {
-            // White's king, on the triangle: its place in TRIANGLE.
-            let field = TRIANGLE_FIELD[sq as usize];
-            debug_assert!(field < 10, "the symmetries put White's king on the triangle");
-            u64::from(field)
-        } else {
-            fields * 64 + sq
-        };
+    let mut fields = u64::from(kk);
+    for (color, kind, count) in material.groups() {
+        let set = sets[color.index()][usize::from(kind)];
+        debug_assert_eq!(set.count_ones(), u32::from(count), "men on distinct squares");
+        fields = fields * binomial(64, count) + combination_rank(set);
     }
     let index = turn.index() as u64 * material.per_side() + fields;
     Location::Stored { material, key, index }
@@ -147,16 +292,27 @@ pub(super) fn locate(pos: &Position) -> Location {
 /// What an index of a slice stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Decoded {
-    /// A position (legal or not: ask [`Position::is_legal`]).
+    /// A position (legal or not: ask [`Position::is_legal`]). Its kings never stand next to
+    /// each other: the king-pair list has no such pair.
     Position(Position),
-    /// Two men on one square (numbered 0..64): not a position at all.
+    /// Two men on one square (numbered 0..64), pawns and kings included: not a position at all.
     Collision { square: u8 },
+}
+
+/// One group of a slice's index: `men` men of one colour and kind, one field of `size`
+/// (= C(64, men)) values.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    color: Color,
+    kind: u8,
+    men: u8,
+    size: u64,
 }
 
 /// Turns the indices of one slice into positions.
 pub(super) struct Decoder {
-    /// The men with a field, in field order.
-    kinds: Vec<(Color, u8)>,
+    /// The groups, in field order (most significant first, after the king pair).
+    groups: Vec<Group>,
     /// The pawns of the slice, as `(colour, PAWN, square)`.
     pawns: Vec<(Color, u8, u8)>,
     /// The squares the pawns stand on.
@@ -177,7 +333,15 @@ impl Decoder {
             }
         }
         Decoder {
-            kinds: material.indexed_men(),
+            groups: material
+                .groups()
+                .map(|(color, kind, men)| Group {
+                    color,
+                    kind,
+                    men,
+                    size: binomial(64, men),
+                })
+                .collect(),
             pawns,
             pawn_squares: key[0] | key[1],
             per_side: material.per_side(),
@@ -199,19 +363,35 @@ impl Decoder {
             Color::Black
         };
         let mut rest = index % self.per_side;
-        let mut men = [(Color::White, 0u8, 0u8); MAX_MEN];
-        let n = self.kinds.len();
-        for i in (0..n).rev() {
-            let sq = if i == 0 && self.pawnless {
-                // 0..10: the king's place in TRIANGLE.
-                TRIANGLE[rest as usize]
-            } else {
-                let sq = (rest % 64) as u8;
-                rest /= 64;
-                sq
-            };
-            men[i] = (self.kinds[i].0, self.kinds[i].1, sq);
+        // Kings at 0 and 1, then the groups' men.
+        let mut men = [(Color::White, KING, 0u8); MAX_MEN];
+        let mut n = 2;
+        // The least significant field first: the groups from the last.
+        for group in self.groups.iter().rev() {
+            let mut rank = rest % group.size;
+            rest /= group.size;
+            // Unrank greedily: for j = k down to 1 the largest s with C(s, j) <= rank; the
+            // squares come out descending, each below the one before.
+            let mut below = 64u8;
+            for j in (1..=group.men).rev() {
+                let mut s = below - 1;
+                while binomial(s, j) > rank {
+                    s -= 1;
+                }
+                rank -= binomial(s, j);
+                below = s;
+                men[n] = (group.color, group.kind, s);
+                n += 1;
+            }
         }
+        let (wk, bk) = if self.pawnless {
+            PAWNLESS_PAIRS.pairs[rest as usize]
+        } else {
+            PAWNFUL_PAIRS.pairs[rest as usize]
+        };
+        men[0] = (Color::White, KING, wk);
+        men[1] = (Color::Black, KING, bk);
+
         let mut taken = self.pawn_squares;
         for &(_, _, sq) in &men[..n] {
             if taken >> sq & 1 == 1 {
@@ -223,5 +403,23 @@ impl Decoder {
         let pos = Position::from_men(&men[..n + self.pawns.len()], turn);
         // Men on distinct squares, one king a side, pawns on ranks 2-7 (as in every canonical key).
         Decoded::Position(pos.expect("a canonical key and distinct squares make a position"))
+    }
+}
+
+/// The index's share of a material (kept here, beside the king-pair lists and binomials it
+/// counts with, so that `material.rs` does not depend on this file).
+impl Material {
+    /// Indices per side to move in one slice: the number of king pairs (462 without pawns,
+    /// 3,612 with) times C(64, k) for each group of k men.
+    pub(super) fn per_side(&self) -> u64 {
+        let king_pairs = if self.has_pawns() {
+            PAWNFUL_KING_PAIRS
+        } else {
+            PAWNLESS_KING_PAIRS
+        };
+        self.groups()
+            .map(|(_, _, men)| binomial(64, men))
+            .product::<u64>()
+            * king_pairs
     }
 }

@@ -3,7 +3,21 @@
 
 use std::fmt;
 
-use super::board::{Color, KIND_LETTERS, KING, PAWN};
+use super::board::{Color, BISHOP, KIND_LETTERS, KING, KNIGHT, PAWN, QUEEN, ROOK};
+
+/// The groups of an index (the men of one colour and kind other than kings and pawns), in field
+/// order from most to least significant: knights, bishops, rooks, queens, Black's group of a
+/// kind before White's. White's queens are the least significant field.
+pub(super) const GROUP_ORDER: [(Color, u8); 8] = [
+    (Color::Black, KNIGHT),
+    (Color::White, KNIGHT),
+    (Color::Black, BISHOP),
+    (Color::White, BISHOP),
+    (Color::Black, ROOK),
+    (Color::White, ROOK),
+    (Color::Black, QUEEN),
+    (Color::White, QUEEN),
+];
 
 /// How many men of each kind each side has: `counts[colour][kind]`, kinds in "KQRBNP" order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -123,42 +137,13 @@ impl Material {
         }
     }
 
-    /// The men that have an index field, in field order: White's K, Q.., R.., B.., N.., then
-    /// Black's.
-    pub(super) fn indexed_men(&self) -> Vec<(Color, u8)> {
-        let mut out = Vec::new();
-        for color in [Color::White, Color::Black] {
-            for kind in 0..PAWN {
-                for _ in 0..self.count(color, kind) {
-                    out.push((color, kind));
-                }
-            }
-        }
-        out
-    }
-
-    /// How many men have an index field (all but the pawns).
-    pub(super) fn indexed_count(&self) -> u32 {
-        self.counts
-            .iter()
-            .map(|side| {
-                side[..usize::from(PAWN)]
-                    .iter()
-                    .map(|&n| u32::from(n))
-                    .sum::<u32>()
-            })
-            .sum()
-    }
-
-    /// Indices per side to move in one slice: `10 * 64^(n-1)` without pawns (White's king on the
-    /// triangle a1-d1-d4), `64^n` with pawns.
-    pub(super) fn per_side(&self) -> u64 {
-        let n = self.indexed_count();
-        if self.has_pawns() {
-            64u64.pow(n)
-        } else {
-            10 * 64u64.pow(n - 1)
-        }
+    /// The groups of the material, in field order: `(colour, kind, men)` for each colour and
+    /// kind of [`GROUP_ORDER`] that the material has.
+    pub(super) fn groups(self) -> impl Iterator<Item = (Color, u8, u8)> {
+        GROUP_ORDER
+            .into_iter()
+            .map(move |(color, kind)| (color, kind, self.count(color, kind)))
+            .filter(|&(_, _, men)| men > 0)
     }
 
     /// Every canonical slice key of this material, sorted.

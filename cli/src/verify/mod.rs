@@ -10,7 +10,8 @@
 //! # What is checked
 //!
 //! For the table of one material:
-//! 1. the file's own checksums (footer, every block, every slice hash), its index layout (2),
+//! 1. the file's own checksums (footer, every block, every slice hash), its index layout (3:
+//!    a king-pair field and one combination-ranked field per group of like men, see `index.rs`),
 //!    its material (normalized, matching the file name), and that it holds exactly the
 //!    canonical slices of the material, sorted, each with `2 * per_side` values;
 //! 2. at every index: an illegal position (or two men on one square) stores 0; a legal one
@@ -73,7 +74,9 @@ pub struct VerifyReport {
     pub material: String,
     /// Slices checked.
     pub slices: usize,
-    /// Legal positions checked against their children.
+    /// Legal positions checked against their children: the indices holding one. Each stands for
+    /// one position in table orientation (like men are not labelled); a pawnless position with
+    /// both kings on the a1-h8 diagonal and its mirror image in it are two.
     pub positions: u64,
     /// Indices checked (legal positions plus illegal ones stored as 0).
     pub indices: u64,

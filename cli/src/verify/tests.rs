@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use zermelo_storage::{table_file_name, write_table, Metric, SliceData, Table, TableMeta};
 
 use super::board::{Color, Position, KING, PAWN};
-use super::index::{locate, Decoded, Decoder, Location};
-use super::material::{mirror, Material, MaterialNameError};
+use super::index::{locate, Decoded, Decoder, Location, LAYOUT};
+use super::material::{mirror, Material, MaterialNameError, Pawns};
 use super::{value, verify_table, Library, VerifyError, VerifyOptions, VerifyReport};
 
 // ---------------------------------------------------------------------------------------------
@@ -207,10 +207,12 @@ fn sample_positions(material: &str, step: u64) -> Vec<(Material, [u64; 2], u64, 
 
 #[test]
 fn locate_inverts_decode() {
-    // Distinct men: every legal index decodes to a position that locates back to it.
+    // Every legal index decodes to a position that locates back to it: like men (KRRvK) have one
+    // index per position, not one per labelling.
     for (material, step) in [
         ("KRvK", 1),
         ("KQvKR", 97),
+        ("KRRvK", 13),
         ("KPvK", 1),
         ("KPvKN", 331),
         ("KPPvKP", 8191),
@@ -226,23 +228,6 @@ fn locate_inverts_decode() {
                 "{material} {}",
                 p.fen()
             );
-        }
-    }
-    // Two rooks: the index may hold them in the other order; locating gives the sorted one,
-    // which decodes to the same position.
-    for (m, key, i, p) in sample_positions("KRRvK", 13) {
-        let Location::Stored {
-            material,
-            key: k,
-            index,
-        } = locate(&p)
-        else {
-            panic!()
-        };
-        assert_eq!((material, k), (m, key));
-        assert_eq!(Decoder::new(&m, key).decode(index), Decoded::Position(p.clone()));
-        if index != i {
-            assert!(index < i, "the lower square takes the earlier field");
         }
     }
 }
@@ -271,10 +256,45 @@ fn white_king(p: &Position) -> u8 {
     at.unwrap()
 }
 
+/// The 0..64 square of Black's king.
+fn black_king(p: &Position) -> u8 {
+    let mut at = None;
+    p.for_each_man(|color, kind, sq| {
+        if color == Color::Black && kind == KING {
+            at = Some(sq);
+        }
+    });
+    at.unwrap()
+}
+
 /// On a1, b2, c3 or d4 (the diagonal part of the triangle).
 fn on_diagonal(sq: u8) -> bool {
     sq % 8 == sq / 8 && sq % 8 < 4
 }
+
+/// On the a1-h8 diagonal (any of its 8 squares).
+fn on_main_diagonal(sq: u8) -> bool {
+    sq % 8 == sq / 8
+}
+
+/// On the a8-h1 diagonal.
+fn on_anti_diagonal(sq: u8) -> bool {
+    sq % 8 + sq / 8 == 7
+}
+
+/// Above the a1-h8 diagonal (rank > file).
+fn above_diagonal(sq: u8) -> bool {
+    sq / 8 > sq % 8
+}
+
+/// Both kings on the a1-h8 diagonal: a pawnless position stored at its own index, apart from its
+/// mirror image in the diagonal.
+fn kings_on_diagonal(p: &Position) -> bool {
+    on_main_diagonal(white_king(p)) && on_main_diagonal(black_king(p))
+}
+
+/// The triangle T, in the order of the king-pair list.
+const TRIANGLE: [u8; 10] = [0, 1, 2, 3, 9, 10, 11, 18, 19, 27];
 
 /// The index `locate` gives `p` (which must be stored).
 fn index_of(p: &Position) -> u64 {
@@ -285,58 +305,336 @@ fn index_of(p: &Position) -> u64 {
 }
 
 #[test]
-fn layout_2_by_hand() {
+fn layout_3_by_hand() {
     let kqvk = Material::parse("KQvK").unwrap();
-    assert_eq!(kqvk.per_side(), 10 * 64 * 64);
-    assert_eq!(Material::parse("KQvKR").unwrap().per_side(), 10 * 64 * 64 * 64);
-    // Pawnful: unchanged.
-    assert_eq!(Material::parse("KPvK").unwrap().per_side(), 64 * 64);
-    assert_eq!(Material::parse("KRPvKR").unwrap().per_side(), 64u64.pow(4));
-    let key = [0, 0];
-    // White: Ke5 Qa8, Black: Kg1. Mirror a<->h (Kd5 Qh8 Kb1), then 1<->8 (Kd4 Qh1 Kb8); the
-    // king is on d4, on the diagonal: no transpose. Field 9 (d4), h1 = 7, b8 = 57.
-    let p = fen("Q7/8/8/4K3/8/8/8/6k1 w - - 0 1");
+    // Field sizes: 462 or 3,612 king pairs, C(64, k) per group of k men.
+    assert_eq!(kqvk.per_side(), 462 * 64);
+    assert_eq!(Material::parse("KRRvK").unwrap().per_side(), 931_392);
+    assert_eq!(Material::parse("KBNvK").unwrap().per_side(), 462 * 64 * 64);
+    assert_eq!(Material::parse("KQRvKR").unwrap().per_side(), 462 * 64 * 64 * 64);
+    assert_eq!(Material::parse("KQQQvK").unwrap().per_side(), 462 * 41_664);
+    assert_eq!(Material::parse("KPvK").unwrap().per_side(), 3612);
+    assert_eq!(Material::parse("KPPvKP").unwrap().per_side(), 3612);
+    assert_eq!(Material::parse("KRPvKR").unwrap().per_side(), 3612 * 64 * 64);
+    let stored = |material: &str, key: [u64; 2], index: u64| Location::Stored {
+        material: Material::parse(material).unwrap(),
+        key,
+        index,
+    };
+    let none = [0, 0];
+
+    // FORMAT.md's examples.
+    // KQvK, White Ka1 Qh8, Black Kc1, White to move: kk 0, the queen's rank 63.
     assert_eq!(
-        locate(&p),
-        Location::Stored {
-            material: kqvk,
-            key,
-            index: (9 * 64 + 7) * 64 + 57
+        locate(&fen("7Q/8/8/8/8/8/8/K1k5 w - - 0 1")),
+        stored("KQvK", none, 63)
+    );
+    // KRRvK, White Kb1 Ra8 Rh1, Black Ke1, Black to move: kk 33 + 1, the rooks'
+    // C(7, 1) + C(56, 2) = 1547.
+    let krrvk = fen("R7/8/8/8/8/8/8/1K2k2R b - - 0 1");
+    assert_eq!(locate(&krrvk), stored("KRRvK", none, 931_392 + 34 * 2016 + 1547));
+    assert_eq!(index_of(&krrvk), 1_001_483);
+    // KQRvKR, fields kk, Black's rook, White's rook, White's queen. White Ka1 Qh8 Rh1, Black Kc1
+    // Rd8, White to move: kk 0, then d8 = 59, h1 = 7, h8 = 63.
+    assert_eq!(
+        locate(&fen("3r3Q/8/8/8/8/8/8/K1k4R w - - 0 1")),
+        stored("KQRvKR", none, ((59 * 64) + 7) * 64 + 63)
+    );
+    // KPvK, White Ka1 Pe4, Black Kc1, White to move: index 0 of the slice with the pawn on e4.
+    // That slice is not canonical (e4 is the mirror of d4, a lower square): a table stores the
+    // position mirrored a <-> h (Kh1 Pd4, Kf1), at kk 60 + 6 * 58 + 5 = 413 (60 pairs with the
+    // king on a1, 58 on each of b1-g1; then a1-e1 for Black's king). With the pawn on d4 it is
+    // index 0 of a stored slice.
+    let (e4, d4) = ([1 << 28, 0], [1 << 27, 0]);
+    let kpvk = Material::parse("KPvK").unwrap();
+    assert_eq!(
+        Decoder::new(&kpvk, e4).decode(0),
+        Decoded::Position(fen("8/8/8/8/4P3/8/8/K1k5 w - - 0 1"))
+    );
+    assert_eq!(
+        locate(&fen("8/8/8/8/4P3/8/8/K1k5 w - - 0 1")),
+        stored("KPvK", d4, 413)
+    );
+    assert_eq!(
+        locate(&fen("8/8/8/8/3P4/8/8/K1k5 w - - 0 1")),
+        stored("KPvK", d4, 0)
+    );
+    assert_eq!(
+        Decoder::new(&kpvk, d4).decode(413),
+        Decoded::Position(fen("8/8/8/8/3P4/8/8/5k1K w - - 0 1"))
+    );
+
+    // Step 4. KQvK, White Kb2 Qh1, Black Kb5, Black to move: White's king on the diagonal, Black's
+    // above it: mirrored in the diagonal (Kb2 Qa8, Ke2). kk: 33 + 3 * 58 = 207 pairs before b2;
+    // then d1-h1 (a1, b1, c1 touch b2), d2, e2: 207 + 6. The queen on a8 = 56.
+    let step4 = fen("8/8/8/1k6/8/8/1K6/7Q b - - 0 1");
+    assert_eq!(locate(&step4), stored("KQvK", none, 462 * 64 + 213 * 64 + 56));
+    assert_eq!(index_of(&step4), 43_256);
+    assert_eq!(index_of(&step4.transposed()), 43_256);
+    assert_eq!(
+        Decoder::new(&kqvk, none).decode(43_256),
+        Decoded::Position(fen("Q7/8/8/8/8/8/1K2k3/8 b - - 0 1"))
+    );
+
+    // Steps 1-3. KBNvK, White Kg6 Ba1 Nh8, Black Kc8, White to move. Step 1 (g6 on files e-h):
+    // Kb6 Bh1 Na8, Kf8; step 2 (b6 on ranks 5-8): Kb3 Bh8 Na1, Kf1; step 3 (b3 above the
+    // diagonal): Kc2 Bh8 Na1, Ka6. kk: 33 + 3 * 58 + 30 = 237 pairs before c2; a6 = 40 less c2
+    // and its 8 neighbours, all below 40: 237 + 31 = 268. Fields kk, White's knight (a1 = 0),
+    // White's bishop (h8 = 63).
+    let steps = fen("2k4N/8/6K1/8/8/8/8/B7 w - - 0 1");
+    assert_eq!(locate(&steps), stored("KBNvK", none, (268 * 64) * 64 + 63));
+    assert_eq!(index_of(&steps), 1_097_791);
+    assert_eq!(
+        Decoder::new(&Material::parse("KBNvK").unwrap(), none).decode(1_097_791),
+        Decoded::Position(fen("7B/8/k7/8/8/8/2K5/N7 w - - 0 1"))
+    );
+
+    // Both kings on the diagonal: KQvK, White Kc3 Qa8, Black Kf6, White to move; nothing is
+    // mirrored. kk: 33 + 3 * 58 + 30 + 2 * 55 = 347 pairs before c3; below f6 = 45 on or under the
+    // diagonal 8 + 7 + 6 + 5 + 4 = 30 squares, 6 of them c3 or next to it (b2 c2 d2 d3 d4):
+    // 347 + 24 = 371. Its mirror image in the diagonal (Qh1) is stored too, at its own index.
+    let on = fen("Q7/8/5k2/8/8/2K5/8/8 w - - 0 1");
+    let twin = fen("8/8/5k2/8/8/2K5/8/7Q w - - 0 1");
+    assert_eq!(on.transposed(), twin);
+    assert_eq!(locate(&on), stored("KQvK", none, 371 * 64 + 56));
+    assert_eq!(locate(&twin), stored("KQvK", none, 371 * 64 + 7));
+    assert_eq!(index_of(&on), 23_800);
+
+    // With pawns, mirrored a <-> h: KPvK, White Kg2 Pf3, Black Ke8, Black to move: the pawn key
+    // f3 mirrors to c3 (lower): Kb2 Pc3, Kd8. kk: a1 60, b1-g1 6 * 58, h1 60, a2 58 = 526 pairs
+    // before b2; d8 = 59 less b2 and its 8 neighbours: 526 + 50 = 576.
+    let mirrored = fen("4k3/8/8/8/8/5P2/6K1/8 b - - 0 1");
+    assert_eq!(locate(&mirrored), stored("KPvK", [1 << 18, 0], 3612 + 576));
+    assert_eq!(
+        Decoder::new(&kpvk, [1 << 18, 0]).decode(3612 + 576),
+        Decoded::Position(fen("3k4/8/8/8/8/2P5/1K6/8 b - - 0 1"))
+    );
+    // Colours swapped: KvKP, White Ke1, Black Ke8 Pd5, White to move, is KPvK with White Ke1 Pd4,
+    // Black Ke8, Black to move. kk: a1 60, b1-d1 3 * 58 = 234 pairs before e1; e8 = 60 less e1
+    // and its 5 neighbours: 234 + 54 = 288.
+    assert_eq!(
+        locate(&fen("4k3/8/8/3p4/8/8/8/4K3 w - - 0 1")),
+        stored("KPvK", d4, 3612 + 288)
+    );
+    // A king on a pawn's square is an index, not a position: with White's pawn on c2, kk 6 is
+    // White's king on a1 and Black's on c2 (after c1 d1 e1 f1 g1 h1).
+    assert_eq!(
+        Decoder::new(&kpvk, [1 << 10, 0]).decode(6),
+        Decoded::Collision { square: 10 }
+    );
+
+    // The king-pair list: White's king on a1 b1 c1 d1 b2 c2 d2 c3 d3 d4 for 33, 58, 58, 58, 30,
+    // 55, 55, 30, 55, 30 pairs; with pawns on every square, ascending, 3,612 pairs.
+    let d = Decoder::new(&kqvk, none);
+    // The kings at kk, the queen on h8 (rank 63), or g8 if Black's king stands there.
+    let kings = |kk: u64| {
+        [63, 62]
+            .into_iter()
+            .find_map(|r| match d.decode(kk * 64 + r) {
+                Decoded::Position(p) => Some((white_king(&p), black_king(&p))),
+                Decoded::Collision { .. } => None,
+            })
+            .unwrap()
+    };
+    let mut runs: Vec<(u8, u64)> = Vec::new();
+    let mut last = None;
+    for kk in 0..462 {
+        let (wk, bk) = kings(kk);
+        if on_diagonal(wk) {
+            assert!(!above_diagonal(bk));
         }
-    );
-    // White: Kb3 Qa1, Black: Kh5, Black to move. The king is above the diagonal: transpose
-    // (Kc2 Qa1 Ke8). Field 5 (c2), a1 = 0, e8 = 60.
-    let q = fen("8/8/8/7k/8/1K6/8/Q7 b - - 0 1");
-    let index = 10 * 64 * 64 + (5 * 64) * 64 + 60;
-    assert_eq!(
-        locate(&q),
-        Location::Stored {
-            material: kqvk,
-            key,
-            index
+        // Ascending: by White's king's place in the triangle, then by Black's king's square.
+        let place = Some((TRIANGLE.iter().position(|&s| s == wk).unwrap(), bk));
+        assert!(last < place);
+        last = place;
+        match runs.last_mut() {
+            Some((w, n)) if *w == wk => *n += 1,
+            _ => runs.push((wk, 1)),
         }
-    );
-    let d = Decoder::new(&kqvk, key);
+    }
     assert_eq!(
-        d.decode(index),
-        Decoded::Position(fen("4k3/8/8/8/8/8/2K5/Q7 b - - 0 1"))
+        runs,
+        TRIANGLE
+            .iter()
+            .copied()
+            .zip([33, 58, 58, 58, 30, 55, 55, 30, 55, 30])
+            .collect::<Vec<_>>()
     );
-    // Colours swapped (KvKQ): White's king from the other side. Black: Kb6 Qa8, White: Kh4,
-    // White to move: swapped to White: Kb3 Qa1, Black: Kh5, Black to move, as above.
-    assert_eq!(index_of(&fen("q7/8/1k6/8/7K/8/8/8 w - - 0 1")), index);
-    // The king fields in order: a1 b1 c1 d1 b2 c2 d2 c3 d3 d4.
-    let squares: Vec<u8> = (0..10u64)
-        .map(|f| match d.decode(f * 64 * 64 + 63 * 64 + 62) {
-            Decoded::Position(p) => white_king(&p),
-            Decoded::Collision { .. } => panic!(),
-        })
-        .collect();
-    assert_eq!(squares, [0, 1, 2, 3, 9, 10, 11, 18, 19, 27]);
+    // With pawns, in ascending (wk, bk) order: KRPvK with White's pawn on a2 and the rook on h8
+    // (rank 63); an index is a collision only where a king stands on a2 or h8.
+    let krpvk = Material::parse("KRPvK").unwrap();
+    let d = Decoder::new(&krpvk, [1 << 8, 0]);
+    let mut previous = None;
+    for kk in 0..3612 {
+        match d.decode(kk * 64 + 63) {
+            Decoded::Position(p) => {
+                let pair = (white_king(&p), black_king(&p));
+                assert!(previous < Some(pair));
+                previous = Some(pair);
+            }
+            Decoded::Collision { square } => assert!(square == 8 || square == 63),
+        }
+    }
+}
+
+/// The ordered pairs of squares for two kings that are distinct, not next to each other and off
+/// the squares of `taken`, counted square by square (without the index's tables).
+fn king_placements(taken: u64) -> u64 {
+    let mut n = 0;
+    for wk in 0..64u8 {
+        for bk in 0..64u8 {
+            let apart = (wk % 8).abs_diff(bk % 8) > 1 || (wk / 8).abs_diff(bk / 8) > 1;
+            if apart && (taken >> wk) & 1 == 0 && (taken >> bk) & 1 == 0 {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// C(n, k), computed here.
+fn choose(n: u64, k: u64) -> u64 {
+    (0..k).fold(1, |c, i| c * (n - i) / (i + 1))
+}
+
+/// The ways to put the groups of `m` (as sets of squares) on `free` squares, one man a square.
+fn group_placements(m: &Material, mut free: u64) -> u64 {
+    let mut ways = 1;
+    for color in [Color::White, Color::Black] {
+        for kind in 1..PAWN {
+            let k = u64::from(m.count(color, kind));
+            ways *= choose(free, k);
+            free -= k;
+        }
+    }
+    ways
+}
+
+#[test]
+fn every_index_decodes_and_locates_back() {
+    // (material, every how manyth canonical slice; self-mirror slices are always taken).
+    for (name, step) in [
+        ("KQvK", 1),
+        ("KRRvK", 1),
+        ("KBNvK", 1),
+        ("KPvK", 1),
+        ("KPvKP", 37),
+        ("KPPvK", 23),
+    ] {
+        let m = Material::parse(name).unwrap();
+        let pawnless = !m.has_pawns();
+        // Real positions (both sides to move) the indices stand for: 8 or 4 per pawnless index,
+        // 2 or 1 per pawnful one.
+        let mut real = 0u64;
+        let mut legal = 0u64;
+        for (n, &key) in m.canonical_keys().iter().enumerate() {
+            let self_mirror = key == [mirror(key[0]), mirror(key[1])];
+            if n % step != 0 && !self_mirror {
+                continue;
+            }
+            let d = Decoder::new(&m, key);
+            assert_eq!(d.len(), 2 * m.per_side());
+            let mut positions = 0u64;
+            for i in 0..d.len() {
+                let Decoded::Position(p) = d.decode(i) else {
+                    continue;
+                };
+                // Every position an index holds, legal or not, locates back to that index: so no
+                // two indices hold one position.
+                assert_eq!(
+                    locate(&p),
+                    Location::Stored {
+                        material: m,
+                        key,
+                        index: i
+                    },
+                    "{name} {}",
+                    p.fen()
+                );
+                assert_eq!(p.turn() == Color::White, i < m.per_side());
+                positions += 1;
+                legal += u64::from(p.is_legal());
+                real += match (pawnless, self_mirror) {
+                    (true, _) if kings_on_diagonal(&p) => 4,
+                    (true, _) => 8,
+                    (false, true) => 1,
+                    (false, false) => 2,
+                };
+            }
+            // Each placement of the men on distinct squares (kings apart, like men unlabelled) is
+            // one position of the slice, in table form.
+            if !pawnless {
+                let pawns = key[0] | key[1];
+                let free = 64 - u64::from(pawns.count_ones()) - 2;
+                assert_eq!(
+                    positions,
+                    2 * king_placements(pawns) * group_placements(&m, free),
+                    "{name} {}",
+                    Pawns(key)
+                );
+            }
+        }
+        assert!(legal > 0, "{name}");
+        // Pawnless: the indices stand for every placement on the board, each once.
+        if pawnless {
+            assert_eq!(real, 2 * king_placements(0) * group_placements(&m, 62), "{name}");
+        }
+        if name == "KPvK" {
+            let all: u64 = (8..56).map(|p| king_placements(1 << p)).sum();
+            assert_eq!(real, 2 * all);
+        }
+    }
+}
+
+#[test]
+fn the_eight_images_locate_to_one_index_or_the_diagonal_twin() {
+    for name in [
+        "KQvK", "KvKR", "KBNvK", "KRvKN", "KRRvK", "KNNvK", "KQvKR", "KRvKR",
+    ] {
+        let m = Material::parse(name).unwrap().normalized();
+        let mut twins = 0;
+        for p in random_positions(name, 3000, name.len() as u64 * 104_729 + 3) {
+            let (wk, bk) = (white_king(&p), black_king(&p));
+            let main = on_main_diagonal(wk) && on_main_diagonal(bk);
+            let anti = on_anti_diagonal(wk) && on_anti_diagonal(bk);
+            // The symmetries keep both kings on one long diagonal; the table form has them on
+            // a1-h8. The position's mirror image in the diagonal its kings stand on (in a1-h8
+            // if none) is its twin.
+            let twin = if anti {
+                p.transposed().file_mirrored().rank_mirrored()
+            } else {
+                p.transposed()
+            };
+            let (a, b) = (index_of(&p), index_of(&twin));
+            assert_eq!(a != b, (main || anti) && twin != p, "{name} {}", p.fen());
+            if a != b {
+                twins += 1;
+            }
+            let mut seen = Vec::new();
+            let mut all = images(&p);
+            if m.swapped() != m {
+                // The other colouring is looked up with colours swapped: the same value, index.
+                all.extend(images(&p.color_swapped()));
+            }
+            for q in all {
+                let i = index_of(&q);
+                assert!(
+                    i == a || i == b,
+                    "{name} {} -> {}: {i} not {a} or {b}",
+                    p.fen(),
+                    q.fen()
+                );
+                seen.push(i);
+            }
+            assert!(seen.contains(&a) && seen.contains(&b));
+        }
+        assert!(twins > 0, "{name}");
+    }
 }
 
 #[test]
 fn decode_then_locate_gives_the_same_position() {
-    // Every index of KQvK and KRvK, a sample of larger materials (KRRvK: labelled men).
+    // Every index of KQvK and KRvK, a sample of larger materials (KRRvK: like men).
     for (material, step) in [
         ("KQvK", 1),
         ("KRvK", 1),
@@ -345,7 +643,8 @@ fn decode_then_locate_gives_the_same_position() {
         ("KRRvK", 7),
     ] {
         let mut diagonal = 0;
-        let mut fields = [0u32; 10];
+        let mut both = 0;
+        let mut king_squares = [0u32; 64];
         for (m, key, i, p) in sample_positions(material, step) {
             let Location::Stored {
                 material: lm,
@@ -355,31 +654,32 @@ fn decode_then_locate_gives_the_same_position() {
             else {
                 panic!()
             };
-            assert_eq!((lm, lk), (m, key));
-            assert_eq!(Decoder::new(&m, key).decode(index), Decoded::Position(p.clone()));
-            let distinct = material != "KRRvK";
-            if distinct {
-                assert_eq!(index, i, "{material} {}", p.fen());
-            }
-            fields[(i % m.per_side() / 64u64.pow(m.indexed_count() - 1)) as usize] += 1;
+            assert_eq!((lm, lk, index), (m, key, i), "{material} {}", p.fen());
             let wk = white_king(&p);
+            king_squares[usize::from(wk)] += 1;
             if on_diagonal(wk) {
                 diagonal += 1;
-                // The steps leave a position whose king is on the diagonal as it is: a lookup of
-                // it gives its own index (with labelled men, the one with the same position).
-                if distinct {
-                    assert_eq!(index, i);
-                }
-                // Its transpose is stored too, at its own index, as itself.
                 let t = p.transposed();
                 assert_eq!(white_king(&t), wk);
                 let j = index_of(&t);
-                assert_eq!(Decoder::new(&m, key).decode(j), Decoded::Position(t.clone()));
-                assert_eq!(j == index, t == p, "{} / {}", p.fen(), t.fen());
+                if kings_on_diagonal(&p) {
+                    // Both kings on the diagonal: the transpose is stored too, at its own index,
+                    // as itself.
+                    both += 1;
+                    assert_eq!(Decoder::new(&m, key).decode(j), Decoded::Position(t.clone()));
+                    assert_eq!(j == index, t == p, "{} / {}", p.fen(), t.fen());
+                } else {
+                    // Black's king below the diagonal; the transpose has it above, and step 4
+                    // brings it back.
+                    assert!(!above_diagonal(black_king(&p)), "{}", p.fen());
+                    assert_eq!(j, index, "{}", t.fen());
+                }
             }
         }
-        assert!(diagonal > 0, "{material}");
-        assert!(fields.iter().all(|&n| n > 0), "{material}: {fields:?}");
+        assert!(diagonal > 0 && both > 0, "{material}");
+        // White's king stands on exactly the triangle.
+        let reached: Vec<u8> = (0..64).filter(|&s| king_squares[usize::from(s)] > 0).collect();
+        assert_eq!(reached, TRIANGLE, "{material}");
     }
 }
 
@@ -388,7 +688,7 @@ fn symmetric_positions_share_an_index() {
     for (material, step) in [("KQvKR", 61), ("KBNvK", 4099), ("KRvKR", 37), ("KRRvK", 101)] {
         for (m, key, _, p) in sample_positions(material, step) {
             let here = index_of(&p);
-            let diagonal = on_diagonal(white_king(&p));
+            let diagonal = kings_on_diagonal(&p);
             let twin = index_of(&p.transposed());
             assert_eq!(twin == here, !diagonal || p.transposed() == p, "{}", p.fen());
             let mut all = images(&p);
@@ -407,7 +707,7 @@ fn symmetric_positions_share_an_index() {
                     panic!()
                 };
                 assert_eq!((lm, lk), (m, key));
-                // Off the diagonal one index; on it, the position's or its transpose's.
+                // One index; with both kings on the diagonal, the position's or its transpose's.
                 assert!(index == here || index == twin, "{} vs {}", p.fen(), q.fen());
                 seen.push(index);
             }
@@ -688,7 +988,7 @@ fn write(dir: &Path, name: &str, slices: &[([u64; 2], Vec<u16>)]) {
     let meta = TableMeta {
         material: name.to_owned(),
         metric: Metric::Dtm,
-        index_layout: 2,
+        index_layout: LAYOUT,
     };
     let data: Vec<SliceData<'_>> = slices
         .iter()
@@ -937,7 +1237,7 @@ fn a_legal_position_stored_illegal_is_caught() {
 #[test]
 fn an_illegal_position_stored_legal_is_caught() {
     let key = [0, 0];
-    // Index 0: both kings on a1.
+    // Index 0: White's king on a1, Black's on c1, the knight on a1 (rank 0).
     let dir = with_table("KNvK", &edited("KNvK", &[(key, 0, value::DRAW as u16)]));
     match verify(dir.path(), "KNvK", 2) {
         Err(VerifyError::Mismatch {
@@ -948,7 +1248,8 @@ fn an_illegal_position_stored_legal_is_caught() {
         }
         other => panic!("{other:?}"),
     }
-    // A decodable but illegal position: kings side by side.
+    // A decodable but illegal position: the side not to move in check (kings never stand side
+    // by side at an index).
     let i = find("KNvK", key, |i, v| {
         v == 0
             && matches!(
@@ -1016,7 +1317,7 @@ fn slice_sets_are_checked() {
     let dir = with_table("KPvK", &short);
     assert!(matches!(
         verify(dir.path(), "KPvK", 1),
-        Err(VerifyError::WrongSliceSize { count: 8191, .. })
+        Err(VerifyError::WrongSliceSize { count: 7223, .. })
     ));
 }
 
@@ -1046,7 +1347,7 @@ fn files_are_checked() {
     let meta = TableMeta {
         material: "KQvK".to_owned(),
         metric: Metric::Dtm,
-        index_layout: 2,
+        index_layout: LAYOUT,
     };
     let krvk = table("KRvK");
     let slices = [SliceData {
@@ -1059,12 +1360,15 @@ fn files_are_checked() {
         Err(VerifyError::WrongMaterial { .. })
     ));
 
-    // Another index layout: layout 1 (the a1-d4 quadrant, 16 king squares) is refused, whatever
-    // the size of its slice, and so is any other.
+    // Another index layout: layout 1 (the a1-d4 quadrant, 16 king squares) and layout 2 (White's
+    // king on the triangle, 6 bits a man) are refused, whatever the size of their slice, and so
+    // is any other.
     for (layout, values) in [
         (1, vec![0; 2 * 16 * 64]),
         (1, krvk[0].1.clone()),
-        (3, krvk[0].1.clone()),
+        (2, vec![0; 2 * 10 * 64 * 64]),
+        (2, krvk[0].1.clone()),
+        (4, krvk[0].1.clone()),
     ] {
         let meta = TableMeta {
             material: "KRvK".to_owned(),
@@ -1082,30 +1386,32 @@ fn files_are_checked() {
                 let message = e.to_string();
                 assert!(
                     message.contains(&format!("has index layout {layout}"))
-                        && message.contains("reads layout 2"),
+                        && message.contains("reads layout 3"),
                     "{message}"
                 );
             }
             other => panic!("{other:?}"),
         }
     }
-    // A successor table of layout 1 is refused too.
-    let dir = folder(&["KPvK"]);
-    let kqvk = table("KQvK");
-    let meta = TableMeta {
-        material: "KQvK".to_owned(),
-        metric: Metric::Dtm,
-        index_layout: 1,
-    };
-    let slices = [SliceData {
-        key: [0, 0],
-        values: &kqvk[0].1,
-    }];
-    write_table(&dir.path().join("KQvK.zmt"), &meta, &slices).unwrap();
-    assert!(matches!(
-        verify(dir.path(), "KPvK", 1),
-        Err(VerifyError::WrongLayout { found: 1, .. })
-    ));
+    // A successor table of layout 1 or 2 is refused too.
+    for layout in [1, 2] {
+        let dir = folder(&["KPvK"]);
+        let kqvk = table("KQvK");
+        let meta = TableMeta {
+            material: "KQvK".to_owned(),
+            metric: Metric::Dtm,
+            index_layout: layout,
+        };
+        let slices = [SliceData {
+            key: [0, 0],
+            values: &kqvk[0].1,
+        }];
+        write_table(&dir.path().join("KQvK.zmt"), &meta, &slices).unwrap();
+        match verify(dir.path(), "KPvK", 1) {
+            Err(VerifyError::WrongLayout { found, .. }) => assert_eq!(found, layout),
+            other => panic!("{other:?}"),
+        }
+    }
 
     // A flipped byte in the values.
     let dir = folder(&["KRvK"]);
@@ -1274,7 +1580,7 @@ fn the_images_of_a_position_read_one_value() {
                     Decoded::Position(d) => d,
                     Decoded::Collision { .. } => unreachable!(),
                 });
-                assert!(on_diagonal(white_king(&a)));
+                assert!(kings_on_diagonal(&a));
                 assert_eq!(a.transposed(), b);
             }
         }
