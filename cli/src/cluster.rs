@@ -12,7 +12,7 @@ use tonic::Code;
 use tracing::info;
 use zermelo_coordinator::service::{serve_with_metrics, ServiceConfig, TlsIdentity};
 use zermelo_proto as pb;
-use zermelo_worker::client::{connect_with_tls, WorkerConfig};
+use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 
 /// A failed command: the exit code and one line for stderr.
 #[derive(Debug)]
@@ -69,7 +69,7 @@ fn client(
     url: &str,
     token: Option<&str>,
     tls_ca: Option<&[u8]>,
-) -> Result<zermelo_worker::client::Client, ClusterFailure> {
+) -> Result<zermelo_worker::node::client::Client, ClusterFailure> {
     connect_with_tls(url, token, tls_ca).map_err(|e| fail(2, e.to_string()))
 }
 
@@ -145,14 +145,14 @@ pub fn worker(
         name: format!("{host}-{}", std::process::id()),
     };
     let rt = runtime()?;
-    let result = rt.block_on(zermelo_worker::client::run(config, shutdown_signal()));
+    let result = rt.block_on(zermelo_worker::node::client::run(config, shutdown_signal()));
     // A solve still running on the blocking pool is abandoned, not waited for.
     rt.shutdown_background();
     result.map(|()| 0).map_err(|e| fail(2, e.to_string()))
 }
 
 fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure {
-    if let Some(reason) = zermelo_worker::client::certificate_refused(&status) {
+    if let Some(reason) = zermelo_worker::node::client::certificate_refused(&status) {
         return fail(2, format!("{what}: {url}: {reason}"));
     }
     match status.code() {
@@ -331,7 +331,7 @@ async fn wait_for_job_reporting(
             }
             Err(s)
                 if matches!(s.code(), Code::Unauthenticated | Code::NotFound)
-                    || zermelo_worker::client::certificate_refused(&s).is_some() =>
+                    || zermelo_worker::node::client::certificate_refused(&s).is_some() =>
             {
                 return Err(status_error("status", url, s))
             }
@@ -386,7 +386,7 @@ pub fn analyse_remote(
             let mut next = Vec::new();
             // A few hundred slices per request keeps each stream short.
             for keys in todo.chunks(256) {
-                let (good, bad) = zermelo_worker::client::fetch_checked(&mut client, keys)
+                let (good, bad) = zermelo_worker::node::client::fetch_checked(&mut client, keys)
                     .await
                     .map_err(|e| fail(1, format!("fetching the analysis slices: {e}")))?;
                 out.extend(good.into_iter().map(|(k, v, _)| (k, v)));

@@ -20,7 +20,7 @@ use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
 use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
-use zermelo_worker::cache::{ByteSize, DEFAULT_CACHE_BYTES};
+use zermelo_worker::node::cache::{ByteSize, DEFAULT_CACHE_BYTES};
 use zermelo_worker::tables::TableDir;
 
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde

@@ -221,7 +221,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
         .unwrap();
     rt.block_on(async {
         for token in [Some("wrong"), Some("righ"), None] {
-            let mut client = zermelo_worker::client::connect(&url, token).unwrap();
+            let mut client = zermelo_worker::node::client::connect(&url, token).unwrap();
             let call = client.job_status(pb::JobStatusRequest { job_id: None });
             let err = tokio::time::timeout(Duration::from_secs(10), call)
                 .await
@@ -233,7 +233,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
                 "token {token:?}: {err:?}"
             );
         }
-        let mut client = zermelo_worker::client::connect(&url, Some("right")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right")).unwrap();
         let old = pb::RegisterRequest {
             worker_name: "old".into(),
             protocol_version: pb::PROTOCOL_VERSION + 1,

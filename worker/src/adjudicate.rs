@@ -11,7 +11,7 @@ use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Position, Role, Value};
 
-use crate::solve::{SolveError, Successors};
+use crate::solver::{SolveError, Successors};
 use crate::tables::SliceMap;
 
 /// The distance an adjudicated win or loss counts, in plies: far beyond any mate these tables

@@ -1,21 +1,21 @@
-//! The worker side of Zermelo: solving one slice against the finished values of its successors.
+//! The worker side of Zermelo, in two parts that never import each other upwards:
 //!
-//! [`solve::solve_slice`] is the slice solver of DESIGN §2; [`tables`] reads finished tables
-//! from a directory for the solver (whole slices) and for probing (one block at a time); [`cache`]
-//! is a cluster worker's slice cache (memory-mapped, hash-checked, evicted under a budget);
-//! [`client`] is the cluster worker, a gRPC client of the coordinator; [`coord`] solves Church's
-//! game of co-ordinate squares (COORD), where the pawns never move; [`adjudicate`] holds the
-//! declared rules `zermelo analyse --adjudicate` may use; [`waves`] solves waves of slices.
+//! * the slice solver, pure and synchronous: [`solver`] (the index's moves, init and retrograde
+//!   passes of DESIGN §2, against any source of successor values), [`tables`] (successor values
+//!   from table files, whole slices or one block at a time for probing, or held in memory),
+//!   [`waves`] (waves of independent slices in one process), [`adjudicate`] (the declared rules
+//!   `zermelo analyse --adjudicate` may use) and [`coord`] (Church's game of co-ordinate squares,
+//!   COORD, where the pawns never move);
+//! * the cluster node, [`node`]: the gRPC client of the coordinator and its slice cache
+//!   (memory-mapped, hash-checked, evicted under a budget), which runs the solver on the tasks it
+//!   leases.
 
 pub mod adjudicate;
-pub mod cache;
-pub mod client;
 pub mod coord;
-pub mod par;
-pub mod reference;
-pub mod solve;
+pub mod node;
+pub mod solver;
 pub mod tables;
 pub mod waves;
 
-pub use solve::{solve_slice, SolveError, Successors};
+pub use solver::{solve_slice, SolveError, Successors};
 pub use tables::{TableDir, TableError};

@@ -10,7 +10,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position, Value};
 use zermelo_storage::{Metric, StorageError, Table};
 
-use crate::solve::{SolveError, Successors};
+use crate::solver::{SolveError, Successors};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -36,6 +36,12 @@ pub enum TableError {
         "table {slice} holds no value at index {index}, which is a legal position; the table is corrupt"
     )]
     IllegalValue { slice: SliceKey, index: u64 },
+}
+
+impl From<TableError> for SolveError {
+    fn from(e: TableError) -> SolveError {
+        SolveError::Source(Box::new(e))
+    }
 }
 
 /// The values of one slice, shared. A `Vec` behind the `Arc` (not `Arc<[u16]>`): a solved slice

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use zermelo_chess::slice::SliceKey;
 
 use crate::adjudicate::{Rule, Ruled};
-use crate::par::for_each_chunk;
-use crate::solve::{solve_slice, SolveError};
+use crate::solver::par::for_each_chunk;
+use crate::solver::{solve_slice, SolveError};
 use crate::tables::{SliceMap, SliceValues};
 
 /// Solved slices with their values.

@@ -1,5 +1,5 @@
 //! The first slice solver (move counters, `Position`s built per predecessor), kept as a second
-//! path that tests compare the solver of [`crate::solve`] with. Slow (about 6 bytes per index):
+//! path that tests compare the solver of [`super::retrograde`] with. Slow (about 6 bytes per index):
 //! not used to build tables.
 //!
 //! 1. *Exits*: every position's moves that leave the slice (captures, pawn moves, promotions)
@@ -23,8 +23,8 @@ use zermelo_chess::unmove::{for_each_unmove, for_each_unmove_from};
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Piece, Square};
 
-use crate::par::for_each_chunk;
-use crate::solve::{SolveError, Successors};
+use super::par::for_each_chunk;
+use super::{SolveError, Successors};
 
 // In-memory states of undecided positions (final values are below 0x8000).
 /// Undecided and may still be lost; the low 14 bits hold the slowest losing exit (0 if none).

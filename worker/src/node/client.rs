@@ -29,11 +29,11 @@ use zermelo_proto::wire::{decode_values, encode_values, SliceFile};
 use zermelo_proto::SliceAssembler;
 use zermelo_storage::slice_hash;
 
-use crate::cache::{CacheError, SliceCache};
-use crate::par::for_each_chunk;
-use crate::tables::SliceMap;
-use crate::tables::SliceValues;
-use crate::{solve_slice, SolveError};
+use super::cache::{CacheError, SliceCache};
+use super::wire::key_to_wire;
+use crate::solver::par::for_each_chunk;
+use crate::solver::{solve_slice, SolveError};
+use crate::tables::{SliceMap, SliceValues};
 
 /// Bytes of slice data per upload chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
@@ -718,14 +718,6 @@ fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
         return Err(bad());
     }
     Ok(key)
-}
-
-pub(crate) fn key_to_wire(key: &SliceKey) -> pb::SliceKey {
-    pb::SliceKey {
-        material: key.material.to_string(),
-        white_pawns: key.white_pawns.0,
-        black_pawns: key.black_pawns.0,
-    }
 }
 
 #[cfg(test)]

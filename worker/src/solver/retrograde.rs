@@ -3,7 +3,7 @@
 //!
 //! State: one `u16` per index, the table's own value array, solved in place (no copy at the end).
 //! Final values are the table's (`0` illegal, `1` draw, `2 + n` mate in `n` plies); undecided
-//! positions carry their state in the high bit (see [`UNDECIDED`], [`NO_LOSS`]). Beside it, two
+//! positions carry their state in the high bit (`UNDECIDED`, `NO_LOSS` below). Beside it, two
 //! frontier bitmaps and per-chunk summaries: about 2.25 bytes per index.
 //!
 //! 1. *Init*: illegal placements are left at 0; positions that have an exit (a capture, a pawn
@@ -36,28 +36,10 @@ use zermelo_chess::index::{
 };
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
-use zermelo_chess::{Bitboard, Color, Piece, Position, Role, Square};
+use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 
-use crate::par::for_each_chunk;
-
-/// Values of positions outside the slice being solved.
-pub trait Successors: Sync {
-    /// The value, for the side to move, of a legal position reached by a move that leaves the
-    /// slice (it may have an en-passant square).
-    fn value_of(&self, pos: &Position) -> Result<Value, SolveError>;
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SolveError {
-    #[error("successor slice {0} is not available")]
-    MissingSuccessor(SliceKey),
-    #[error("successor slice {slice} holds no value at index {index}, a legal position; it is corrupt")]
-    BadSuccessor { slice: SliceKey, index: u64 },
-    #[error("reading successor tables: {0}")]
-    Tables(#[from] crate::tables::TableError),
-    #[error("slice {0} has a mate distance over {MAX_PLIES} plies")]
-    TooDeep(SliceKey),
-}
+use super::par::for_each_chunk;
+use super::{SolveError, Successors};
 
 // States of undecided positions (final values are below 0x8000).
 /// Undecided and may still be lost; the low 13 bits hold its slowest losing exit (0 if none).
@@ -683,7 +665,7 @@ fn init_index(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::solve_slice_reference;
+    use crate::solver::reference::solve_slice_reference;
     use crate::tables::SliceMap;
 
     fn max_plies(values: &[u16], side: usize) -> u16 {

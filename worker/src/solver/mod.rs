@@ -1,0 +1,35 @@
+//! The slice solver: pure and synchronous. It turns a slice key and the values of its successor
+//! slices ([`Successors`]) into the slice's values: the index and its moves, init and the
+//! retrograde passes ([`retrograde`], the solver used to build tables; [`reference`](mod@reference), the first
+//! solver, kept as a second path for tests), on a few threads ([`par`]). It knows nothing of
+//! table files, the cluster or async code.
+
+pub mod par;
+pub mod reference;
+pub mod retrograde;
+
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::value::MAX_PLIES;
+use zermelo_chess::{Position, Value};
+
+pub use retrograde::solve_slice;
+
+/// Values of positions outside the slice being solved.
+pub trait Successors: Sync {
+    /// The value, for the side to move, of a legal position reached by a move that leaves the
+    /// slice (it may have an en-passant square).
+    fn value_of(&self, pos: &Position) -> Result<Value, SolveError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SolveError {
+    #[error("successor slice {0} is not available")]
+    MissingSuccessor(SliceKey),
+    #[error("successor slice {slice} holds no value at index {index}, a legal position; it is corrupt")]
+    BadSuccessor { slice: SliceKey, index: u64 },
+    /// A successor source failed (a table file that cannot be read, say): the source's error.
+    #[error("reading successor values: {0}")]
+    Source(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("slice {0} has a mate distance over {MAX_PLIES} plies")]
+    TooDeep(SliceKey),
+}
