@@ -282,9 +282,9 @@ fn plan_for(pos: &Position, stores: &Stores) -> (ReachablePlan, HashMap<SliceKey
 
 fn summary(plan: &ReachablePlan, threads: usize) -> PlanSummary {
     // Every slice to solve and every reused one is held in memory (2 bytes a position); the
-    // solver's cells take 4 bytes a position of the largest slice, its bitmaps and masks less
-    // than 1 more.
-    let memory = 2 * (plan.positions + plan.available_positions) + 5 * plan.largest_slice + (64 << 20);
+    // solver works in place in a slice's values, with two frontier bitmaps beside them (a
+    // quarter of a byte a position of the largest slice) and small per-chunk summaries.
+    let memory = 2 * (plan.positions + plan.available_positions) + plan.largest_slice / 4 + (64 << 20);
     PlanSummary {
         slices: plan.slice_count(),
         positions: plan.positions,
