@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use tracing::{info, info_span};
-use zermelo_chess::index::INDEX_LAYOUT;
+use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
@@ -24,6 +24,92 @@ pub enum BuildError {
     Storage(#[from] zermelo_storage::StorageError),
     #[error("cannot create the tables directory {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
+    #[error(
+        "building {material} needs about {} of memory (the values of {positions} positions, its own and those of the tables it reads, at 2 bytes each, and bitmaps over its largest slice of {largest} positions); the memory budget is {}: raise it with --memory, or build on a machine with more memory",
+        human_bytes(*.needed), human_bytes(*.budget)
+    )]
+    OverBudget {
+        material: Material,
+        needed: u64,
+        positions: u64,
+        largest: u64,
+        budget: u64,
+    },
+}
+
+/// Bytes for messages, in the largest binary unit that keeps a number of at least 1, with one
+/// decimal: `129.9 KiB`, `17.8 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+/// What building one material holds in memory at its peak, in bytes: the values (2 bytes a
+/// position) of every slice of the material (all kept until its table is written) and of every
+/// slice of other tables it reads, and the solver's two frontier bitmaps over its largest slice
+/// (a quarter of a byte a position: it solves in place in the slice's values). The process's
+/// own fixed share (code, the writer's blocks, thread stacks: about 32 MiB) is not counted.
+pub fn material_memory(mp: &MaterialPlan) -> MemoryNeed {
+    let size = |s: &zermelo_chess::SliceKey| SliceIndexer::new(*s).size();
+    let external: u64 = mp.external.iter().map(size).sum();
+    let largest = mp.slices().map(size).max().unwrap_or(0);
+    let positions = mp.positions + external;
+    MemoryNeed {
+        bytes: 2 * positions + largest / 4,
+        positions,
+        largest,
+    }
+}
+
+/// See [`material_memory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryNeed {
+    pub bytes: u64,
+    /// Positions whose values are held.
+    pub positions: u64,
+    /// Positions of the largest slice.
+    pub largest: u64,
+}
+
+/// The memory budget of a build, in bytes: `flag` (`--memory`) if given, else
+/// [`default_memory_budget`], else no limit.
+pub fn memory_budget(flag: Option<u64>) -> u64 {
+    flag.or_else(default_memory_budget).unwrap_or(u64::MAX)
+}
+
+/// The memory a build may use by default: three quarters of the machine's memory, or of the
+/// container's where a cgroup limit is set (cgroup v2 `memory.max`, or v1
+/// `memory.limit_in_bytes`). `None` if neither can be read.
+pub fn default_memory_budget() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    // "max" (v2) and the huge v1 default mean no limit: they do not parse or are above the machine.
+    .filter_map(|s| s.trim().parse::<u64>().ok())
+    .min();
+    let limit = match (total, cgroup) {
+        (Some(t), Some(c)) => t.min(c),
+        (t, c) => t.or(c)?,
+    };
+    Some(limit / 4 * 3)
 }
 
 /// What happened to one material.
@@ -39,11 +125,13 @@ pub struct MaterialOutcome {
 pub type Progress<'a> = &'a (dyn Fn(u64, u64, &Material) + Sync);
 
 /// Builds the tables of `targets` and of every material they convert into, skipping tables that
-/// are already complete and valid in `dir`.
+/// are already complete and valid in `dir`. Before any work, every material to build is checked
+/// against the memory budget `memory` (bytes, see [`material_memory`]); one past it is refused.
 pub fn build(
     targets: &[Material],
     dir: &Path,
     threads: usize,
+    memory: u64,
     progress: Progress<'_>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
     std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
@@ -52,13 +140,26 @@ pub fn build(
     })?;
     let tables = TableDir::new(dir);
     let plan: Plan = plan(targets);
+    let complete: Vec<bool> = plan.materials.iter().map(|mp| is_complete(&tables, mp)).collect();
+    for (mp, _) in plan.materials.iter().zip(&complete).filter(|(_, &c)| !c) {
+        let need = material_memory(mp);
+        if need.bytes > memory {
+            return Err(BuildError::OverBudget {
+                material: mp.material,
+                needed: need.bytes,
+                positions: need.positions,
+                largest: need.largest,
+                budget: memory,
+            });
+        }
+    }
     let total = plan.positions();
     let mut done = 0u64;
     let mut outcomes = Vec::new();
-    for mp in &plan.materials {
+    for (mp, &complete) in plan.materials.iter().zip(&complete) {
         let start = Instant::now();
         let _span = info_span!("material", material = %mp.material).entered();
-        if is_complete(&tables, mp) {
+        if complete {
             info!(positions = mp.positions, "table complete and valid, skipped");
             done += mp.positions;
             progress(done, total, &mp.material);
@@ -138,6 +239,8 @@ fn solve_material(
 mod tests {
     use std::collections::HashMap;
 
+    use super::{human_bytes, material_memory};
+
     use zermelo_chess::Material;
     use zermelo_coordinator::plan::plan;
     use zermelo_worker::tables::SliceMap;
@@ -167,5 +270,32 @@ mod tests {
             }
         }
         assert!(solved.len() > 1128);
+    }
+
+    /// The memory of KPvK's build, counted by hand from FORMAT.md's sizes: its 24 slices of
+    /// 2 * 3,612 positions, the four tables its promotions lead into (2 * 462 * 64 each; a
+    /// capture leaves bare kings), 2 bytes a position, and a quarter byte a position of one slice.
+    #[test]
+    fn memory_of_a_build_counted_by_hand() {
+        let p = plan(&["KPvK".parse::<Material>().unwrap()]);
+        let kpk = p
+            .materials
+            .iter()
+            .find(|m| m.material.to_string() == "KPvK")
+            .unwrap();
+        let need = material_memory(kpk);
+        let positions = 24 * 2 * 3612 + 4 * 2 * 462 * 64;
+        assert_eq!(need.positions, positions);
+        assert_eq!(need.largest, 2 * 3612);
+        assert_eq!(need.bytes, 2 * positions + 2 * 3612 / 4);
+    }
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(133_056), "129.9 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
     }
 }

@@ -12,4 +12,4 @@ pub mod stats;
 pub mod verify;
 
 /// The most men this build solves.
-pub const MAX_MEN: u32 = 5;
+pub const MAX_MEN: u32 = 6;

@@ -8,11 +8,12 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::error;
-use zermelo_chess::Material;
+use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::{Material, SliceKey};
 use zermelo_cli::analyse::{
     analyse, analyse_coord, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary, Remote,
 };
-use zermelo_cli::build::build;
+use zermelo_cli::build::{build, human_bytes, memory_budget};
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::probe::probe_fen;
 use zermelo_cli::stats::stats;
@@ -46,7 +47,7 @@ enum Command {
     /// Build the tables of each MATERIAL and of every material it converts into (captures,
     /// promotions), skipping tables already complete and valid in the directory.
     Solve {
-        /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 5 men.
+        /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 6 men.
         #[arg(required = true, value_name = "MATERIAL")]
         materials: Vec<String>,
         /// Directory of the table files (created if missing).
@@ -55,6 +56,11 @@ enum Command {
         /// Worker threads (default: all cores). The tables do not depend on it.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
+        /// Memory budget, e.g. 16GiB or 512MiB (default: three quarters of the machine's memory,
+        /// or of the container's cgroup limit). A material whose build needs more is refused
+        /// before any work, with the size it needs.
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<ByteSize>,
     },
     /// Print, for each FEN, the value of the position and of every move as one JSON line
     /// (lichess tablebase API shape). FENs come from the arguments, or one per line on stdin.
@@ -370,6 +376,27 @@ fn parse_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
         .collect()
 }
 
+/// The materials of `zermelo solve`: as [`parse_materials`], but a material of one man more than
+/// this build solves is refused with the size of its table.
+fn solve_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
+    for n in names {
+        if let Ok(m) = Material::parse_table(n, MAX_MEN + 1) {
+            if m.men() == MAX_MEN + 1 {
+                let indices: u64 = SliceKey::all_of(m)
+                    .into_iter()
+                    .map(|k| SliceIndexer::new(k).size())
+                    .sum();
+                return Err(Failure::input(format!(
+                    "material {m} has {} men; `zermelo solve` builds tables of at most {MAX_MEN} men (its table alone would hold {indices} positions, {} at 2 bytes each; `zermelo analyse --plan-only` plans positions of any size)",
+                    m.men(),
+                    human_bytes(2 * indices)
+                )));
+            }
+        }
+    }
+    parse_materials(names)
+}
+
 /// Materials checked here (one clear line for a bad one) and sent by their table names.
 fn canonical_names(names: &[String]) -> Result<Vec<String>, Failure> {
     Ok(parse_materials(names)?.iter().map(|m| m.to_string()).collect())
@@ -397,8 +424,9 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             materials,
             tables,
             threads: t,
+            memory,
         } => {
-            let materials = parse_materials(&materials)?;
+            let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
             let bar = progress_bar(show_bar, "solving");
             let report = |done: u64, total: u64, m: &Material| {
@@ -409,7 +437,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 }
             };
             let start = Instant::now();
-            let outcomes = build(&materials, &tables, threads, &report).map_err(|e| Failure {
+            let budget = memory_budget(memory.map(|m| m.0));
+            let outcomes = build(&materials, &tables, threads, budget, &report).map_err(|e| Failure {
                 code: 2,
                 message: e.to_string(),
             })?;

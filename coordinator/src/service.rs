@@ -126,7 +126,7 @@ impl ServiceConfig {
             tables,
             token: None,
             schedule: schedule::Config::default(),
-            max_men: 5,
+            max_men: 6,
             fault_corrupt_downloads: 0,
             tls: None,
         }

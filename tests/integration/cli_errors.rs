@@ -28,10 +28,59 @@ fn material_without_king_or_too_many_men_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     assert_clean_failure(&run(&["solve", "QvK", "--tables", d]), 2, "no king");
-    assert_clean_failure(&run(&["solve", "KQRvKRP", "--tables", d]), 2, "at most 5");
+    assert_clean_failure(&run(&["solve", "KQRBNvKRPP", "--tables", d]), 2, "at most 6");
+    // Seven men: refused with the size of the table (layout 3: 462 king pairs, five lone men).
+    let o = run(&["solve", "KQRBvKRN", "--tables", d]);
+    assert_clean_failure(&o, 2, "at most 6 men");
+    let indices = 2 * 462 * 64u64.pow(5);
+    assert!(
+        stderr(&o).contains(&format!("would hold {indices} positions")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        std::fs::read_dir(d).map_or(true, |mut e| e.next().is_none()),
+        "something was written"
+    );
     assert_clean_failure(&run(&["solve", "KvK", "--tables", d]), 2, "only the two kings");
     assert_clean_failure(&run(&["stats", "--tables", d, "KQvK"]), 2, "not in");
+    // Six men are tables like any other: a missing one is named, not refused for its size.
+    assert_clean_failure(&run(&["stats", "--tables", d, "KRNvKNN"]), 2, "KRNvKNN is not in");
+    let o = run(&["probe", "--tables", d, "8/8/8/3k4/8/1n1n4/8/KRN5 w - - 0 1"]);
+    assert!(
+        stdout(&o).contains("KRNvKNN") && stdout(&o).contains("not in"),
+        "{}",
+        stdout(&o)
+    );
     assert_clean_failure(&run(&["verify", "--tables", d, "KQvK"]), 2, "KQvK");
+}
+
+/// A build past `--memory` is refused before any work, naming what it needs; within it, it runs.
+#[test]
+fn a_memory_budget_too_small_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["solve", "KRvK", "--tables", d, "--memory", "100KiB"]);
+    assert_clean_failure(&o, 2, "building KRvK needs about");
+    // KRvK: 2 * 462 * 64 positions at 2 bytes, bitmaps over the same slice; nothing else read.
+    let positions = 2 * 462 * 64;
+    assert!(
+        stderr(&o).contains(&format!("the values of {positions} positions")),
+        "{}",
+        stderr(&o)
+    );
+    // 2 * 59,136 + 59,136 / 4 = 133,056 bytes.
+    assert!(stderr(&o).contains("needs about 129.9 KiB"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("budget is 100.0 KiB"), "{}", stderr(&o));
+    assert!(!dir.path().join("KRvK.zmt").exists());
+    let o = run(&["solve", "KRvK", "--tables", d, "--memory", "1MiB"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(dir.path().join("KRvK.zmt").exists());
+    assert_clean_failure(
+        &run(&["solve", "KRvK", "--tables", d, "--memory", "lots"]),
+        2,
+        "not a size",
+    );
 }
 
 #[test]
