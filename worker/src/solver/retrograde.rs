@@ -38,6 +38,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 
+use super::memory::{atomic_u16s, atomic_u64s};
 use super::par::for_each_chunk;
 use super::{SolveError, Successors};
 
@@ -92,9 +93,9 @@ impl State {
     fn new(n: usize) -> State {
         let words = n.div_ceil(64);
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
-        let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect();
+        let bitmap = || atomic_u64s(words);
         State {
-            values: (0..n).map(|_| AtomicU16::new(ILLEGAL)).collect(),
+            values: atomic_u16s(n, ILLEGAL),
             frontier: [bitmap(), bitmap()],
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
@@ -238,8 +239,7 @@ impl Geometry {
 
     /// Calls `f` with the index of `d` with man `k` moved to each square of `targets` and `turn`
     /// to move, by arithmetic on the index: only the man's field changes. Skips a square that
-    /// puts the kings side by side. Not for a king of a pawnless slice (its move may need a
-    /// symmetry).
+    /// puts the kings side by side, or for a king of a pawnless slice out of table form.
     #[inline]
     fn for_each_shift(&self, d: &Decoded, k: usize, targets: Bitboard, turn: Color, f: &mut impl FnMut(u64)) {
         let field = self.fields[k];
@@ -247,15 +247,16 @@ impl Geometry {
         let now = d.squares[k];
         let base = d.fields + turn.index() as u64 * self.per_side;
         if self.is_king(k) {
-            debug_assert!(!self.pawnless);
+            // Only the king-pair field changes; a pair not stored (kings side by side, or in a
+            // pawnless slice out of table form) is skipped.
             let (wk, bk) = (d.squares[0], d.squares[self.black_king]);
-            let old = king_pair_field(false, wk, bk).expect("a decoded king pair is stored");
+            let old = king_pair_field(self.pawnless, wk, bk).expect("a decoded king pair is stored");
             let base = base.wrapping_sub(old * stride);
             for to in targets {
                 let pair = if k == 0 {
-                    king_pair_field(false, to, bk)
+                    king_pair_field(self.pawnless, to, bk)
                 } else {
-                    king_pair_field(false, wk, to)
+                    king_pair_field(self.pawnless, wk, to)
                 };
                 if let Some(new) = pair {
                     f(base.wrapping_add(new * stride));
@@ -289,21 +290,27 @@ impl Geometry {
             let now = d.squares[k];
             let targets = attacks(self.men[k], now, d.occupied) & !d.occupied;
             if self.pawnless && self.is_king(k) {
-                // The king pair may leave table form: bring the position back into it.
+                // The king pair may leave table form: such a move's position is brought back
+                // into it; the others shift the king-pair field.
+                let (wk, bk) = (d.squares[0], d.squares[self.black_king]);
+                let mut in_form = Bitboard::EMPTY;
                 for to in targets {
+                    let (w, b) = if k == 0 { (to, bk) } else { (wk, to) };
+                    if pawnless_symmetry(w, b) == 0 {
+                        in_form = in_form.with(to);
+                        continue;
+                    }
                     let mut q = d.squares;
                     q[k] = to;
-                    let sym = pawnless_symmetry(q[0], q[self.black_king]);
-                    if sym != 0 {
-                        let t = &SYMMETRY_TABLE[sym];
-                        for s in &mut q[..self.n] {
-                            *s = t[s.index()];
-                        }
+                    let t = &SYMMETRY_TABLE[pawnless_symmetry(w, b)];
+                    for s in &mut q[..self.n] {
+                        *s = t[s.index()];
                     }
                     if let Some(s) = self.ix.index_of(&q[..self.n], them) {
                         f(s);
                     }
                 }
+                self.for_each_shift(d, k, in_form, them, &mut f);
             } else {
                 self.for_each_shift(d, k, targets, them, &mut f);
             }
@@ -321,17 +328,7 @@ impl Geometry {
         for k in self.side(mover) {
             let now = d.squares[k];
             let targets = attacks(self.men[k], now, d.occupied) & !d.occupied;
-            if self.pawnless && self.is_king(k) {
-                for before in targets {
-                    let mut q = d.squares;
-                    q[k] = before;
-                    if let Some(p) = self.ix.index_of(&q[..self.n], mover) {
-                        f(p);
-                    }
-                }
-            } else {
-                self.for_each_shift(d, k, targets, mover, &mut f);
-            }
+            self.for_each_shift(d, k, targets, mover, &mut f);
         }
         if !self.pawnless {
             return;
