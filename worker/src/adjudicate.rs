@@ -183,6 +183,13 @@ impl Successors for Ruled<'_> {
         }
         probe::value(pos, self)
     }
+
+    fn slice_values(&self, key: &SliceKey) -> Option<&[u16]> {
+        if self.rule.is_some_and(|r| r.cuts(key)) {
+            return None;
+        }
+        self.map.slice_values(key)
+    }
 }
 
 #[cfg(test)]

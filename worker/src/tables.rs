@@ -232,4 +232,8 @@ impl Successors for SliceMap {
     fn value_of(&self, pos: &Position) -> Result<Value, SolveError> {
         probe::value(pos, self)
     }
+
+    fn slice_values(&self, key: &SliceKey) -> Option<&[u16]> {
+        self.slices.get(key).map(|v| &v[..])
+    }
 }

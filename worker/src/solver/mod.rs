@@ -20,6 +20,13 @@ pub trait Successors: Sync {
     /// The value, for the side to move, of a legal position reached by a move that leaves the
     /// slice (it may have an en-passant square).
     fn value_of(&self, pos: &Position) -> Result<Value, SolveError>;
+
+    /// All values of a successor slice, when the source holds them as an array in the table's
+    /// index (the solver then reads exits by index, without building positions). `None` makes
+    /// the solver ask [`Successors::value_of`] instead.
+    fn slice_values(&self, _key: &SliceKey) -> Option<&[u16]> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

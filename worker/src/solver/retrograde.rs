@@ -390,6 +390,75 @@ impl Geometry {
     }
 }
 
+/// Where a capture of one man of a pawnless slice leads: the successor slice and how this
+/// slice's men map onto its men.
+struct CaptureExit<'a> {
+    /// The successor's values and indexer; `None` when only the kings remain (a draw).
+    target: Option<(&'a [u16], SliceIndexer)>,
+    /// The successor's material is stored with the colours swapped.
+    flip: bool,
+    /// For each man of this slice, its place among the successor's men (the captured man has
+    /// none: `usize::MAX`).
+    to_successor: [usize; 8],
+    /// Where Black's king is among the successor's men.
+    successor_black_king: usize,
+}
+
+/// The exits by capture of every man of a pawnless slice that is not a king (indexed like
+/// [`Geometry::men`]), or `None` if the slice has pawns or a successor's values are not
+/// available as an array (then exits are looked at through positions).
+fn capture_exits<'a>(
+    g: &Geometry,
+    key: &SliceKey,
+    succ: &'a dyn Successors,
+) -> Option<Vec<Option<CaptureExit<'a>>>> {
+    if !g.pawnless {
+        return None;
+    }
+    let mut out = Vec::new();
+    for m in 0..g.n {
+        if g.is_king(m) {
+            out.push(None);
+            continue;
+        }
+        let piece = g.men[m];
+        let rest = key.material.without(piece.color, piece.role);
+        let (stored, flip) = rest.normalized();
+        let mut to_successor = [usize::MAX; 8];
+        let mut target = None;
+        let mut successor_black_king = 0;
+        if !rest.is_bare_kings() {
+            let skey = SliceKey::pawnless(stored);
+            let values = succ.slice_values(&skey)?;
+            let six = SliceIndexer::new(skey);
+            let smen = six.men();
+            let mut taken = [false; 8];
+            for k in (0..g.n).filter(|&k| k != m) {
+                let p = g.men[k];
+                let p = if flip {
+                    Piece::new(p.color.other(), p.role)
+                } else {
+                    p
+                };
+                let slot = (0..smen.len())
+                    .find(|&s| !taken[s] && smen[s] == p)
+                    .expect("the successor has every man but the captured one");
+                taken[slot] = true;
+                to_successor[k] = slot;
+            }
+            successor_black_king = six.black_king();
+            target = Some((values, six));
+        }
+        out.push(Some(CaptureExit {
+            target,
+            flip,
+            to_successor,
+            successor_black_king,
+        }));
+    }
+    Some(out)
+}
+
 /// A bitboard mapped square by square through a symmetry table.
 #[inline]
 fn symmetry_of_bb(table: &[Square; 64], b: Bitboard) -> Bitboard {
@@ -418,9 +487,10 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
     let chunk = 1 << CHUNK_SHIFT;
 
     // 1. Init: illegal placements, exits, mates.
+    let captures = capture_exits(&g, key, succ);
     for_each_chunk(n, chunk, threads, |range| {
         for i in range {
-            init_index(&g, &st, i, *key, succ)?;
+            init_index(&g, &st, i, *key, succ, captures.as_deref())?;
         }
         Ok::<(), SolveError>(())
     })?;
@@ -573,6 +643,7 @@ fn init_index(
     i: usize,
     key: SliceKey,
     succ: &dyn Successors,
+    captures: Option<&[Option<CaptureExit<'_>>]>,
 ) -> Result<(), SolveError> {
     let Some(d) = g.decode(i as u64) else {
         return Ok(());
@@ -598,10 +669,14 @@ fn init_index(
     let may_exit = g.pawns[us.index()].any()
         || g.side(us)
             .any(|k| (attacks(g.men[k], d.squares[k], d.occupied) & theirs).any());
-    if !may_exit && !g.attacked(&d, our_king, them) {
+    let in_check = g.attacked(&d, our_king, them);
+    if !may_exit && !in_check {
         // Only moves inside the slice, or none (stalemate: never changed, a draw at the end).
         st.set(i, UNDECIDED);
         return Ok(());
+    }
+    if let (Some(captures), false) = (captures, in_check) {
+        return init_by_captures(g, st, i, &d, our_king, key, captures);
     }
     let pos =
         g.ix.position_of(&d.squares[..g.n], d.turn)
@@ -653,6 +728,119 @@ fn init_index(
             }
             st.set_pending(i, d as u32);
             NO_LOSS | d
+        }
+    };
+    st.set(i, state);
+    Ok(())
+}
+
+/// [`init_index`] for a position of a pawnless slice that is not in check and has a capture:
+/// the captures are played on the placement and read by index from the successor slices; the
+/// moves inside the slice are looked for only when every capture loses.
+#[inline]
+fn init_by_captures(
+    g: &Geometry,
+    st: &State,
+    i: usize,
+    d: &Decoded,
+    our_king: Square,
+    key: SliceKey,
+    captures: &[Option<CaptureExit<'_>>],
+) -> Result<(), SolveError> {
+    let us = d.turn;
+    let them = us.other();
+    // True if, with the men of `them` but `skip` on their squares and `occupied`, our king on
+    // `king` is attacked.
+    let attacked_after = |king: Square, occupied: Bitboard, skip: usize| {
+        g.side(them)
+            .filter(|&j| j != skip)
+            .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
+    };
+    let mut best: Option<Value> = None;
+    let mut slowest_loss: u16 = 0;
+    for k in g.side(us) {
+        let from = d.squares[k];
+        let mut victims = Bitboard::EMPTY;
+        for j in g.side(them).filter(|&j| !g.is_king(j)) {
+            victims = victims.with(d.squares[j]);
+        }
+        let targets = attacks(g.men[k], from, d.occupied) & victims;
+        for to in targets {
+            let m = g
+                .side(them)
+                .find(|&j| d.squares[j] == to)
+                .expect("a victim stands there");
+            let occupied = d.occupied.without(from);
+            let king = if g.is_king(k) { to } else { our_king };
+            if attacked_after(king, occupied, m) {
+                continue; // Not a legal move.
+            }
+            let exit = captures[m]
+                .as_ref()
+                .expect("a man that is not a king has a capture exit");
+            let v = match &exit.target {
+                None => Value::Draw,
+                Some((values, six)) => {
+                    let mut sq = [Square::A1; 8];
+                    for j in (0..g.n).filter(|&j| j != m) {
+                        let s = if j == k { to } else { d.squares[j] };
+                        sq[exit.to_successor[j]] = if exit.flip { s.flip_rank() } else { s };
+                    }
+                    let turn = if exit.flip { us } else { them };
+                    let n = g.n - 1;
+                    let sym = pawnless_symmetry(sq[0], sq[exit.successor_black_king]);
+                    if sym != 0 {
+                        let t = &SYMMETRY_TABLE[sym];
+                        for s in &mut sq[..n] {
+                            *s = t[s.index()];
+                        }
+                    }
+                    let index = six
+                        .index_of(&sq[..n], turn)
+                        .expect("the kings of a legal position are apart");
+                    Value::from_raw(values[index as usize]).ok_or(SolveError::BadSuccessor {
+                        slice: *six.key(),
+                        index,
+                    })?
+                }
+            }
+            .after_move();
+            if let Value::Loss(d) = v {
+                slowest_loss = slowest_loss.max(d);
+            }
+            best = Some(best.map_or(v, |b| b.max(v)));
+        }
+    }
+    let state = match best {
+        // Every capture was illegal: as a position without exits.
+        None => UNDECIDED,
+        Some(Value::Draw) => NO_LOSS,
+        Some(Value::Win(w)) => {
+            if w > LEVEL_MASK {
+                return Err(SolveError::TooDeep(key));
+            }
+            st.set_pending(i, w as u32);
+            NO_LOSS | w
+        }
+        Some(Value::Loss(_)) => {
+            // Lost unless a move inside the slice does better: is there one?
+            let inside = g.side(us).any(|k| {
+                let from = d.squares[k];
+                let targets = attacks(g.men[k], from, d.occupied) & !d.occupied;
+                targets.into_iter().any(|to| {
+                    let occupied = d.occupied.without(from).with(to);
+                    let king = if g.is_king(k) { to } else { our_king };
+                    !attacked_after(king, occupied, usize::MAX)
+                })
+            });
+            if !inside {
+                st.set_final_later(i, slowest_loss as u32);
+                return Ok(());
+            }
+            if slowest_loss > EXIT_MASK {
+                return Err(SolveError::TooDeep(key));
+            }
+            UNDECIDED | slowest_loss
         }
     };
     st.set(i, state);
