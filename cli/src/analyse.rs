@@ -27,6 +27,7 @@ use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::{solve_waves, Solved};
 use zermelo_worker::SolveError;
 
+use crate::memory::human_bytes;
 use crate::probe::{probe_position, ProbeInfo};
 
 /// The folder of exact analysis slices inside the tables directory.
@@ -251,17 +252,6 @@ pub fn roots_of(pos: &Position) -> Vec<SliceKey> {
     roots
 }
 
-/// Memory the machine has for a solve: what the kernel reports available, less a margin.
-pub fn default_memory_budget() -> u64 {
-    let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<u64>().ok())
-    });
-    avail.map_or(8 << 30, |kb| kb * 1024 / 10 * 8)
-}
-
 /// Plans the analysis of `pos` against the stores.
 fn plan_for(pos: &Position, stores: &Stores) -> (ReachablePlan, HashMap<SliceKey, Origin>) {
     let origins = std::cell::RefCell::new(HashMap::new());
@@ -299,22 +289,6 @@ fn summary(plan: &ReachablePlan, threads: usize) -> PlanSummary {
         memory_bytes: memory,
         disk_bytes: plan.positions / 4,
         seconds: plan.positions as f64 / (2.5e6 * threads.max(1) as f64),
-    }
-}
-
-/// Human-readable bytes.
-pub fn human_bytes(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", units[u])
     }
 }
 

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use zermelo_chess::Material;
 
-use crate::build::{build, memory_budget};
+use crate::build::build;
+use crate::memory;
 
 /// Peak resident memory of this process so far, in bytes (Linux: VmHWM), if known.
 pub fn peak_memory_bytes() -> Option<u64> {
@@ -34,10 +35,11 @@ pub fn run(materials: &[Material], alone: bool, threads: usize, dir: Option<&Pat
             .map(|m| m.material)
             .filter(|m| !materials.contains(m))
             .collect();
-        build(&subs, &dir, threads, memory_budget(None), &quiet).map_err(|e| e.to_string())?;
+        build(&subs, &dir, threads, memory::default_budget(), &quiet).map_err(|e| e.to_string())?;
     }
     let start = Instant::now();
-    let outcomes = build(materials, &dir, threads, memory_budget(None), &quiet).map_err(|e| e.to_string())?;
+    let outcomes =
+        build(materials, &dir, threads, memory::default_budget(), &quiet).map_err(|e| e.to_string())?;
     let wall = start.elapsed().as_secs_f64();
     println!(
         "{:<10} {:>14} {:>10} {:>14}",
@@ -112,7 +114,7 @@ pub fn run_cluster_comparison(
 
     let (cpu0, start) = (cpu_seconds(libc::RUSAGE_SELF), Instant::now());
     let outcomes =
-        build(materials, &solve_dir, threads, memory_budget(None), &quiet).map_err(|e| e.to_string())?;
+        build(materials, &solve_dir, threads, memory::default_budget(), &quiet).map_err(|e| e.to_string())?;
     let solve = Side {
         wall: start.elapsed().as_secs_f64(),
         cpu: cpu_seconds(libc::RUSAGE_SELF) - cpu0,

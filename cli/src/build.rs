@@ -14,6 +14,8 @@ use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::solve_waves;
 use zermelo_worker::SolveError;
 
+use crate::memory::human_bytes;
+
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]
@@ -35,23 +37,6 @@ pub enum BuildError {
         largest: u64,
         budget: u64,
     },
-}
-
-/// Bytes for messages, in the largest binary unit that keeps a number of at least 1, with one
-/// decimal: `129.9 KiB`, `17.8 GiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < units.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
-    }
 }
 
 /// What building one material holds in memory at its peak, in bytes: the values (2 bytes a
@@ -79,37 +64,6 @@ pub struct MemoryNeed {
     pub positions: u64,
     /// Positions of the largest slice.
     pub largest: u64,
-}
-
-/// The memory budget of a build, in bytes: `flag` (`--memory`) if given, else
-/// [`default_memory_budget`], else no limit.
-pub fn memory_budget(flag: Option<u64>) -> u64 {
-    flag.or_else(default_memory_budget).unwrap_or(u64::MAX)
-}
-
-/// The memory a build may use by default: three quarters of the machine's memory, or of the
-/// container's where a cgroup limit is set (cgroup v2 `memory.max`, or v1
-/// `memory.limit_in_bytes`). `None` if neither can be read.
-pub fn default_memory_budget() -> Option<u64> {
-    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb * 1024)
-    });
-    let cgroup = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    // "max" (v2) and the huge v1 default mean no limit: they do not parse or are above the machine.
-    .filter_map(|s| s.trim().parse::<u64>().ok())
-    .min();
-    let limit = match (total, cgroup) {
-        (Some(t), Some(c)) => t.min(c),
-        (t, c) => t.or(c)?,
-    };
-    Some(limit / 4 * 3)
 }
 
 /// What happened to one material.
@@ -239,7 +193,7 @@ fn solve_material(
 mod tests {
     use std::collections::HashMap;
 
-    use super::{human_bytes, material_memory};
+    use super::material_memory;
 
     use zermelo_chess::Material;
     use zermelo_coordinator::plan::plan;
@@ -288,14 +242,5 @@ mod tests {
         assert_eq!(need.positions, positions);
         assert_eq!(need.largest, 2 * 3612);
         assert_eq!(need.bytes, 2 * positions + 2 * 3612 / 4);
-    }
-
-    #[test]
-    fn bytes_read_as_people_write_them() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(133_056), "129.9 KiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
-        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
     }
 }

@@ -10,11 +10,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tracing::error;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
-use zermelo_cli::analyse::{
-    analyse, analyse_coord, default_memory_budget, describe_plan, AnalyseOptions, PlanSummary, Remote,
-};
-use zermelo_cli::build::{build, human_bytes, memory_budget};
+use zermelo_cli::analyse::{analyse, analyse_coord, describe_plan, AnalyseOptions, PlanSummary, Remote};
+use zermelo_cli::build::build;
 use zermelo_cli::cluster::{self, ClusterFailure};
+use zermelo_cli::memory::{self, human_bytes};
 use zermelo_cli::probe::probe_fen;
 use zermelo_cli::stats::stats;
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
@@ -437,7 +436,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 }
             };
             let start = Instant::now();
-            let budget = memory_budget(memory.map(|m| m.0));
+            let budget = memory::budget(memory.map(|m| m.0));
             let outcomes = build(&materials, &tables, threads, budget, &report).map_err(|e| Failure {
                 code: 2,
                 message: e.to_string(),
@@ -542,7 +541,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 rule,
                 force,
                 plan_only,
-                memory_budget: default_memory_budget(),
+                memory_budget: memory::default_budget(),
                 coordinator: match coordinator {
                     Some(url) => Some(Remote {
                         url,

@@ -170,7 +170,7 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
                 rule: None,
                 force: false,
                 plan_only: false,
-                memory_budget: crate::analyse::default_memory_budget(),
+                memory_budget: crate::memory::default_budget(),
                 coordinator: None,
             };
             let report = |p: &crate::analyse::PlanSummary| eprint!("{}", crate::analyse::describe_plan(p));

@@ -713,6 +713,19 @@ fn init_index(
         }
         return Ok(());
     }
+    set_undecided(st, i, best, slowest_loss, key)
+}
+
+/// Sets the state of a position with a move inside the slice from its best exit (`None`: no
+/// exit) and its slowest losing exit.
+#[inline]
+fn set_undecided(
+    st: &State,
+    i: usize,
+    best: Option<Value>,
+    slowest_loss: u16,
+    key: SliceKey,
+) -> Result<(), SolveError> {
     let state = match best {
         None => UNDECIDED,
         Some(Value::Loss(_)) => {
@@ -811,40 +824,25 @@ fn init_by_captures(
             best = Some(best.map_or(v, |b| b.max(v)));
         }
     }
-    let state = match best {
-        // Every capture was illegal: as a position without exits.
-        None => UNDECIDED,
-        Some(Value::Draw) => NO_LOSS,
-        Some(Value::Win(w)) => {
-            if w > LEVEL_MASK {
-                return Err(SolveError::TooDeep(key));
-            }
-            st.set_pending(i, w as u32);
-            NO_LOSS | w
+    if let Some(Value::Loss(_)) = best {
+        // Lost unless a move inside the slice does better: is there one?
+        let inside = g.side(us).any(|k| {
+            let from = d.squares[k];
+            let targets = attacks(g.men[k], from, d.occupied) & !d.occupied;
+            targets.into_iter().any(|to| {
+                let occupied = d.occupied.without(from).with(to);
+                let king = if g.is_king(k) { to } else { our_king };
+                !attacked_after(king, occupied, usize::MAX)
+            })
+        });
+        if !inside {
+            st.set_final_later(i, slowest_loss as u32);
+            return Ok(());
         }
-        Some(Value::Loss(_)) => {
-            // Lost unless a move inside the slice does better: is there one?
-            let inside = g.side(us).any(|k| {
-                let from = d.squares[k];
-                let targets = attacks(g.men[k], from, d.occupied) & !d.occupied;
-                targets.into_iter().any(|to| {
-                    let occupied = d.occupied.without(from).with(to);
-                    let king = if g.is_king(k) { to } else { our_king };
-                    !attacked_after(king, occupied, usize::MAX)
-                })
-            });
-            if !inside {
-                st.set_final_later(i, slowest_loss as u32);
-                return Ok(());
-            }
-            if slowest_loss > EXIT_MASK {
-                return Err(SolveError::TooDeep(key));
-            }
-            UNDECIDED | slowest_loss
-        }
-    };
-    st.set(i, state);
-    Ok(())
+    }
+    // With a move inside, or none at all (every capture illegal): a stalemate never changes
+    // and ends a draw, a position with only draws or wins is never lost.
+    set_undecided(st, i, best, slowest_loss, key)
 }
 
 #[cfg(test)]

@@ -1,0 +1,76 @@
+//! Memory budgets and sizes for people: the budget a build or an analysis may use, and bytes as
+//! `129.9 KiB`.
+
+/// Bytes for messages, in the largest binary unit that keeps a number of at least 1, with one
+/// decimal: `129.9 KiB`, `17.8 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+/// Used when neither the machine's memory nor a container limit can be read.
+const FALLBACK_BUDGET: u64 = 8 << 30;
+
+/// The memory a build or an analysis may use by default: three quarters of the machine's
+/// memory, or of the container's where a cgroup limit is set (cgroup v2 `memory.max`, or v1
+/// `memory.limit_in_bytes`); 8 GiB if neither can be read.
+pub fn default_budget() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    // "max" (v2) means no limit and does not parse; v1's "no limit" is above the machine.
+    .filter_map(|s| s.trim().parse::<u64>().ok())
+    .min();
+    let limit = match (total, cgroup) {
+        (Some(t), Some(c)) => t.min(c),
+        (t, c) => match t.or(c) {
+            Some(l) => l,
+            None => return FALLBACK_BUDGET,
+        },
+    };
+    limit / 4 * 3
+}
+
+/// The budget of a command: `flag` (`--memory`) if given, else [`default_budget`].
+pub fn budget(flag: Option<u64>) -> u64 {
+    flag.unwrap_or_else(default_budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(133_056), "129.9 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
+    }
+
+    #[test]
+    fn the_default_budget_is_a_share_of_this_machine() {
+        let b = default_budget();
+        assert!(b >= 1 << 20, "{b}");
+        assert_eq!(budget(Some(12345)), 12345);
+    }
+}
