@@ -262,22 +262,38 @@ pub fn status(
     })
 }
 
-/// Submits a job; returns its id.
+/// The request of a job that builds `materials`.
+fn materials_job(materials: &[String]) -> pb::SubmitJobRequest {
+    pb::SubmitJobRequest {
+        materials: materials.to_vec(),
+        roots: Vec::new(),
+    }
+}
+
+/// How long a submit waits for a coordinator that does not answer yet (one starting up).
+const SUBMIT_PATIENCE: Duration = Duration::from_secs(15);
+
+/// Submits a job; returns its id. A coordinator that does not answer (still starting, say) is
+/// asked again every quarter second for [`SUBMIT_PATIENCE`].
 async fn submit_job(
     url: &str,
     token: Option<&str>,
     tls_ca: Option<&[u8]>,
-    materials: &[String],
+    request: pb::SubmitJobRequest,
 ) -> Result<pb::SubmitJobResponse, ClusterFailure> {
     let mut client = client(url, token, tls_ca)?;
-    let request = pb::SubmitJobRequest {
-        materials: materials.to_vec(),
-        roots: Vec::new(),
-    };
-    match client.submit_job(request).await {
-        Ok(a) => Ok(a.into_inner()),
-        Err(s) if s.code() == Code::InvalidArgument => Err(fail(2, format!("submit: {}", s.message()))),
-        Err(s) => Err(status_error("submit", url, s)),
+    let start = Instant::now();
+    loop {
+        match client.submit_job(request.clone()).await {
+            Ok(a) => return Ok(a.into_inner()),
+            Err(s) if s.code() == Code::InvalidArgument => {
+                return Err(fail(2, format!("submit: {}", s.message())))
+            }
+            Err(s) if s.code() == Code::Unavailable && start.elapsed() < SUBMIT_PATIENCE => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(s) => return Err(status_error("submit", url, s)),
+        }
     }
 }
 
@@ -358,18 +374,12 @@ pub fn analyse_remote(
     report: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<zermelo_worker::waves::Solved, ClusterFailure> {
     runtime()?.block_on(async {
-        let mut client = client(url, token, tls_ca)?;
         let request = pb::SubmitJobRequest {
             materials: Vec::new(),
             roots: roots.iter().map(zermelo_coordinator::store::to_wire).collect(),
         };
-        let job = match client.submit_job(request).await {
-            Ok(a) => a.into_inner(),
-            Err(s) if s.code() == Code::InvalidArgument => {
-                return Err(fail(2, format!("submit: {}", s.message())))
-            }
-            Err(s) => return Err(status_error("submit", url, s)),
-        };
+        let job = submit_job(url, token, tls_ca, request).await?;
+        let mut client = client(url, token, tls_ca)?;
         info!(
             job = job.job_id,
             slices = job.slices_total,
@@ -416,7 +426,7 @@ pub fn submit(
     let (token, tls_ca) = (token.as_deref(), tls_ca.as_deref());
     let rt = runtime()?;
     rt.block_on(async {
-        let job = submit_job(url, token, tls_ca, materials).await?;
+        let job = submit_job(url, token, tls_ca, materials_job(materials)).await?;
         println!("{}", job.job_id);
         eprintln!(
             "zermelo: job {} submitted: {} slices, {} positions",
@@ -672,7 +682,7 @@ pub fn run_cluster(
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
-        let job = submit_job(&url, Some(&token), None, materials).await?;
+        let job = submit_job(&url, Some(&token), None, materials_job(materials)).await?;
         info!(
             job = job.job_id,
             slices = job.slices_total,

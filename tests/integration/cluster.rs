@@ -354,6 +354,46 @@ fn restartable_coordinator(tmp: &Path) -> (Vec<String>, String) {
     (args.iter().map(|a| a.to_string()).collect(), url)
 }
 
+/// Regression: `analyse --coordinator` started with its coordinator submitted before the
+/// coordinator listened, and failed at once ("does not answer"). A submit now waits a few
+/// seconds for a coordinator that is still starting.
+#[test]
+fn submit_waits_for_a_coordinator_that_is_still_starting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (args, url) = restartable_coordinator(tmp.path());
+    let env = [("ZERMELO_TOKEN", "early")];
+    let mut submit = Proc::spawn(
+        &["submit", "--coordinator", &url, "KQvK", "--wait"],
+        tmp.path().join("submit.log"),
+        &env,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        submit.child.try_wait().unwrap().is_none(),
+        "submit gave up: {}",
+        submit.log()
+    );
+    let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator.log"), &env);
+    let cache = tmp.path().join("cache");
+    let _worker = Proc::spawn(
+        &[
+            "worker",
+            "--coordinator",
+            &url,
+            "--cache",
+            cache.to_str().unwrap(),
+            "--threads",
+            "1",
+        ],
+        tmp.path().join("worker.log"),
+        &env,
+    );
+    let status = submit.wait(Duration::from_secs(60));
+    assert!(status.success(), "{}", submit.log());
+    assert!(tmp.path().join("tables").join("KQvK.zmt").exists());
+}
+
 /// Acceptance 2 and 3: kill -9 a worker in the middle of a job, then the coordinator; the
 /// coordinator restarted on the same directories resumes from its journal, and the job
 /// finishes with every table byte-identical to `zermelo solve`.
