@@ -21,9 +21,10 @@ use zermelo_chess::index::{on_triangle, pawnless_symmetry, SliceIndexer, SYMMETR
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::unmove::{for_each_unmove, for_each_unmove_from};
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
-use zermelo_chess::{Bitboard, Color, Piece, Square};
+use zermelo_chess::{Bitboard, Color, Square};
 
 use super::par::for_each_chunk;
+use super::retrograde::sort_like_men;
 use super::{SolveError, Successors};
 
 // In-memory states of undecided positions (final values are below 0x8000).
@@ -383,47 +384,5 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
                 visit(p as usize);
             }
         });
-    }
-}
-
-/// Sorts the squares of each run of like men (same piece, next to each other in `men`), so that
-/// two placements of one position compare equal.
-fn sort_like_men(men: &[Piece], squares: &mut [Square]) {
-    let mut start = 0;
-    while start < men.len() {
-        let end = start + men[start..].iter().take_while(|&&p| p == men[start]).count();
-        squares[start..end].sort_unstable();
-        start = end;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tables::SliceMap;
-
-    fn max_plies(values: &[u16], side: usize) -> u16 {
-        let half = values.len() / 2;
-        values[side * half..(side + 1) * half]
-            .iter()
-            .filter_map(|&r| Value::from_raw(r))
-            .map(|v| match v {
-                Value::Win(n) | Value::Loss(n) => n,
-                Value::Draw => 0,
-            })
-            .max()
-            .unwrap()
-    }
-
-    /// KQvK and KRvK need no other table (a capture of the lone piece leaves bare kings).
-    #[test]
-    fn kqk_and_krk_longest_mates() {
-        for (name, plies) in [("KQvK", 19), ("KRvK", 31)] {
-            let key = SliceKey::pawnless(name.parse().unwrap());
-            let v1 = solve_slice_reference(&key, &SliceMap::new(), 1).unwrap();
-            assert_eq!(max_plies(&v1, 0), plies, "{name}");
-            let v2 = solve_slice_reference(&key, &SliceMap::new(), 2).unwrap();
-            assert!(v1 == v2, "{name}: thread count changed the values");
-        }
     }
 }

@@ -468,7 +468,7 @@ fn symmetry_of_bb(table: &[Square; 64], b: Bitboard) -> Bitboard {
 
 /// Sorts the squares of each run of like men (same piece, next to each other in `men`), so that
 /// two placements of one position compare equal.
-fn sort_like_men(men: &[Piece], squares: &mut [Square]) {
+pub(super) fn sort_like_men(men: &[Piece], squares: &mut [Square]) {
     let mut start = 0;
     while start < men.len() {
         let end = start + men[start..].iter().take_while(|&&p| p == men[start]).count();
