@@ -3,7 +3,7 @@
 use crate::common::*;
 
 const MATERIALS: &[&str] = &[
-    "KPvK", "KQvK", "KRvK", "KBvK", "KNvK", "KPvKP", "KPPvK", "KQvKP", "KRvKP", "KBNvK", "KQvKR",
+    "KPvK", "KQvK", "KRvK", "KBvK", "KNvK", "KPvKP", "KPPvK", "KQvKP", "KRvKP", "KBNvK", "KQvKR", "KRRvK",
 ];
 
 #[test]
