@@ -114,7 +114,9 @@ pub const SYMMETRY_TABLE: [[Square; 64]; 8] = {
 };
 
 /// `CANONICAL_SYMMETRY[wk]`: the index in [`SYMMETRIES`] of the symmetry that brings White's
-/// king from `wk` onto [`TRIANGLE`] (see [`canonical_pawnless`]).
+/// king from `wk` onto [`TRIANGLE`]: mirror a<->h if it stands on files e-h, then 1<->8 if on
+/// ranks 5-8, then in the a1-h8 diagonal if above it. [`pawnless_symmetry`] completes it with
+/// Black's king.
 pub const CANONICAL_SYMMETRY: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut i = 0;
@@ -130,15 +132,6 @@ pub const CANONICAL_SYMMETRY: [u8; 64] = {
     }
     t
 };
-
-/// The symmetry that brings a pawnless position into table form, chosen by White's king `wk`:
-/// mirror a<->h if it stands on files e-h, then 1<->8 if on ranks 5-8, then in the a1-h8 diagonal
-/// if above it. The king ends on [`TRIANGLE`]; on the diagonal a1-d4 nothing more is done.
-#[inline]
-pub fn canonical_pawnless(wk: Square) -> impl Fn(Square) -> Square {
-    let table = &SYMMETRY_TABLE[CANONICAL_SYMMETRY[wk.index()] as usize];
-    move |s: Square| table[s.index()]
-}
 
 /// Applies `SYMMETRIES[k]` to a whole bitboard: bit 0 of `k` mirrors a<->h, bit 1 mirrors 1<->8,
 /// bit 2 then mirrors in the a1-h8 diagonal.
@@ -860,8 +853,8 @@ mod tests {
                     x
                 }
             };
-            let c = canonical_pawnless(sq);
             let k = CANONICAL_SYMMETRY[sq.index()] as usize;
+            let c = |x: Square| SYMMETRY_TABLE[k][x.index()];
             assert!(Square::all().all(|x| c(x) == step(x)), "{sq}");
             assert!(on_triangle(c(sq)));
             let b = Bitboard(0x1234_5678_9abc_def0);

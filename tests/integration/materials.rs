@@ -35,6 +35,20 @@ fn known_longest_mates() {
     }
 }
 
+/// Legal positions of KQvK on the whole board, counted by brute force over every placement of
+/// the three men (a Python loop apart from this code base: men on distinct squares, kings not
+/// adjacent, the side not to move not in check): 144,508 with White to move, 223,944 with
+/// Black. `stats` counts them from the stored indices, each standing for 8 or 4 positions
+/// (FORMAT.md, "Counting real positions").
+#[test]
+fn kqk_legal_counts_match_a_brute_force_count() {
+    let dir = tables_with(&["KQvK"]);
+    let s = stats(&dir, "KQvK");
+    assert_eq!(s["white"]["legal"], 144_508, "{s}");
+    assert_eq!(s["black"]["legal"], 223_944, "{s}");
+    assert_eq!(s["white"]["win"], 144_508, "{s}");
+}
+
 /// Minor pieces alone never win.
 #[test]
 fn lone_minor_pieces_draw() {

@@ -771,12 +771,12 @@ fn init_by_captures(
     };
     let mut best: Option<Value> = None;
     let mut slowest_loss: u16 = 0;
+    let mut victims = Bitboard::EMPTY;
+    for j in g.side(them).filter(|&j| !g.is_king(j)) {
+        victims = victims.with(d.squares[j]);
+    }
     for k in g.side(us) {
         let from = d.squares[k];
-        let mut victims = Bitboard::EMPTY;
-        for j in g.side(them).filter(|&j| !g.is_king(j)) {
-            victims = victims.with(d.squares[j]);
-        }
         let targets = attacks(g.men[k], from, d.occupied) & victims;
         for to in targets {
             let m = g
