@@ -66,6 +66,24 @@ impl Drop for Proc {
     }
 }
 
+/// A worker of one thread on `url`, its cache and log in `dir`.
+fn one_thread_worker(url: &str, dir: &Path, env: &[(&str, &str)]) -> Proc {
+    let cache = dir.join("cache");
+    Proc::spawn(
+        &[
+            "worker",
+            "--coordinator",
+            url,
+            "--cache",
+            cache.to_str().unwrap(),
+            "--threads",
+            "1",
+        ],
+        dir.join("worker.log"),
+        env,
+    )
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -375,20 +393,7 @@ fn submit_waits_for_a_coordinator_that_is_still_starting() {
     );
     let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
     let _coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator.log"), &env);
-    let cache = tmp.path().join("cache");
-    let _worker = Proc::spawn(
-        &[
-            "worker",
-            "--coordinator",
-            &url,
-            "--cache",
-            cache.to_str().unwrap(),
-            "--threads",
-            "1",
-        ],
-        tmp.path().join("worker.log"),
-        &env,
-    );
+    let _worker = one_thread_worker(&url, tmp.path(), &env);
     let status = submit.wait(Duration::from_secs(60));
     assert!(status.success(), "{}", submit.log());
     assert!(tmp.path().join("tables").join("KQvK.zmt").exists());
@@ -1104,20 +1109,7 @@ fn an_analysis_job_survives_kill_9_of_the_coordinator() {
     let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env = [("ZERMELO_TOKEN", "k9")];
     let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
-    let cache = tmp.path().join("cache");
-    let worker = Proc::spawn(
-        &[
-            "worker",
-            "--coordinator",
-            &url,
-            "--cache",
-            cache.to_str().unwrap(),
-            "--threads",
-            "1",
-        ],
-        tmp.path().join("worker.log"),
-        &env,
-    );
+    let worker = one_thread_worker(&url, tmp.path(), &env);
     // KRvKP: the pawnless endings its promotions and captures reach, then the pawn slices.
     let fen = "8/8/8/3k4/8/1p6/8/R3K3 w - - 0 1";
     let remote = tmp.path().join("remote");

@@ -245,22 +245,11 @@ fn images(p: &Position) -> Vec<Position> {
     four.into_iter().chain(transposed).collect()
 }
 
-/// The 0..64 square of White's king.
-fn white_king(p: &Position) -> u8 {
+/// The 0..64 square of `color`'s king.
+fn king_of(p: &Position, color: Color) -> u8 {
     let mut at = None;
-    p.for_each_man(|color, kind, sq| {
-        if color == Color::White && kind == KING {
-            at = Some(sq);
-        }
-    });
-    at.unwrap()
-}
-
-/// The 0..64 square of Black's king.
-fn black_king(p: &Position) -> u8 {
-    let mut at = None;
-    p.for_each_man(|color, kind, sq| {
-        if color == Color::Black && kind == KING {
+    p.for_each_man(|c, kind, sq| {
+        if c == color && kind == KING {
             at = Some(sq);
         }
     });
@@ -290,7 +279,7 @@ fn above_diagonal(sq: u8) -> bool {
 /// Both kings on the a1-h8 diagonal: a pawnless position stored at its own index, apart from its
 /// mirror image in the diagonal.
 fn kings_on_diagonal(p: &Position) -> bool {
-    on_main_diagonal(white_king(p)) && on_main_diagonal(black_king(p))
+    on_main_diagonal(king_of(p, Color::White)) && on_main_diagonal(king_of(p, Color::Black))
 }
 
 /// The triangle T, in the order of the king-pair list.
@@ -431,7 +420,7 @@ fn layout_3_by_hand() {
         [63, 62]
             .into_iter()
             .find_map(|r| match d.decode(kk * 64 + r) {
-                Decoded::Position(p) => Some((white_king(&p), black_king(&p))),
+                Decoded::Position(p) => Some((king_of(&p, Color::White), king_of(&p, Color::Black))),
                 Decoded::Collision { .. } => None,
             })
             .unwrap()
@@ -468,7 +457,7 @@ fn layout_3_by_hand() {
     for kk in 0..3612 {
         match d.decode(kk * 64 + 63) {
             Decoded::Position(p) => {
-                let pair = (white_king(&p), black_king(&p));
+                let pair = (king_of(&p, Color::White), king_of(&p, Color::Black));
                 assert!(previous < Some(pair));
                 previous = Some(pair);
             }
@@ -594,7 +583,7 @@ fn the_eight_images_locate_to_one_index_or_the_diagonal_twin() {
         let m = Material::parse(name).unwrap().normalized();
         let mut twins = 0;
         for p in random_positions(name, 3000, name.len() as u64 * 104_729 + 3) {
-            let (wk, bk) = (white_king(&p), black_king(&p));
+            let (wk, bk) = (king_of(&p, Color::White), king_of(&p, Color::Black));
             let main = on_main_diagonal(wk) && on_main_diagonal(bk);
             let anti = on_anti_diagonal(wk) && on_anti_diagonal(bk);
             // The symmetries keep both kings on one long diagonal; the table form has them on
@@ -655,12 +644,12 @@ fn decode_then_locate_gives_the_same_position() {
                 panic!()
             };
             assert_eq!((lm, lk, index), (m, key, i), "{material} {}", p.fen());
-            let wk = white_king(&p);
+            let wk = king_of(&p, Color::White);
             king_squares[usize::from(wk)] += 1;
             if on_diagonal(wk) {
                 diagonal += 1;
                 let t = p.transposed();
-                assert_eq!(white_king(&t), wk);
+                assert_eq!(king_of(&t, Color::White), wk);
                 let j = index_of(&t);
                 if kings_on_diagonal(&p) {
                     // Both kings on the diagonal: the transpose is stored too, at its own index,
@@ -671,7 +660,7 @@ fn decode_then_locate_gives_the_same_position() {
                 } else {
                     // Black's king below the diagonal; the transpose has it above, and step 4
                     // brings it back.
-                    assert!(!above_diagonal(black_king(&p)), "{}", p.fen());
+                    assert!(!above_diagonal(king_of(&p, Color::Black)), "{}", p.fen());
                     assert_eq!(j, index, "{}", t.fen());
                 }
             }
@@ -1599,7 +1588,7 @@ fn twins_hold_equal_values_in_brute_force_tables() {
             let Decoded::Position(p) = decoder.decode(i) else {
                 continue;
             };
-            if !on_diagonal(white_king(&p)) {
+            if !on_diagonal(king_of(&p, Color::White)) {
                 continue;
             }
             let j = index_of(&p.transposed());
@@ -1623,7 +1612,9 @@ fn a_twin_with_another_value_is_caught() {
         v >= 2
             && (v - 2) % 2 == 1
             && match decoder.decode(i) {
-                Decoded::Position(p) => on_diagonal(white_king(&p)) && index_of(&p.transposed()) != i,
+                Decoded::Position(p) => {
+                    on_diagonal(king_of(&p, Color::White)) && index_of(&p.transposed()) != i
+                }
                 Decoded::Collision { .. } => false,
             }
     });
