@@ -4,6 +4,7 @@
 //! solver, kept as a second path for tests), on a few threads ([`par`]). It knows nothing of
 //! table files, the cluster or async code.
 
+mod dtm_log;
 mod memory;
 pub mod par;
 pub mod reference;

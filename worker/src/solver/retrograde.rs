@@ -1,31 +1,38 @@
 //! The slice solver (DESIGN §2): pure and synchronous, one slice against the finished values of
 //! its successors.
 //!
-//! State: one `u16` per index, the table's own value array, solved in place (no copy at the end).
-//! Final values are the table's (`0` illegal, `1` draw, `2 + n` mate in `n` plies); undecided
-//! positions carry their state in the high bit (`UNDECIDED`, `NO_LOSS` below). Beside it, two
-//! frontier bitmaps and per-chunk summaries: about 2.25 bytes per index.
+//! State: **one byte per index** while the slice is solved (the codes below), with two frontier
+//! bitmaps and per-chunk summaries beside it: about 1.27 bytes per index. The byte says what a
+//! position is (illegal, draw, won, lost, undecided, decided later at a known ply), not in how
+//! many plies it was decided: that is recorded ply by ply in a [`DtmLog`] from the frontier, and
+//! the table's `u16` values (`0` illegal, `1` draw, `2 + n` mate in `n` plies) are written from
+//! the bytes and the log at the end.
 //!
 //! 1. *Init*: illegal placements are left at 0; positions that have an exit (a capture, a pawn
 //!    move or a promotion) or are in check are looked at move by move (exits valued from the
 //!    successor slices, mates found); every other position starts undecided, with no exit.
-//! 2. *Retrograde passes*, one per ply `n`, from the positions whose final value is exactly `n`
-//!    plies (the frontier), by un-moves computed on the index (no `Position` is built):
+//! 2. *Retrograde passes*, one per ply `n`, from the positions decided at exactly `n` plies
+//!    (the frontier), by un-moves computed on the index (no `Position` is built):
 //!    * `n` even (lost in `n`): every undecided predecessor wins in `n + 1`;
 //!    * `n` odd (won in `n`): every predecessor that may still lose is marked *changed*; then each
 //!      changed position is *verified*: if every move inside the slice leads to a position won
-//!      for the opponent, it is lost, in one ply more than its slowest such move (or its slowest
-//!      losing exit). No move counters are kept.
+//!      for the opponent, it is lost in `n + 1`, or later if its slowest losing exit is later
+//!      (looked up again then). No move counters are kept.
+//!
+//!    A position decided at a later ply than the pass that finds it (a winning exit, a position
+//!    with only exits, a loss slowed by an exit) holds that ply in its byte, and its chunk is
+//!    flagged for that ply: the pass of that ply scans the flagged chunks and moves it into the
+//!    frontier. A ply too large for the byte is kept in a side map.
 //! 3. *Finish*: what is still undecided is a draw.
 //!
-//! The result is a pure function of the slice and its successors: every phase reads only values
+//! The result is a pure function of the slice and its successors: every phase reads only states
 //! final before it and writes each index from one rule, so the bytes do not depend on the
-//! number of threads or the order of the work. Threads share the value array through relaxed
-//! atomic loads and stores (plain moves on x86); the only locked operations set frontier bits,
-//! once per position that becomes final.
+//! number of threads or the order of the work. Threads share the state through relaxed atomic
+//! loads and stores (plain moves on x86); the only locked operations set frontier bits, once per
+//! position that becomes final.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use tracing::debug;
@@ -38,52 +45,85 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 
-use super::memory::{atomic_u16s, atomic_u64s};
+use super::dtm_log::{DtmLog, SEG_INDICES};
+use super::memory::{atomic_u64s, atomic_u8s};
 use super::par::for_each_chunk;
 use super::{SolveError, Successors};
 
-// States of undecided positions (final values are below 0x8000).
-/// Undecided and may still be lost; the low 13 bits hold its slowest losing exit (0 if none).
-const UNDECIDED: u16 = 0x8000;
-/// In an [`UNDECIDED`] state: a move of it was found to lead to a win for the opponent in this
+// The state byte of an index.
+/// Not a position (left so by init).
+const S_ILLEGAL: u8 = 0;
+/// A draw, final.
+const S_DRAW: u8 = 1;
+/// Won for the side to move, final (its ply is in the log).
+const S_WON: u8 = 2;
+/// Lost for the side to move, final (its ply is in the log).
+const S_LOST: u8 = 3;
+/// `4..=7`: undecided and may still be lost, with the two flags below.
+const S_MAY_LOSE: u8 = 4;
+/// Flag of [`S_MAY_LOSE`]: a move of it was found to lead to a win for the opponent in this
 /// ply; it is verified at the end of the ply.
-const CHANGED: u16 = 0x2000;
-/// The slowest losing exit of an [`UNDECIDED`] state.
-const EXIT_MASK: u16 = 0x1fff;
-/// Undecided, cannot be lost (an exit holds the draw or better), no winning exit.
-const NO_LOSS: u16 = 0xc000;
-/// `NO_LOSS | n`: undecided with a winning exit in `n` plies; wins in `n` unless faster inside.
-const LEVEL_MASK: u16 = 0x3fff;
+const F_CHANGED: u8 = 1;
+/// Flag of [`S_MAY_LOSE`]: it has a losing exit (looked up again if it is lost).
+const F_LOSS_EXIT: u8 = 2;
+/// `8`: undecided and cannot be lost (an exit holds the draw), no winning exit.
+/// `9..=126`: the same with a winning exit in `2 (code - 8) - 1` plies: it wins then unless
+/// it wins faster inside. `127`: the same, the exit's ply in the side map.
+const S_NO_LOSS: u8 = 8;
+const S_WIN_EXIT_FAR: u8 = 127;
+/// `128..=254`: decided at ply `code - 128` (won if odd, lost if even), not yet reached by the
+/// passes. `255`: the same, the ply in the side map.
+const S_LATER: u8 = 128;
+const S_LATER_FAR: u8 = 255;
+/// Plies below this are held in the byte of a position decided later; the others in the side
+/// map. This crate's tests make it small, so that they go through the side map too.
+const LATER_DIRECT: u32 = if cfg!(test) { 6 } else { (S_LATER_FAR - S_LATER) as u32 };
+/// The same for winning exits, counted in exit codes (`(plies + 1) / 2`).
+const WIN_EXIT_DIRECT: u32 = if cfg!(test) { 3 } else { (S_WIN_EXIT_FAR - S_NO_LOSS) as u32 };
 
+/// True if the position is undecided (may lose, or cannot lose).
 #[inline]
-fn may_lose(v: u16) -> bool {
-    v & 0xc000 == UNDECIDED
+fn undecided(v: u8) -> bool {
+    (S_MAY_LOSE..S_LATER).contains(&v)
 }
 
-/// True if `v` is a final win (for the side to move at that index).
 #[inline]
-fn is_win(v: u16) -> bool {
-    (2..UNDECIDED).contains(&v) && (v - 2) % 2 == 1
+fn may_lose(v: u8) -> bool {
+    v & !3 == S_MAY_LOSE
+}
+
+/// The final state of a position decided at `plies`.
+#[inline]
+fn decided(plies: u32) -> u8 {
+    if plies % 2 == 1 {
+        S_WON
+    } else {
+        S_LOST
+    }
 }
 
 /// Indices per chunk of the per-chunk summaries.
 const CHUNK_SHIFT: u32 = 12;
 /// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
 const MASK_LEVELS: u32 = 512;
+/// Shards of the side map of plies too large for a byte.
+const FAR_SHARDS: usize = 64;
 
-/// The values of a slice being solved, with the summaries the passes need.
+/// The state of a slice being solved, with the summaries the passes need.
 struct State {
-    values: Vec<AtomicU16>,
-    /// Frontier bitmaps: `frontier[p % 2]` holds the indices whose final value is `p` plies,
-    /// to un-move from in the pass of `p`.
+    bytes: Vec<AtomicU8>,
+    /// Frontier bitmaps: `frontier[p % 2]` holds the indices decided at `p` plies, to un-move
+    /// from in the pass of `p`.
     frontier: [Vec<AtomicU64>; 2],
     /// Per chunk of 2^CHUNK_SHIFT indices, a bit per distance at which some index of the chunk
-    /// becomes final other than through the pass before (mates, positions with only exits,
+    /// is decided other than through the pass before (mates, positions with only exits,
     /// winning exits, losses slowed by an exit): those chunks are scanned at that distance.
     pending: Vec<[AtomicU64; (MASK_LEVELS / 64) as usize]>,
     /// Distances of MASK_LEVELS or more that have pending indices (rare: scanned whole).
     far_pending: Mutex<BTreeSet<u32>>,
-    /// Per chunk: 1 if it holds a [`CHANGED`] index to verify.
+    /// Plies of [`S_WIN_EXIT_FAR`] and [`S_LATER_FAR`] indices, sharded by chunk.
+    far: Vec<Mutex<HashMap<u64, u32>>>,
+    /// Per chunk: 1 if it holds a [`F_CHANGED`] index to verify.
     changed: Vec<AtomicU8>,
     /// Largest distance assigned so far (final or pending): the passes run up to it.
     horizon: AtomicU32,
@@ -95,29 +135,44 @@ impl State {
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
         let bitmap = || atomic_u64s(words);
         State {
-            values: atomic_u16s(n, ILLEGAL),
+            bytes: atomic_u8s(n),
             frontier: [bitmap(), bitmap()],
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
+            far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
             changed: (0..chunks).map(|_| AtomicU8::new(0)).collect(),
             horizon: AtomicU32::new(0),
         }
     }
 
     #[inline]
-    fn get(&self, i: usize) -> u16 {
-        self.values[i].load(Relaxed)
+    fn get(&self, i: usize) -> u8 {
+        self.bytes[i].load(Relaxed)
     }
 
     #[inline]
-    fn set(&self, i: usize, v: u16) {
-        self.values[i].store(v, Relaxed);
+    fn set(&self, i: usize, v: u8) {
+        self.bytes[i].store(v, Relaxed);
     }
 
-    /// Sets a final value found in the pass of `plies - 1`: it joins the next frontier.
+    fn far_shard(&self, i: usize) -> &Mutex<HashMap<u64, u32>> {
+        &self.far[(i >> CHUNK_SHIFT) % FAR_SHARDS]
+    }
+
+    /// The ply a `*_FAR` index waits for.
+    fn far_ply(&self, i: usize) -> u32 {
+        *self
+            .far_shard(i)
+            .lock()
+            .expect("far lock")
+            .get(&(i as u64))
+            .expect("a far index has its ply")
+    }
+
+    /// Sets a position decided in the pass of `plies - 1`: it joins the next frontier.
     #[inline]
     fn set_next(&self, i: usize, plies: u32) {
-        self.set(i, plies as u16 + 2);
+        self.set(i, decided(plies));
         // Atomic read-modify-writes are dear: skip them when they would change nothing.
         let word = &self.frontier[plies as usize % 2][i / 64];
         let bit = 1u64 << (i % 64);
@@ -145,10 +200,40 @@ impl State {
         }
     }
 
-    /// Sets a final value that joins the frontier when the passes reach its distance.
-    fn set_final_later(&self, i: usize, plies: u32) {
-        self.set(i, plies as u16 + 2);
+    /// Sets a position decided at `plies`, a ply the passes have not reached: it joins the
+    /// frontier when they do.
+    fn set_later(&self, i: usize, plies: u32) {
+        if plies < LATER_DIRECT {
+            self.set(i, S_LATER + plies as u8);
+        } else {
+            self.far_shard(i).lock().expect("far lock").insert(i as u64, plies);
+            self.set(i, S_LATER_FAR);
+        }
         self.set_pending(i, plies);
+    }
+
+    /// Sets an undecided position that cannot be lost and has a winning exit in `plies` (odd).
+    fn set_win_exit(&self, i: usize, plies: u32) {
+        let code = plies.div_ceil(2);
+        if code < WIN_EXIT_DIRECT {
+            self.set(i, S_NO_LOSS + code as u8);
+        } else {
+            self.far_shard(i).lock().expect("far lock").insert(i as u64, plies);
+            self.set(i, S_WIN_EXIT_FAR);
+        }
+        self.set_pending(i, plies);
+    }
+
+    /// The ply at which an index waiting in the pending masks is decided, if it still waits:
+    /// a position decided later, or a winning exit not overtaken.
+    #[inline]
+    fn waits_for(&self, i: usize, v: u8) -> Option<u32> {
+        match v {
+            S_LATER_FAR | S_WIN_EXIT_FAR => Some(self.far_ply(i)),
+            S_LATER.. => Some((v - S_LATER) as u32),
+            9..S_WIN_EXIT_FAR => Some(2 * (v - S_NO_LOSS) as u32 - 1),
+            _ => None,
+        }
     }
 }
 
@@ -485,12 +570,17 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
     let start = std::time::Instant::now();
     let st = State::new(n);
     let chunk = 1 << CHUNK_SHIFT;
+    let ctx = Context {
+        g: &g,
+        key: *key,
+        succ,
+        captures: capture_exits(&g, key, succ),
+    };
 
     // 1. Init: illegal placements, exits, mates.
-    let captures = capture_exits(&g, key, succ);
     for_each_chunk(n, chunk, threads, |range| {
         for i in range {
-            init_index(&g, &st, i, *key, succ, captures.as_deref())?;
+            init_index(&ctx, &st, i)?;
         }
         Ok::<(), SolveError>(())
     })?;
@@ -498,20 +588,14 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
 
     // 2. Retrograde passes, one per ply.
     let words = st.frontier[0].len();
+    let mut log = DtmLog::default();
     let mut plies: u32 = 0;
     while plies <= st.horizon.load(Relaxed) {
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
         }
-        let target = plies as u16 + 2;
-        // Winning exits are wins in an odd number of plies; NO_LOSS itself has distance 0.
-        let pending_win = if plies % 2 == 1 {
-            NO_LOSS | plies as u16
-        } else {
-            u16::MAX
-        };
         let frontier = &st.frontier[plies as usize % 2];
-        // Indices that become final at this distance other than through the last pass join the
+        // Indices decided at this distance other than through the last pass join the
         // frontier: scan the chunks flagged for it.
         let scan_all =
             plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
@@ -524,16 +608,16 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
                 }
                 for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
                     let v = st.get(i);
-                    if v == pending_win {
-                        st.set(i, target);
-                    }
-                    if v == target || v == pending_win {
+                    if st.waits_for(i, v) == Some(plies) {
+                        st.set(i, decided(plies));
                         frontier[i / 64].fetch_or(1 << (i % 64), Relaxed);
                     }
                 }
             }
             Ok::<(), SolveError>(())
         })?;
+        // The frontier is now every position decided at this ply.
+        log.record(plies, frontier, threads);
         // Un-move from the frontier.
         let lost_here = plies.is_multiple_of(2);
         for_each_chunk(words, 64, threads, |range| {
@@ -542,17 +626,17 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
                 while bits != 0 {
                     let j = (w * 64) as u64 + bits.trailing_zeros() as u64;
                     bits &= bits - 1;
-                    let d = g.decode(j).expect("a final index is a position");
+                    let d = g.decode(j).expect("a decided index is a position");
                     g.for_each_unmove(j, &d, |p| {
                         let p = p as usize;
                         let v = st.get(p);
                         if lost_here {
                             // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
-                            if v >= UNDECIDED {
+                            if undecided(v) {
                                 st.set_next(p, plies + 1);
                             }
-                        } else if may_lose(v) && v & CHANGED == 0 {
-                            st.set(p, v | CHANGED);
+                        } else if may_lose(v) && v & F_CHANGED == 0 {
+                            st.set(p, v | F_CHANGED);
                             st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
                         }
                     });
@@ -569,8 +653,8 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
                     }
                     for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
                         let v = st.get(i);
-                        if may_lose(v) && v & CHANGED != 0 {
-                            verify(&g, &st, i, v, plies);
+                        if may_lose(v) && v & F_CHANGED != 0 {
+                            verify(&ctx, &st, i, v, plies)?;
                         }
                     }
                 }
@@ -579,81 +663,147 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
         }
         plies += 1;
     }
-    debug!(slice = %key, passes = plies, init_seconds, seconds = start.elapsed().as_secs_f64(), "slice solved");
+    debug!(
+        slice = %key,
+        passes = plies,
+        init_seconds,
+        log_bytes = log.bytes(),
+        seconds = start.elapsed().as_secs_f64(),
+        "slice solved"
+    );
 
-    // 3. Finish: undecided positions are draws (in place: the same allocation).
-    Ok(st
-        .values
-        .into_iter()
-        .map(|c| {
-            let v = c.into_inner();
-            if v >= UNDECIDED {
-                DRAW
-            } else {
-                v
-            }
-        })
-        .collect())
+    // 3. Finish: the table's values from the bytes and the log; undecided positions are draws.
+    drop(st.frontier);
+    let bytes = st.bytes;
+    let mut values = vec![ILLEGAL; n];
+    let segments: Mutex<Vec<(usize, &mut [u16])>> =
+        Mutex::new(values.chunks_mut(SEG_INDICES).enumerate().collect());
+    for_each_chunk(n.div_ceil(SEG_INDICES), 1, threads, |_| {
+        let (s, out) = segments.lock().expect("segments lock").pop().expect("one segment per chunk");
+        let first = s * SEG_INDICES;
+        for (o, b) in out.iter_mut().zip(&bytes[first..]) {
+            let b = b.load(Relaxed);
+            debug_assert!(b < S_LATER, "a position waits for a ply the passes never reached");
+            *o = if b == S_ILLEGAL { ILLEGAL } else { DRAW };
+        }
+        log.for_each_in_segment(s, |o, p| out[o] = p as u16 + 2);
+        Ok::<(), SolveError>(())
+    })?;
+    Ok(values)
+}
+
+/// What the init and the verification need besides the state.
+struct Context<'a> {
+    g: &'a Geometry,
+    key: SliceKey,
+    succ: &'a dyn Successors,
+    /// Exits by capture read by index (pawnless slices), see [`capture_exits`].
+    captures: Option<Vec<Option<CaptureExit<'a>>>>,
+}
+
+/// The exits of a position: the best for the side to move, and the slowest that loses.
+#[derive(Default)]
+struct Exits {
+    best: Option<Value>,
+    slowest_loss: u16,
+}
+
+impl Exits {
+    fn add(&mut self, v: Value) {
+        if let Value::Loss(d) = v {
+            self.slowest_loss = self.slowest_loss.max(d);
+        }
+        self.best = Some(self.best.map_or(v, |b| b.max(v)));
+    }
 }
 
 /// A changed position `i` (state `v`) in the pass of `plies` (a win for the opponent was found
 /// among its successors): lost if every move inside the slice leads to a win for the opponent,
-/// in one ply more than the slowest of them or in its slowest losing exit, whichever is later.
+/// in `plies + 1` or in its slowest losing exit, whichever is later. A successor decided as a
+/// win at a later ply does not count yet: when the passes reach it, this position is changed
+/// again.
 #[inline]
-fn verify(g: &Geometry, st: &State, i: usize, v: u16, plies: u32) {
+fn verify(ctx: &Context<'_>, st: &State, i: usize, v: u8, plies: u32) -> Result<(), SolveError> {
+    let g = ctx.g;
     let d = g.decode(i as u64).expect("a changed index is a position");
     let mut all_won = true;
-    let mut slowest = 0u16;
     g.for_each_move(&d, |s| {
-        if !all_won {
-            return;
-        }
-        let w = st.get(s as usize);
-        if w == ILLEGAL {
-            return; // Not a legal move.
-        }
-        if is_win(w) {
-            slowest = slowest.max(w - 2);
-        } else {
-            all_won = false;
+        if all_won {
+            let w = st.get(s as usize);
+            // An illegal successor is not a move.
+            all_won = w == S_WON || w == S_ILLEGAL;
         }
     });
     if !all_won {
-        st.set(i, v & !CHANGED);
-        return;
+        st.set(i, v & !F_CHANGED);
+        return Ok(());
     }
-    let lost_in = (slowest as u32 + 1).max((v & EXIT_MASK) as u32);
-    debug_assert!(
-        lost_in > plies,
-        "a loss is found after its last move became final"
-    );
+    let mut lost_in = plies + 1;
+    if v & F_LOSS_EXIT != 0 {
+        lost_in = lost_in.max(exits(ctx, &d)?.slowest_loss as u32);
+    }
     if lost_in == plies + 1 {
         st.set_next(i, plies + 1);
     } else {
-        st.set_final_later(i, lost_in);
+        st.set_later(i, lost_in);
+    }
+    Ok(())
+}
+
+/// The side to move's king, and the other king, in `d`.
+#[inline]
+fn kings(g: &Geometry, d: &Decoded) -> (Square, Square) {
+    match d.turn {
+        Color::White => (d.squares[0], d.squares[g.black_king]),
+        Color::Black => (d.squares[g.black_king], d.squares[0]),
     }
 }
 
-/// Looks at one index before the passes: illegal (left 0), final (no move inside the slice), or
-/// undecided with its best exit.
+/// The exits of a legal position: read by index for a pawnless position not in check, else
+/// through its legal moves.
+fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError> {
+    let g = ctx.g;
+    let (our_king, _) = kings(g, d);
+    match &ctx.captures {
+        Some(captures) if !g.attacked(d, our_king, d.turn.other()) => {
+            exits_by_captures(g, d, our_king, captures)
+        }
+        _ => Ok(exits_by_moves(ctx, d)?.0),
+    }
+}
+
+/// The exits of a legal position through its legal moves, whether it has a move inside the
+/// slice, and whether it has no move at all.
+fn exits_by_moves(ctx: &Context<'_>, d: &Decoded) -> Result<(Exits, bool, bool), SolveError> {
+    let g = ctx.g;
+    let pos =
+        g.ix.position_of(&d.squares[..g.n], d.turn)
+            .expect("a decoded index is a position");
+    debug_assert!(pos.validate().is_ok(), "{pos}");
+    let moves = pos.legal_moves();
+    let mut exits = Exits::default();
+    let mut inside = false;
+    for m in moves.iter() {
+        if m.leaves_slice() {
+            exits.add(ctx.succ.value_of(&pos.play(m))?.after_move());
+        } else {
+            inside = true;
+        }
+    }
+    Ok((exits, inside, moves.is_empty()))
+}
+
+/// Looks at one index before the passes: illegal (left 0), decided (no move inside the slice),
+/// or undecided with its best exit.
 #[inline]
-fn init_index(
-    g: &Geometry,
-    st: &State,
-    i: usize,
-    key: SliceKey,
-    succ: &dyn Successors,
-    captures: Option<&[Option<CaptureExit<'_>>]>,
-) -> Result<(), SolveError> {
+fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError> {
+    let g = ctx.g;
     let Some(d) = g.decode(i as u64) else {
         return Ok(());
     };
     let us = d.turn;
     let them = us.other();
-    let (our_king, their_king) = match us {
-        Color::White => (d.squares[0], d.squares[g.black_king]),
-        Color::Black => (d.squares[g.black_king], d.squares[0]),
-    };
+    let (our_king, their_king) = kings(g, &d);
     // Legal unless the side not to move is attacked (kings are never side by side here).
     if g.attacked(&d, their_king, us) {
         return Ok(());
@@ -662,7 +812,7 @@ fn init_index(
     // the king. Those positions, and positions in check (mates), are looked at move by move.
     let mut theirs = g.pawns[them.index()];
     for k in g.side(them) {
-        if k != 0 && k != g.black_king {
+        if !g.is_king(k) {
             theirs = theirs.with(d.squares[k]);
         }
     }
@@ -672,94 +822,88 @@ fn init_index(
     let in_check = g.attacked(&d, our_king, them);
     if !may_exit && !in_check {
         // Only moves inside the slice, or none (stalemate: never changed, a draw at the end).
-        st.set(i, UNDECIDED);
+        st.set(i, S_MAY_LOSE);
         return Ok(());
     }
-    if let (Some(captures), false) = (captures, in_check) {
-        return init_by_captures(g, st, i, &d, our_king, key, captures);
-    }
-    let pos =
-        g.ix.position_of(&d.squares[..g.n], d.turn)
-            .expect("a decoded index is a position");
-    debug_assert!(pos.validate().is_ok(), "{pos}");
-    let moves = pos.legal_moves();
-    if moves.is_empty() {
-        if pos.is_check() {
-            st.set_final_later(i, 0);
-        } else {
-            st.set(i, DRAW);
-        }
-        return Ok(());
-    }
-    let mut inside = false;
-    let mut best: Option<Value> = None;
-    let mut slowest_loss: u16 = 0;
-    for m in moves.iter() {
-        if m.leaves_slice() {
-            let v = succ.value_of(&pos.play(m))?.after_move();
-            if let Value::Loss(d) = v {
-                slowest_loss = slowest_loss.max(d);
+    if let (Some(captures), false) = (&ctx.captures, in_check) {
+        let exits = exits_by_captures(g, &d, our_king, captures)?;
+        if let Some(Value::Loss(_)) = exits.best {
+            // Lost unless a move inside the slice does better: is there one?
+            if !has_inside_move(g, &d, our_king) {
+                return set_decided(st, i, Value::Loss(exits.slowest_loss));
             }
-            best = Some(best.map_or(v, |b| b.max(v)));
-        } else {
-            inside = true;
         }
+        // With a move inside, or none at all (every capture illegal): a stalemate never changes
+        // and ends a draw, a position with only draws or wins is never lost.
+        return set_undecided(ctx, st, i, &exits);
+    }
+    let (exits, inside, no_move) = exits_by_moves(ctx, &d)?;
+    if no_move {
+        if in_check {
+            st.set_later(i, 0);
+        } else {
+            st.set(i, S_DRAW);
+        }
+        return Ok(());
     }
     if !inside {
         // Only exits: the best of them is final.
-        match best.expect("a move exists") {
-            Value::Draw => st.set(i, DRAW),
-            Value::Win(d) | Value::Loss(d) => st.set_final_later(i, d as u32),
-        }
-        return Ok(());
+        return set_decided(st, i, exits.best.expect("a move exists"));
     }
-    set_undecided(st, i, best, slowest_loss, key)
+    set_undecided(ctx, st, i, &exits)
 }
 
-/// Sets the state of a position with a move inside the slice from its best exit (`None`: no
-/// exit) and its slowest losing exit.
-#[inline]
-fn set_undecided(
-    st: &State,
-    i: usize,
-    best: Option<Value>,
-    slowest_loss: u16,
-    key: SliceKey,
-) -> Result<(), SolveError> {
-    let state = match best {
-        None => UNDECIDED,
-        Some(Value::Loss(_)) => {
-            if slowest_loss > EXIT_MASK {
-                return Err(SolveError::TooDeep(key));
-            }
-            UNDECIDED | slowest_loss
-        }
-        Some(Value::Draw) => NO_LOSS,
-        Some(Value::Win(d)) => {
-            if d > LEVEL_MASK {
-                return Err(SolveError::TooDeep(key));
-            }
-            st.set_pending(i, d as u32);
-            NO_LOSS | d
-        }
-    };
-    st.set(i, state);
+/// Sets a position decided at init (no move inside the slice that could change it).
+fn set_decided(st: &State, i: usize, v: Value) -> Result<(), SolveError> {
+    match v {
+        Value::Draw => st.set(i, S_DRAW),
+        Value::Win(d) | Value::Loss(d) => st.set_later(i, d as u32),
+    }
     Ok(())
 }
 
-/// [`init_index`] for a position of a pawnless slice that is not in check and has a capture:
-/// the captures are played on the placement and read by index from the successor slices; the
-/// moves inside the slice are looked for only when every capture loses.
+/// Sets the state of a position with a move inside the slice from its exits.
 #[inline]
-fn init_by_captures(
+fn set_undecided(ctx: &Context<'_>, st: &State, i: usize, exits: &Exits) -> Result<(), SolveError> {
+    match exits.best {
+        None => st.set(i, S_MAY_LOSE),
+        Some(Value::Loss(_)) => st.set(i, S_MAY_LOSE | F_LOSS_EXIT),
+        Some(Value::Draw) => st.set(i, S_NO_LOSS),
+        Some(Value::Win(d)) => {
+            if d >= MAX_PLIES {
+                return Err(SolveError::TooDeep(ctx.key));
+            }
+            st.set_win_exit(i, d as u32)
+        }
+    }
+    Ok(())
+}
+
+/// True if the side to move in `d` (not in check, king on `our_king`) has a legal move inside
+/// the slice (pawnless: a move to an empty square).
+fn has_inside_move(g: &Geometry, d: &Decoded, our_king: Square) -> bool {
+    let them = d.turn.other();
+    g.side(d.turn).any(|k| {
+        let from = d.squares[k];
+        let targets = attacks(g.men[k], from, d.occupied) & !d.occupied;
+        targets.into_iter().any(|to| {
+            let occupied = d.occupied.without(from).with(to);
+            let king = if g.is_king(k) { to } else { our_king };
+            !g.side(them)
+                .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
+        })
+    })
+}
+
+/// The exits of a position of a pawnless slice that is not in check: its captures, played on
+/// the placement and read by index from the successor slices.
+#[inline]
+fn exits_by_captures(
     g: &Geometry,
-    st: &State,
-    i: usize,
     d: &Decoded,
     our_king: Square,
-    key: SliceKey,
     captures: &[Option<CaptureExit<'_>>],
-) -> Result<(), SolveError> {
+) -> Result<Exits, SolveError> {
     let us = d.turn;
     let them = us.other();
     // True if, with the men of `them` but `skip` on their squares and `occupied`, our king on
@@ -769,8 +913,7 @@ fn init_by_captures(
             .filter(|&j| j != skip)
             .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
     };
-    let mut best: Option<Value> = None;
-    let mut slowest_loss: u16 = 0;
+    let mut exits = Exits::default();
     let mut victims = Bitboard::EMPTY;
     for j in g.side(them).filter(|&j| !g.is_king(j)) {
         victims = victims.with(d.squares[j]);
@@ -818,31 +961,10 @@ fn init_by_captures(
                 }
             }
             .after_move();
-            if let Value::Loss(d) = v {
-                slowest_loss = slowest_loss.max(d);
-            }
-            best = Some(best.map_or(v, |b| b.max(v)));
+            exits.add(v);
         }
     }
-    if let Some(Value::Loss(_)) = best {
-        // Lost unless a move inside the slice does better: is there one?
-        let inside = g.side(us).any(|k| {
-            let from = d.squares[k];
-            let targets = attacks(g.men[k], from, d.occupied) & !d.occupied;
-            targets.into_iter().any(|to| {
-                let occupied = d.occupied.without(from).with(to);
-                let king = if g.is_king(k) { to } else { our_king };
-                !attacked_after(king, occupied, usize::MAX)
-            })
-        });
-        if !inside {
-            st.set_final_later(i, slowest_loss as u32);
-            return Ok(());
-        }
-    }
-    // With a move inside, or none at all (every capture illegal): a stalemate never changes
-    // and ends a draw, a position with only draws or wins is never lost.
-    set_undecided(st, i, best, slowest_loss, key)
+    Ok(exits)
 }
 
 #[cfg(test)]

@@ -1,0 +1,189 @@
+//! The distances of a slice's decided positions, recorded ply by ply while it is solved.
+//!
+//! The solver keeps one byte of state per index: it knows that a position is won or lost, not in
+//! how many plies. At the start of the pass of ply `p` the frontier bitmap holds exactly the
+//! positions decided at `p`; [`DtmLog::record`] stores that bitmap compactly, cut into segments
+//! of [`SEG_INDICES`] indices, each as the gaps between its set bits (LEB128) or, when denser,
+//! as its raw words. At the end [`DtmLog::for_each_in_segment`] replays a segment's positions
+//! with their plies, to write the table's `u16` values one segment at a time.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use super::par::for_each_chunk;
+
+/// Words of 64 indices per segment.
+pub(super) const SEG_WORDS: usize = 1 << 16;
+/// Indices per segment.
+pub(super) const SEG_INDICES: usize = SEG_WORDS * 64;
+
+const TAG_GAPS: u8 = 0;
+const TAG_RAW: u8 = 1;
+
+/// One ply's positions: the segments' encodings, concatenated.
+struct Ply {
+    ply: u32,
+    data: Vec<u8>,
+    /// `data[starts[s]..starts[s + 1]]` is segment `s` (empty if it has no position).
+    starts: Vec<u64>,
+}
+
+/// The decided positions of a slice, by ply.
+#[derive(Default)]
+pub(super) struct DtmLog {
+    plies: Vec<Ply>,
+    bytes: usize,
+}
+
+impl DtmLog {
+    /// Records the set bits of `words` as the positions decided at `ply` (plies ascend from call
+    /// to call). The bitmap is left as it is.
+    pub(super) fn record(&mut self, ply: u32, words: &[AtomicU64], threads: usize) {
+        debug_assert!(self.plies.last().is_none_or(|p| p.ply < ply));
+        let segments = words.len().div_ceil(SEG_WORDS);
+        let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::new(Vec::new())).collect();
+        for_each_chunk(segments, 1, threads, |range| {
+            for s in range {
+                let seg = &words[s * SEG_WORDS..((s + 1) * SEG_WORDS).min(words.len())];
+                let bytes = encode(seg);
+                *encoded[s].lock().expect("segment lock") = bytes;
+            }
+            Ok::<(), ()>(())
+        })
+        .expect("encoding cannot fail");
+        let total: usize = encoded.iter().map(|e| e.lock().expect("segment lock").len()).sum();
+        if total == 0 {
+            return;
+        }
+        let mut data = Vec::with_capacity(total);
+        let mut starts = Vec::with_capacity(segments + 1);
+        starts.push(0);
+        for e in encoded {
+            data.extend_from_slice(&e.into_inner().expect("segment lock"));
+            starts.push(data.len() as u64);
+        }
+        self.bytes += data.len() + starts.len() * 8;
+        self.plies.push(Ply { ply, data, starts });
+    }
+
+    /// Bytes the log holds.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Calls `f(offset, ply)` for every position of segment `s` recorded at some ply, `offset`
+    /// counted from the segment's first index.
+    pub(super) fn for_each_in_segment(&self, s: usize, mut f: impl FnMut(usize, u32)) {
+        for p in &self.plies {
+            let Some(&end) = p.starts.get(s + 1) else {
+                continue;
+            };
+            let bytes = &p.data[p.starts[s] as usize..end as usize];
+            decode(bytes, |offset| f(offset, p.ply));
+        }
+    }
+}
+
+/// A segment's set bits: nothing if none, else a tag and the gaps or the raw words.
+fn encode(words: &[AtomicU64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut next = 0usize; // The first offset the next gap counts from.
+    for (w, word) in words.iter().enumerate() {
+        let mut bits = word.load(Relaxed);
+        while bits != 0 {
+            let offset = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if out.is_empty() {
+                out.push(TAG_GAPS);
+            }
+            let mut gap = (offset - next) as u64;
+            while gap >= 0x80 {
+                out.push(gap as u8 | 0x80);
+                gap >>= 7;
+            }
+            out.push(gap as u8);
+            next = offset + 1;
+        }
+        if out.len() > words.len() * 8 {
+            // Denser than the bitmap itself: store the words.
+            let mut raw = Vec::with_capacity(1 + words.len() * 8);
+            raw.push(TAG_RAW);
+            for word in words {
+                raw.extend_from_slice(&word.load(Relaxed).to_le_bytes());
+            }
+            return raw;
+        }
+    }
+    out
+}
+
+/// Calls `f` with every offset of an encoded segment, ascending.
+fn decode(bytes: &[u8], mut f: impl FnMut(usize)) {
+    let Some((&tag, rest)) = bytes.split_first() else {
+        return;
+    };
+    if tag == TAG_RAW {
+        for (w, chunk) in rest.chunks_exact(8).enumerate() {
+            let mut bits = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            while bits != 0 {
+                f(w * 64 + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        }
+        return;
+    }
+    let mut next = 0usize;
+    let mut gap = 0u64;
+    let mut shift = 0;
+    for &b in rest {
+        gap |= ((b & 0x7f) as u64) << shift;
+        if b & 0x80 != 0 {
+            shift += 7;
+            continue;
+        }
+        let offset = next + gap as usize;
+        f(offset);
+        next = offset + 1;
+        gap = 0;
+        shift = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bitmap(n: usize, bits: &[usize]) -> Vec<AtomicU64> {
+        let words: Vec<AtomicU64> = (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+        for &b in bits {
+            words[b / 64].fetch_or(1 << (b % 64), Relaxed);
+        }
+        words
+    }
+
+    /// Sparse and dense plies, several segments, the last one short: every position comes back
+    /// with its ply, in each segment in ascending order.
+    #[test]
+    fn replays_what_was_recorded() {
+        let n = 2 * SEG_INDICES + 1000;
+        let sparse: Vec<usize> = vec![0, 1, 127, 128, 300_000, SEG_INDICES - 1, SEG_INDICES + 5, n - 1];
+        // Every third index of the first segment: denser than its bitmap as gaps? No (1 byte
+        // per 3 bits is more than 1 bit each): stored raw.
+        let dense: Vec<usize> = (2..SEG_INDICES).step_by(3).collect();
+        let mut log = DtmLog::default();
+        log.record(0, &bitmap(n, &sparse), 2);
+        log.record(1, &bitmap(n, &[]), 2);
+        log.record(3, &bitmap(n, &dense), 1);
+        let mut seen: Vec<(usize, u32)> = Vec::new();
+        for s in 0..n.div_ceil(SEG_INDICES) {
+            log.for_each_in_segment(s, |o, p| seen.push((s * SEG_INDICES + o, p)));
+        }
+        let mut expected: Vec<(usize, u32)> = sparse.iter().map(|&i| (i, 0)).collect();
+        expected.extend(dense.iter().map(|&i| (i, 3)));
+        expected.sort();
+        seen.sort();
+        assert_eq!(seen, expected);
+        // The dense ply went in raw: about one bit per index of its segment.
+        assert!(log.bytes() < SEG_INDICES / 8 + 1000 + sparse.len() * 4, "{} bytes", log.bytes());
+    }
+}
