@@ -9,10 +9,10 @@ use tracing::{info, info_span};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
-use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
+use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::solve_waves;
-use zermelo_worker::SolveError;
+use zermelo_worker::{solve_slice_into, SolveError};
 
 use crate::memory::human_bytes;
 
@@ -126,21 +126,7 @@ pub fn build(
             continue;
         }
         info!(slices = mp.slice_count(), positions = mp.positions, "solving");
-        let values = solve_material(&tables, mp, threads, &|d| progress(done + d, total, &mp.material))?;
-        let slices: Vec<SliceData<'_>> = values
-            .iter()
-            .map(|(k, v)| SliceData { key: *k, values: v })
-            .collect();
-        let meta = TableMeta {
-            material: mp.material.to_string(),
-            metric: Metric::Dtm,
-            index_layout: INDEX_LAYOUT,
-        };
-        let options = WriteOptions {
-            threads,
-            ..WriteOptions::default()
-        };
-        let summary = write_table_with(&tables.path_of(&mp.material), &meta, &slices, &options)?;
+        let summary = solve_material(&tables, mp, threads, &|d| progress(done + d, total, &mp.material))?;
         tables.forget(&mp.material);
         done += mp.positions;
         progress(done, total, &mp.material);
@@ -174,19 +160,57 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
     found == expected && table.verify_checksum().is_ok()
 }
 
-/// Solves every slice of a material, wave by wave, and returns the values sorted by slice key.
+/// Solves every slice of a material and writes its table. A material of one slice that no other
+/// slice of it needs (pawnless) goes to its file as it is written out of the solver's state;
+/// the slices of a material with pawns are solved wave by wave and held (a pawn push leads
+/// into another slice of the material), then written sorted by key.
 fn solve_material(
     tables: &TableDir,
     mp: &MaterialPlan,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<BTreeMap<[u64; 2], SliceValues>, BuildError> {
+) -> Result<TableSummary, BuildError> {
     let mut map = SliceMap::new();
     for s in &mp.external {
         map.insert(*s, tables.load_slice(s)?);
     }
-    let solved = solve_waves(&mp.waves, &mut map, None, threads, progress)?;
-    Ok(solved.into_iter().map(|(k, v)| (k.raw(), v)).collect())
+    let meta = TableMeta {
+        material: mp.material.to_string(),
+        metric: Metric::Dtm,
+        index_layout: INDEX_LAYOUT,
+    };
+    let options = WriteOptions {
+        threads,
+        ..WriteOptions::default()
+    };
+    let path = tables.path_of(&mp.material);
+    if let [wave] = &mp.waves[..] {
+        if let [key] = &wave[..] {
+            if key.white_pawns.is_empty() && key.black_pawns.is_empty() {
+                let count = SliceIndexer::new(*key).size();
+                let mut writer = TableWriter::create(&path, &meta, 1, count, &options)?;
+                writer.begin_slice(key.raw(), count)?;
+                let mut written = 0;
+                solve_slice_into(key, &map, threads, &mut |values| {
+                    writer.push_values(values).map_err(|e| SolveError::Source(Box::new(e)))?;
+                    written += values.len() as u64;
+                    progress(written);
+                    Ok(())
+                })?;
+                writer.end_slice()?;
+                return Ok(writer.finish()?);
+            }
+        }
+    }
+    let solved: BTreeMap<[u64; 2], SliceValues> = solve_waves(&mp.waves, &mut map, None, threads, progress)?
+        .into_iter()
+        .map(|(k, v)| (k.raw(), v))
+        .collect();
+    let slices: Vec<SliceData<'_>> = solved
+        .iter()
+        .map(|(k, v)| SliceData { key: *k, values: v })
+        .collect();
+    Ok(write_table_with(&path, &meta, &slices, &options)?)
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use crate::format::{
     encode_slice_entry, validate_material, values_to_le, BlockEntry, Header, BLOCK_ENTRY_LEN,
     DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FOOTER_MAGIC, MAX_BLOCK_VALUES, SLICE_ENTRY_LEN,
 };
-use crate::{slice_hash, SliceData, SliceEntry, SliceKey, StorageError, TableMeta, TableSummary};
+use crate::hash::SliceHasher;
+use crate::{SliceData, SliceEntry, SliceKey, StorageError, TableMeta, TableSummary};
 
 /// How a table is written. The defaults give the canonical bytes that every node of a cluster
 /// writes for the same table; change them only for tests and experiments.
@@ -92,6 +93,17 @@ pub struct TableWriter {
     values_pushed: u64,
     /// Set by a failed write: the file is then in an unknown state and can only be dropped.
     failed: bool,
+    /// The slice being pushed in pieces, if any.
+    open: Option<OpenSlice>,
+}
+
+/// A slice begun and not yet ended.
+struct OpenSlice {
+    key: SliceKey,
+    count: u64,
+    /// Its first value's place in the table.
+    first: u64,
+    hasher: SliceHasher,
 }
 
 impl TableWriter {
@@ -154,6 +166,7 @@ impl TableWriter {
             blocks: Vec::with_capacity(header.block_count.min(1 << 20) as usize),
             values_pushed: 0,
             failed: false,
+            open: None,
             header,
         };
         let header_bytes = writer.header.encode();
@@ -163,39 +176,51 @@ impl TableWriter {
 
     /// Appends a slice. Keys must ascend strictly from call to call.
     pub fn push_slice(&mut self, key: SliceKey, values: &[u16]) -> Result<(), StorageError> {
+        self.begin_slice(key, values.len() as u64)?;
+        self.push_values(values)?;
+        self.end_slice()
+    }
+
+    /// Starts a slice of `count` values that arrive in pieces ([`push_values`](Self::push_values),
+    /// then [`end_slice`](Self::end_slice)), for slices too big to hold whole. Keys must ascend
+    /// strictly from slice to slice.
+    pub fn begin_slice(&mut self, key: SliceKey, count: u64) -> Result<(), StorageError> {
         self.check_usable()?;
+        if self.open.is_some() {
+            return Err(self.invalid("a slice is already open"));
+        }
         if self.slices.len() as u64 == self.header.slice_count {
-            return Err(StorageError::InvalidInput(format!(
-                "{}: more slices than the {} declared",
-                self.target.display(),
-                self.header.slice_count
-            )));
+            return Err(self.invalid(&format!("more slices than the {} declared", self.header.slice_count)));
         }
         if let Some(last) = self.slices.last() {
             if key <= last.key {
-                return Err(StorageError::InvalidInput(format!(
-                    "{}: slice key {key:?} does not follow key {:?}",
-                    self.target.display(),
-                    last.key
-                )));
+                return Err(self.invalid(&format!("slice key {key:?} does not follow key {:?}", last.key)));
             }
         }
-        let count = values.len() as u64;
         if count > self.header.value_count - self.values_pushed {
-            return Err(StorageError::InvalidInput(format!(
-                "{}: more values than the {} declared",
-                self.target.display(),
-                self.header.value_count
-            )));
+            return Err(self.invalid(&format!("more values than the {} declared", self.header.value_count)));
         }
-        let hash = slice_hash(&self.header.meta.material, key, values);
-        self.slices.push(SliceEntry {
+        self.open = Some(OpenSlice {
             key,
             count,
-            hash,
             first: self.values_pushed,
+            hasher: SliceHasher::new(&self.header.meta.material, key, count),
         });
-        self.values_pushed += count;
+        Ok(())
+    }
+
+    /// Appends values to the open slice.
+    pub fn push_values(&mut self, values: &[u16]) -> Result<(), StorageError> {
+        self.check_usable()?;
+        let Some(open) = self.open.as_mut() else {
+            return Err(self.invalid("values pushed with no slice open"));
+        };
+        if open.first + open.count - self.values_pushed < values.len() as u64 {
+            let count = open.count;
+            return Err(self.invalid(&format!("more values than the {count} declared for the slice")));
+        }
+        open.hasher.update(values);
+        self.values_pushed += values.len() as u64;
 
         let bv = self.header.block_values as usize;
         let mut rest = values;
@@ -210,9 +235,36 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Closes the open slice, which must have received every value declared for it.
+    pub fn end_slice(&mut self) -> Result<(), StorageError> {
+        self.check_usable()?;
+        let Some(open) = self.open.take() else {
+            return Err(self.invalid("no slice is open"));
+        };
+        let pushed = self.values_pushed - open.first;
+        if pushed != open.count {
+            self.failed = true;
+            return Err(self.invalid(&format!("slice {:?}: {} values declared, {pushed} pushed", open.key, open.count)));
+        }
+        self.slices.push(SliceEntry {
+            key: open.key,
+            count: open.count,
+            hash: open.hasher.finalize(),
+            first: open.first,
+        });
+        Ok(())
+    }
+
+    fn invalid(&self, what: &str) -> StorageError {
+        StorageError::InvalidInput(format!("{}: {what}", self.target.display()))
+    }
+
     /// Writes the tables and the footer, syncs, and renames the file into place.
     pub fn finish(mut self) -> Result<TableSummary, StorageError> {
         self.check_usable()?;
+        if self.open.is_some() {
+            return Err(self.invalid("a slice is still open"));
+        }
         if self.slices.len() as u64 != self.header.slice_count
             || self.values_pushed != self.header.value_count
         {

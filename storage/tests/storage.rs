@@ -269,11 +269,31 @@ fn same_input_gives_same_bytes() {
         w.push_slice(*k, v).unwrap();
     }
     let sc = w.finish().unwrap();
+    // And so does one fed each slice in pieces of uneven sizes.
+    let d = dir.path().join("d.zmt");
+    let mut w = TableWriter::create(
+        &d,
+        &meta("KPvK"),
+        slices.len() as u64,
+        total,
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    for (k, v) in &slices {
+        w.begin_slice(*k, v.len() as u64).unwrap();
+        for piece in v.chunks(777) {
+            w.push_values(piece).unwrap();
+        }
+        w.end_slice().unwrap();
+    }
+    let sd = w.finish().unwrap();
     assert_eq!(sa, sb);
     assert_eq!(sa, sc);
+    assert_eq!(sa, sd);
     let bytes = fs::read(&a).unwrap();
     assert_eq!(bytes, fs::read(&b).unwrap());
     assert_eq!(bytes, fs::read(&c).unwrap());
+    assert_eq!(bytes, fs::read(&d).unwrap());
 }
 
 /// Pins the canonical bytes: a change of format, of a default or of the zstd build that alters
@@ -369,6 +389,22 @@ fn a_failed_write_leaves_the_target_untouched_and_no_temp_file() {
         w.push_slice(good[1].0, &[]),
         Err(StorageError::InvalidInput(_))
     ));
+    drop(w);
+    // A slice fed in pieces: values with no slice open, more than declared, a slice ended
+    // short, a table finished with a slice open.
+    let mut w = TableWriter::create(&fresh, &meta("KRvK"), 2, 30, &WriteOptions::default()).unwrap();
+    let invalid = |r: Result<(), StorageError>| matches!(r, Err(StorageError::InvalidInput(_)));
+    assert!(invalid(w.push_values(&[1, 2])));
+    assert!(invalid(w.end_slice()));
+    w.begin_slice(good[0].0, 10).unwrap();
+    assert!(invalid(w.begin_slice(good[1].0, 20)), "two slices open at once");
+    assert!(invalid(w.push_values(&[1; 11])));
+    w.push_values(&[1; 4]).unwrap();
+    assert!(matches!(w.finish(), Err(StorageError::InvalidInput(_))));
+    let mut w = TableWriter::create(&fresh, &meta("KRvK"), 2, 30, &WriteOptions::default()).unwrap();
+    w.begin_slice(good[0].0, 10).unwrap();
+    w.push_values(&[1; 4]).unwrap();
+    assert!(invalid(w.end_slice()), "6 values missing");
     drop(w);
 
     // A target that cannot be replaced: a directory.

@@ -17,5 +17,5 @@ pub mod solver;
 pub mod tables;
 pub mod waves;
 
-pub use solver::{solve_slice, SolveError, Successors};
+pub use solver::{solve_slice, solve_slice_into, SolveError, Successors};
 pub use tables::{TableDir, TableError};

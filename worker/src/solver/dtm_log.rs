@@ -6,6 +6,14 @@
 //! of [`SEG_INDICES`] indices, each as the gaps between its set bits (LEB128) or, when denser,
 //! as its raw words. At the end [`DtmLog::for_each_in_segment`] replays a segment's positions
 //! with their plies, to write the table's `u16` values one segment at a time.
+//!
+//! The log holds about a byte per decided position. For a large slice it goes to an unnamed
+//! temporary file (in `TMPDIR`, removed by the system when closed), so that it takes no memory:
+//! it is written once, ply by ply, and read once, segment by segment.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -20,25 +28,41 @@ pub(super) const SEG_INDICES: usize = SEG_WORDS * 64;
 const TAG_GAPS: u8 = 0;
 const TAG_RAW: u8 = 1;
 
-/// One ply's positions: the segments' encodings, concatenated.
+/// One ply's positions: the segments' encodings, concatenated, at `at` in the log's bytes.
 struct Ply {
     ply: u32,
-    data: Vec<u8>,
-    /// `data[starts[s]..starts[s + 1]]` is segment `s` (empty if it has no position).
+    at: u64,
+    /// Segment `s` is at `at + starts[s]..at + starts[s + 1]` (empty if it has no position).
     starts: Vec<u64>,
 }
 
+/// Where the log's bytes are.
+enum Store {
+    Memory(Vec<u8>),
+    /// An unnamed temporary file, created with the first bytes.
+    File(Option<File>),
+}
+
 /// The decided positions of a slice, by ply.
-#[derive(Default)]
 pub(super) struct DtmLog {
     plies: Vec<Ply>,
-    bytes: usize,
+    store: Store,
+    bytes: u64,
 }
 
 impl DtmLog {
+    /// A log in memory, or in a temporary file if `spill`.
+    pub(super) fn new(spill: bool) -> DtmLog {
+        DtmLog {
+            plies: Vec::new(),
+            store: if spill { Store::File(None) } else { Store::Memory(Vec::new()) },
+            bytes: 0,
+        }
+    }
+
     /// Records the set bits of `words` as the positions decided at `ply` (plies ascend from call
     /// to call). The bitmap is left as it is.
-    pub(super) fn record(&mut self, ply: u32, words: &[AtomicU64], threads: usize) {
+    pub(super) fn record(&mut self, ply: u32, words: &[AtomicU64], threads: usize) -> std::io::Result<()> {
         debug_assert!(self.plies.last().is_none_or(|p| p.ply < ply));
         let segments = words.len().div_ceil(SEG_WORDS);
         let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::new(Vec::new())).collect();
@@ -53,7 +77,7 @@ impl DtmLog {
         .expect("encoding cannot fail");
         let total: usize = encoded.iter().map(|e| e.lock().expect("segment lock").len()).sum();
         if total == 0 {
-            return;
+            return Ok(());
         }
         let mut data = Vec::with_capacity(total);
         let mut starts = Vec::with_capacity(segments + 1);
@@ -62,25 +86,51 @@ impl DtmLog {
             data.extend_from_slice(&e.into_inner().expect("segment lock"));
             starts.push(data.len() as u64);
         }
-        self.bytes += data.len() + starts.len() * 8;
-        self.plies.push(Ply { ply, data, starts });
+        let at = self.bytes;
+        match &mut self.store {
+            Store::Memory(bytes) => bytes.extend_from_slice(&data),
+            Store::File(file) => {
+                let file = match file {
+                    Some(f) => f,
+                    None => file.insert(tempfile::tempfile()?),
+                };
+                file.write_all(&data)?;
+            }
+        }
+        self.bytes += data.len() as u64;
+        self.plies.push(Ply { ply, at, starts });
+        Ok(())
     }
 
-    /// Bytes the log holds.
-    pub(super) fn bytes(&self) -> usize {
+    /// Bytes of positions the log holds.
+    pub(super) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// Calls `f(offset, ply)` for every position of segment `s` recorded at some ply, `offset`
     /// counted from the segment's first index.
-    pub(super) fn for_each_in_segment(&self, s: usize, mut f: impl FnMut(usize, u32)) {
+    pub(super) fn for_each_in_segment(&self, s: usize, mut f: impl FnMut(usize, u32)) -> std::io::Result<()> {
+        let mut buf = Vec::new();
         for p in &self.plies {
             let Some(&end) = p.starts.get(s + 1) else {
                 continue;
             };
-            let bytes = &p.data[p.starts[s] as usize..end as usize];
+            let (from, to) = (p.at + p.starts[s], p.at + end);
+            if from == to {
+                continue;
+            }
+            let bytes = match &self.store {
+                Store::Memory(bytes) => &bytes[from as usize..to as usize],
+                Store::File(file) => {
+                    let file = file.as_ref().expect("a log with bytes has its file");
+                    buf.resize((to - from) as usize, 0);
+                    file.read_exact_at(&mut buf, from)?;
+                    &buf[..]
+                }
+            };
             decode(bytes, |offset| f(offset, p.ply));
         }
+        Ok(())
     }
 }
 
@@ -165,18 +215,25 @@ mod tests {
     /// with its ply, in each segment in ascending order.
     #[test]
     fn replays_what_was_recorded() {
+        for spill in [false, true] {
+            replays_what_was_recorded_in(spill);
+        }
+    }
+
+    fn replays_what_was_recorded_in(spill: bool) {
         let n = 2 * SEG_INDICES + 1000;
         let sparse: Vec<usize> = vec![0, 1, 127, 128, 300_000, SEG_INDICES - 1, SEG_INDICES + 5, n - 1];
         // Every third index of the first segment: denser than its bitmap as gaps? No (1 byte
         // per 3 bits is more than 1 bit each): stored raw.
         let dense: Vec<usize> = (2..SEG_INDICES).step_by(3).collect();
-        let mut log = DtmLog::default();
-        log.record(0, &bitmap(n, &sparse), 2);
-        log.record(1, &bitmap(n, &[]), 2);
-        log.record(3, &bitmap(n, &dense), 1);
+        let mut log = DtmLog::new(spill);
+        log.record(0, &bitmap(n, &sparse), 2).unwrap();
+        log.record(1, &bitmap(n, &[]), 2).unwrap();
+        log.record(3, &bitmap(n, &dense), 1).unwrap();
         let mut seen: Vec<(usize, u32)> = Vec::new();
         for s in 0..n.div_ceil(SEG_INDICES) {
-            log.for_each_in_segment(s, |o, p| seen.push((s * SEG_INDICES + o, p)));
+            log.for_each_in_segment(s, |o, p| seen.push((s * SEG_INDICES + o, p)))
+                .unwrap();
         }
         let mut expected: Vec<(usize, u32)> = sparse.iter().map(|&i| (i, 0)).collect();
         expected.extend(dense.iter().map(|&i| (i, 3)));
@@ -184,6 +241,6 @@ mod tests {
         seen.sort();
         assert_eq!(seen, expected);
         // The dense ply went in raw: about one bit per index of its segment.
-        assert!(log.bytes() < SEG_INDICES / 8 + 1000 + sparse.len() * 4, "{} bytes", log.bytes());
+        assert!(log.bytes() < (SEG_INDICES / 8 + 1000) as u64, "{} bytes", log.bytes());
     }
 }

@@ -50,3 +50,27 @@ pub(crate) fn atomic_u8s(n: usize) -> Vec<AtomicU8> {
     v.extend((0..n).map(|_| AtomicU8::new(0)));
     v
 }
+
+/// Gives the memory of `bytes` back to the system (the whole pages inside it), for an array
+/// that is read no more: its values become 0 (a valid value, never read again by the solver).
+pub(crate) fn release_bytes(bytes: &[AtomicU8]) {
+    #[cfg(target_os = "linux")]
+    {
+        let page = 4096usize;
+        let start = bytes.as_ptr() as usize;
+        let aligned = start.next_multiple_of(page);
+        let len = (start + bytes.len()).saturating_sub(aligned) / page * page;
+        if len == 0 {
+            return;
+        }
+        // Safety: the range lies inside `bytes` (start rounded up, end rounded down to pages),
+        // which this process owns and keeps mapped; MADV_DONTNEED on private anonymous memory
+        // makes it read as zeros afterwards, and 0 is a valid `AtomicU8`. No reference into
+        // the range is used after the call by the solver.
+        unsafe {
+            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_DONTNEED);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+}

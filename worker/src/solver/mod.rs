@@ -14,7 +14,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::MAX_PLIES;
 use zermelo_chess::{Position, Value};
 
-pub use retrograde::solve_slice;
+pub use retrograde::{solve_slice, solve_slice_into};
 
 /// Values of positions outside the slice being solved.
 pub trait Successors: Sync {
@@ -39,6 +39,9 @@ pub enum SolveError {
     /// A successor source failed (a table file that cannot be read, say): the source's error.
     #[error("reading successor values: {0}")]
     Source(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The temporary file of a large slice's plies (see `dtm_log`) could not be written or read.
+    #[error("the solver's temporary file of plies (in TMPDIR) failed: {0}")]
+    Scratch(#[source] std::io::Error),
     #[error("slice {0} has a mate distance over {MAX_PLIES} plies")]
     TooDeep(SliceKey),
 }

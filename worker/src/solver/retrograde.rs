@@ -46,7 +46,7 @@ use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 
 use super::dtm_log::{DtmLog, SEG_INDICES};
-use super::memory::{atomic_u64s, atomic_u8s};
+use super::memory::{atomic_u64s, atomic_u8s, release_bytes};
 use super::par::for_each_chunk;
 use super::{SolveError, Successors};
 
@@ -106,6 +106,8 @@ fn decided(plies: u32) -> u8 {
 const CHUNK_SHIFT: u32 = 12;
 /// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
 const MASK_LEVELS: u32 = 512;
+/// Slices of this many indices or more keep their log of plies in a temporary file.
+const SPILL_FROM: usize = 1 << 24;
 /// Shards of the side map of plies too large for a byte.
 const FAR_SHARDS: usize = 64;
 
@@ -565,6 +567,23 @@ pub(super) fn sort_like_men(men: &[Piece], squares: &mut [Square]) {
 /// Solves one slice. `threads` is the number of threads for this slice; the output does not
 /// depend on it.
 pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Result<Vec<u16>, SolveError> {
+    let mut values = Vec::with_capacity(SliceIndexer::new(*key).size() as usize);
+    solve_slice_into(key, succ, threads, &mut |v| {
+        values.extend_from_slice(v);
+        Ok(())
+    })?;
+    Ok(values)
+}
+
+/// Solves one slice and hands its values to `sink` in index order, a few million at a time, as
+/// they are written from the solver's state: a slice too big to hold as `u16` values goes
+/// straight to its table file. The state is released as it is written out.
+pub fn solve_slice_into(
+    key: &SliceKey,
+    succ: &dyn Successors,
+    threads: usize,
+    sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
+) -> Result<(), SolveError> {
     let g = Geometry::new(key);
     let n = g.ix.size() as usize;
     let start = std::time::Instant::now();
@@ -588,7 +607,7 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
 
     // 2. Retrograde passes, one per ply.
     let words = st.frontier[0].len();
-    let mut log = DtmLog::default();
+    let mut log = DtmLog::new(n >= SPILL_FROM);
     let mut plies: u32 = 0;
     while plies <= st.horizon.load(Relaxed) {
         if plies >= MAX_PLIES as u32 - 1 {
@@ -617,7 +636,7 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
             Ok::<(), SolveError>(())
         })?;
         // The frontier is now every position decided at this ply.
-        log.record(plies, frontier, threads);
+        log.record(plies, frontier, threads).map_err(SolveError::Scratch)?;
         // Un-move from the frontier.
         let lost_here = plies.is_multiple_of(2);
         for_each_chunk(words, 64, threads, |range| {
@@ -672,24 +691,43 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
         "slice solved"
     );
 
-    // 3. Finish: the table's values from the bytes and the log; undecided positions are draws.
-    drop(st.frontier);
-    let bytes = st.bytes;
-    let mut values = vec![ILLEGAL; n];
-    let segments: Mutex<Vec<(usize, &mut [u16])>> =
-        Mutex::new(values.chunks_mut(SEG_INDICES).enumerate().collect());
-    for_each_chunk(n.div_ceil(SEG_INDICES), 1, threads, |_| {
-        let (s, out) = segments.lock().expect("segments lock").pop().expect("one segment per chunk");
-        let first = s * SEG_INDICES;
-        for (o, b) in out.iter_mut().zip(&bytes[first..]) {
-            let b = b.load(Relaxed);
-            debug_assert!(b < S_LATER, "a position waits for a ply the passes never reached");
-            *o = if b == S_ILLEGAL { ILLEGAL } else { DRAW };
+    // 3. Finish: the table's values from the bytes and the log, a few segments at a time (one
+    // per thread); undecided positions are draws.
+    let State { bytes, frontier, pending, changed, .. } = st;
+    drop((frontier, pending, changed));
+    let segments = n.div_ceil(SEG_INDICES);
+    let batch = threads.max(1);
+    for first in (0..segments).step_by(batch) {
+        let last = (first + batch).min(segments);
+        let out: Vec<Mutex<Vec<u16>>> = (first..last).map(|_| Mutex::default()).collect();
+        for_each_chunk(last - first, 1, threads, |range| {
+            for k in range {
+                let s = first + k;
+                let states = &bytes[s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n)];
+                let mut values: Vec<u16> = states
+                    .iter()
+                    .map(|b| {
+                        let b = b.load(Relaxed);
+                        debug_assert!(b < S_LATER, "a position waits for a ply the passes never reached");
+                        if b == S_ILLEGAL {
+                            ILLEGAL
+                        } else {
+                            DRAW
+                        }
+                    })
+                    .collect();
+                log.for_each_in_segment(s, |o, p| values[o] = p as u16 + 2)
+                    .map_err(SolveError::Scratch)?;
+                *out[k].lock().expect("segment lock") = values;
+            }
+            Ok::<(), SolveError>(())
+        })?;
+        for values in out {
+            sink(&values.into_inner().expect("segment lock"))?;
         }
-        log.for_each_in_segment(s, |o, p| out[o] = p as u16 + 2);
-        Ok::<(), SolveError>(())
-    })?;
-    Ok(values)
+        release_bytes(&bytes[first * SEG_INDICES..(last * SEG_INDICES).min(n)]);
+    }
+    Ok(())
 }
 
 /// What the init and the verification need besides the state.
