@@ -1,10 +1,10 @@
 //! The distances of a slice's decided positions, recorded ply by ply while it is solved.
 //!
 //! The solver keeps one byte of state per index: it knows that a position is won or lost, not in
-//! how many plies. At the start of the pass of ply `p` the frontier bitmap holds exactly the
-//! positions decided at `p`; [`DtmLog::record`] stores that bitmap compactly, cut into segments
-//! of [`SEG_INDICES`] indices, each as the gaps between its set bits (LEB128) or, when denser,
-//! as its raw words. At the end [`DtmLog::for_each_in_segment`] replays a segment's positions
+//! how many plies. At the start of the pass of ply `p` it finds the positions decided at `p`
+//! (its frontier) segment by segment, [`SEG_INDICES`] indices each, and hands each segment's
+//! positions to a [`SegmentEncoder`]: the gaps between them (LEB128) or, when denser, a bitmap.
+//! [`DtmLog::record`] keeps the ply's segments. At the end [`DtmLog::for_each_in_segment`] replays a segment's positions
 //! with their plies, to write the table's `u16` values one segment at a time.
 //!
 //! The log holds about a byte per decided position. For a large slice it goes to an unnamed
@@ -15,15 +15,8 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
-
-use super::par::for_each_chunk;
-
-/// Words of 64 indices per segment.
-pub(super) const SEG_WORDS: usize = 1 << 16;
 /// Indices per segment.
-pub(super) const SEG_INDICES: usize = SEG_WORDS * 64;
+pub(super) const SEG_INDICES: usize = 1 << 22;
 
 const TAG_GAPS: u8 = 0;
 const TAG_RAW: u8 = 1;
@@ -60,30 +53,19 @@ impl DtmLog {
         }
     }
 
-    /// Records the set bits of `words` as the positions decided at `ply` (plies ascend from call
-    /// to call). The bitmap is left as it is.
-    pub(super) fn record(&mut self, ply: u32, words: &[AtomicU64], threads: usize) -> std::io::Result<()> {
+    /// Records the positions decided at `ply` (plies ascend from call to call): the encoding of
+    /// every segment, in order.
+    pub(super) fn record(&mut self, ply: u32, encoded: Vec<Vec<u8>>) -> std::io::Result<()> {
         debug_assert!(self.plies.last().is_none_or(|p| p.ply < ply));
-        let segments = words.len().div_ceil(SEG_WORDS);
-        let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::new(Vec::new())).collect();
-        for_each_chunk(segments, 1, threads, |range| {
-            for s in range {
-                let seg = &words[s * SEG_WORDS..((s + 1) * SEG_WORDS).min(words.len())];
-                let bytes = encode(seg);
-                *encoded[s].lock().expect("segment lock") = bytes;
-            }
-            Ok::<(), ()>(())
-        })
-        .expect("encoding cannot fail");
-        let total: usize = encoded.iter().map(|e| e.lock().expect("segment lock").len()).sum();
+        let total: usize = encoded.iter().map(Vec::len).sum();
         if total == 0 {
             return Ok(());
         }
         let mut data = Vec::with_capacity(total);
-        let mut starts = Vec::with_capacity(segments + 1);
+        let mut starts = Vec::with_capacity(encoded.len() + 1);
         starts.push(0);
         for e in encoded {
-            data.extend_from_slice(&e.into_inner().expect("segment lock"));
+            data.extend_from_slice(&e);
             starts.push(data.len() as u64);
         }
         let at = self.bytes;
@@ -134,37 +116,66 @@ impl DtmLog {
     }
 }
 
-/// A segment's set bits: nothing if none, else a tag and the gaps or the raw words.
-fn encode(words: &[AtomicU64]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut next = 0usize; // The first offset the next gap counts from.
-    for (w, word) in words.iter().enumerate() {
-        let mut bits = word.load(Relaxed);
-        while bits != 0 {
-            let offset = w * 64 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if out.is_empty() {
-                out.push(TAG_GAPS);
-            }
-            let mut gap = (offset - next) as u64;
-            while gap >= 0x80 {
-                out.push(gap as u8 | 0x80);
-                gap >>= 7;
-            }
-            out.push(gap as u8);
-            next = offset + 1;
-        }
-        if out.len() > words.len() * 8 {
-            // Denser than the bitmap itself: store the words.
-            let mut raw = Vec::with_capacity(1 + words.len() * 8);
-            raw.push(TAG_RAW);
-            for word in words {
-                raw.extend_from_slice(&word.load(Relaxed).to_le_bytes());
-            }
-            return raw;
+/// Encodes the positions of one segment, given in ascending order: nothing if none, else a
+/// tag and the gaps, or the bitmap when that is shorter.
+pub(super) struct SegmentEncoder {
+    /// Indices in the segment.
+    len: usize,
+    out: Vec<u8>,
+    /// The next offset a gap counts from.
+    next: usize,
+    /// Set once the gaps would be longer than the bitmap.
+    raw: Option<Vec<u64>>,
+}
+
+impl SegmentEncoder {
+    pub(super) fn new(len: usize) -> SegmentEncoder {
+        SegmentEncoder {
+            len,
+            out: Vec::new(),
+            next: 0,
+            raw: None,
         }
     }
-    out
+
+    #[inline]
+    pub(super) fn push(&mut self, offset: usize) {
+        debug_assert!(offset >= self.next && offset < self.len);
+        if let Some(words) = &mut self.raw {
+            words[offset / 64] |= 1 << (offset % 64);
+            return;
+        }
+        if self.out.is_empty() {
+            self.out.push(TAG_GAPS);
+        }
+        let mut gap = (offset - self.next) as u64;
+        while gap >= 0x80 {
+            self.out.push(gap as u8 | 0x80);
+            gap >>= 7;
+        }
+        self.out.push(gap as u8);
+        self.next = offset + 1;
+        if self.out.len() > self.len.div_ceil(64) * 8 {
+            // Denser than the bitmap: switch to it.
+            let mut words = vec![0u64; self.len.div_ceil(64)];
+            decode(&self.out, |o| words[o / 64] |= 1 << (o % 64));
+            self.raw = Some(words);
+        }
+    }
+
+    pub(super) fn finish(self) -> Vec<u8> {
+        match self.raw {
+            None => self.out,
+            Some(words) => {
+                let mut raw = Vec::with_capacity(1 + words.len() * 8);
+                raw.push(TAG_RAW);
+                for w in words {
+                    raw.extend_from_slice(&w.to_le_bytes());
+                }
+                raw
+            }
+        }
+    }
 }
 
 /// Calls `f` with every offset of an encoded segment, ascending.
@@ -203,12 +214,18 @@ fn decode(bytes: &[u8], mut f: impl FnMut(usize)) {
 mod tests {
     use super::*;
 
-    fn bitmap(n: usize, bits: &[usize]) -> Vec<AtomicU64> {
-        let words: Vec<AtomicU64> = (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-        for &b in bits {
-            words[b / 64].fetch_or(1 << (b % 64), Relaxed);
-        }
-        words
+    /// The encodings of the segments of `0..n` holding `positions` (ascending).
+    fn segments(n: usize, positions: &[usize]) -> Vec<Vec<u8>> {
+        (0..n.div_ceil(SEG_INDICES))
+            .map(|s| {
+                let first = s * SEG_INDICES;
+                let mut e = SegmentEncoder::new(SEG_INDICES.min(n - first));
+                for &p in positions.iter().filter(|&&p| (first..first + SEG_INDICES).contains(&p)) {
+                    e.push(p - first);
+                }
+                e.finish()
+            })
+            .collect()
     }
 
     /// Sparse and dense plies, several segments, the last one short: every position comes back
@@ -227,9 +244,9 @@ mod tests {
         // per 3 bits is more than 1 bit each): stored raw.
         let dense: Vec<usize> = (2..SEG_INDICES).step_by(3).collect();
         let mut log = DtmLog::new(spill);
-        log.record(0, &bitmap(n, &sparse), 2).unwrap();
-        log.record(1, &bitmap(n, &[]), 2).unwrap();
-        log.record(3, &bitmap(n, &dense), 1).unwrap();
+        log.record(0, segments(n, &sparse)).unwrap();
+        log.record(1, segments(n, &[])).unwrap();
+        log.record(3, segments(n, &dense)).unwrap();
         let mut seen: Vec<(usize, u32)> = Vec::new();
         for s in 0..n.div_ceil(SEG_INDICES) {
             log.for_each_in_segment(s, |o, p| seen.push((s * SEG_INDICES + o, p)))

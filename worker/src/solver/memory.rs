@@ -5,7 +5,7 @@
 //! the TLB; with 2 MiB pages (Linux transparent huge pages, which this machine kind grants on
 //! `madvise`) far fewer do.
 
-use std::sync::atomic::{AtomicU64, AtomicU8};
+use std::sync::atomic::AtomicU8;
 
 /// Arrays smaller than this stay on normal pages (a huge page would mostly be wasted).
 const HUGE_FROM_BYTES: usize = 8 << 20;
@@ -33,14 +33,6 @@ fn advise_huge_pages<T>(v: &Vec<T>) {
             libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
         }
     }
-}
-
-/// `n` words set to 0, on huge pages when large.
-pub(crate) fn atomic_u64s(n: usize) -> Vec<AtomicU64> {
-    let mut v = Vec::with_capacity(n);
-    advise_huge_pages(&v);
-    v.extend((0..n).map(|_| AtomicU64::new(0)));
-    v
 }
 
 /// `n` bytes set to 0, on huge pages when large.

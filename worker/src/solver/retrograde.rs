@@ -1,18 +1,19 @@
 //! The slice solver (DESIGN §2): pure and synchronous, one slice against the finished values of
 //! its successors.
 //!
-//! State: **one byte per index** while the slice is solved (the codes below), with two frontier
-//! bitmaps and per-chunk summaries beside it: about 1.27 bytes per index. The byte says what a
-//! position is (illegal, draw, won, lost, undecided, decided later at a known ply), not in how
-//! many plies it was decided: that is recorded ply by ply in a [`DtmLog`] from the frontier, and
-//! the table's `u16` values (`0` illegal, `1` draw, `2 + n` mate in `n` plies) are written from
-//! the bytes and the log at the end.
+//! State: **one byte per index** while the slice is solved (the codes below), with per-chunk
+//! summaries beside it (about 0.02 bytes per index). The byte says what a position is (illegal,
+//! draw, won, lost, in the frontier, undecided, decided later at a known ply), not in how many
+//! plies it was decided: that is recorded ply by ply in a [`DtmLog`] from the frontier, and the
+//! table's `u16` values (`0` illegal, `1` draw, `2 + n` mate in `n` plies) are written from the
+//! bytes and the log at the end, segment by segment, as the bytes are released.
 //!
 //! 1. *Init*: illegal placements are left at 0; positions that have an exit (a capture, a pawn
 //!    move or a promotion) or are in check are looked at move by move (exits valued from the
 //!    successor slices, mates found); every other position starts undecided, with no exit.
 //! 2. *Retrograde passes*, one per ply `n`, from the positions decided at exactly `n` plies
-//!    (the frontier), by un-moves computed on the index (no `Position` is built):
+//!    (the frontier: [`S_FRONTIER`], found by scanning the chunks flagged for it), by un-moves
+//!    computed on the index (no `Position` is built):
 //!    * `n` even (lost in `n`): every undecided predecessor wins in `n + 1`;
 //!    * `n` odd (won in `n`): every predecessor that may still lose is marked *changed*; then each
 //!      changed position is *verified*: if every move inside the slice leads to a position won
@@ -28,8 +29,8 @@
 //! The result is a pure function of the slice and its successors: every phase reads only states
 //! final before it and writes each index from one rule, so the bytes do not depend on the
 //! number of threads or the order of the work. Threads share the state through relaxed atomic
-//! loads and stores (plain moves on x86); the only locked operations set frontier bits, once per
-//! position that becomes final.
+//! loads and stores (plain moves on x86); the only locked operation sets a chunk's bit for a
+//! later ply, when it is not set yet.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -45,8 +46,8 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 
-use super::dtm_log::{DtmLog, SEG_INDICES};
-use super::memory::{atomic_u64s, atomic_u8s, release_bytes};
+use super::dtm_log::{DtmLog, SegmentEncoder, SEG_INDICES};
+use super::memory::{atomic_u8s, release_bytes};
 use super::par::for_each_chunk;
 use super::{SolveError, Successors};
 
@@ -59,17 +60,22 @@ const S_DRAW: u8 = 1;
 const S_WON: u8 = 2;
 /// Lost for the side to move, final (its ply is in the log).
 const S_LOST: u8 = 3;
-/// `4..=7`: undecided and may still be lost, with the two flags below.
-const S_MAY_LOSE: u8 = 4;
+/// Decided at the ply of the pass being run: its frontier, to un-move from (then [`S_WON`] or
+/// [`S_LOST`]).
+const S_FRONTIER: u8 = 4;
+/// Decided at the ply after the pass being run: the next frontier.
+const S_NEXT: u8 = 5;
+/// `8..=11`: undecided and may still be lost, with the two flags below.
+const S_MAY_LOSE: u8 = 8;
 /// Flag of [`S_MAY_LOSE`]: a move of it was found to lead to a win for the opponent in this
 /// ply; it is verified at the end of the ply.
 const F_CHANGED: u8 = 1;
 /// Flag of [`S_MAY_LOSE`]: it has a losing exit (looked up again if it is lost).
 const F_LOSS_EXIT: u8 = 2;
-/// `8`: undecided and cannot be lost (an exit holds the draw), no winning exit.
-/// `9..=126`: the same with a winning exit in `2 (code - 8) - 1` plies: it wins then unless
+/// `12`: undecided and cannot be lost (an exit holds the draw), no winning exit.
+/// `13..=126`: the same with a winning exit in `2 (code - 12) - 1` plies: it wins then unless
 /// it wins faster inside. `127`: the same, the exit's ply in the side map.
-const S_NO_LOSS: u8 = 8;
+const S_NO_LOSS: u8 = 12;
 const S_WIN_EXIT_FAR: u8 = 127;
 /// `128..=254`: decided at ply `code - 128` (won if odd, lost if even), not yet reached by the
 /// passes. `255`: the same, the ply in the side map.
@@ -114,9 +120,6 @@ const FAR_SHARDS: usize = 64;
 /// The state of a slice being solved, with the summaries the passes need.
 struct State {
     bytes: Vec<AtomicU8>,
-    /// Frontier bitmaps: `frontier[p % 2]` holds the indices decided at `p` plies, to un-move
-    /// from in the pass of `p`.
-    frontier: [Vec<AtomicU64>; 2],
     /// Per chunk of 2^CHUNK_SHIFT indices, a bit per distance at which some index of the chunk
     /// is decided other than through the pass before (mates, positions with only exits,
     /// winning exits, losses slowed by an exit): those chunks are scanned at that distance.
@@ -127,22 +130,26 @@ struct State {
     far: Vec<Mutex<HashMap<u64, u32>>>,
     /// Per chunk: 1 if it holds a [`F_CHANGED`] index to verify.
     changed: Vec<AtomicU8>,
+    /// Per chunk: 1 if it holds an [`S_NEXT`] index.
+    next: Vec<AtomicU8>,
+    /// Per chunk: 1 if it holds an [`S_FRONTIER`] index.
+    in_frontier: Vec<AtomicU8>,
     /// Largest distance assigned so far (final or pending): the passes run up to it.
     horizon: AtomicU32,
 }
 
 impl State {
     fn new(n: usize) -> State {
-        let words = n.div_ceil(64);
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
-        let bitmap = || atomic_u64s(words);
+        let flags = || (0..chunks).map(|_| AtomicU8::new(0)).collect();
         State {
             bytes: atomic_u8s(n),
-            frontier: [bitmap(), bitmap()],
+            next: flags(),
+            in_frontier: flags(),
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
-            changed: (0..chunks).map(|_| AtomicU8::new(0)).collect(),
+            changed: flags(),
             horizon: AtomicU32::new(0),
         }
     }
@@ -174,12 +181,11 @@ impl State {
     /// Sets a position decided in the pass of `plies - 1`: it joins the next frontier.
     #[inline]
     fn set_next(&self, i: usize, plies: u32) {
-        self.set(i, decided(plies));
-        // Atomic read-modify-writes are dear: skip them when they would change nothing.
-        let word = &self.frontier[plies as usize % 2][i / 64];
-        let bit = 1u64 << (i % 64);
-        if word.load(Relaxed) & bit == 0 {
-            word.fetch_or(bit, Relaxed);
+        self.set(i, S_NEXT);
+        // Stores to a shared line are dear: skip them when they would change nothing.
+        let flag = &self.next[i >> CHUNK_SHIFT];
+        if flag.load(Relaxed) == 0 {
+            flag.store(1, Relaxed);
         }
         if self.horizon.load(Relaxed) < plies {
             self.horizon.fetch_max(plies, Relaxed);
@@ -233,7 +239,7 @@ impl State {
         match v {
             S_LATER_FAR | S_WIN_EXIT_FAR => Some(self.far_ply(i)),
             S_LATER.. => Some((v - S_LATER) as u32),
-            9..S_WIN_EXIT_FAR => Some(2 * (v - S_NO_LOSS) as u32 - 1),
+            13..S_WIN_EXIT_FAR => Some(2 * (v - S_NO_LOSS) as u32 - 1),
             _ => None,
         }
     }
@@ -606,45 +612,64 @@ pub fn solve_slice_into(
     let init_seconds = start.elapsed().as_secs_f64();
 
     // 2. Retrograde passes, one per ply.
-    let words = st.frontier[0].len();
     let mut log = DtmLog::new(n >= SPILL_FROM);
     let mut plies: u32 = 0;
+    let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
     while plies <= st.horizon.load(Relaxed) {
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
         }
-        let frontier = &st.frontier[plies as usize % 2];
-        // Indices decided at this distance other than through the last pass join the
-        // frontier: scan the chunks flagged for it.
+        // The frontier: the positions decided in the last pass, and those decided at this ply
+        // other than through it (scan the chunks flagged for it). Recorded in the log.
         let scan_all =
             plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
-        for_each_chunk(st.pending.len(), 16, threads, |chunks| {
-            for c in chunks {
-                let flagged = plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
-                if !flagged && !scan_all {
-                    continue;
-                }
-                for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
-                    let v = st.get(i);
-                    if st.waits_for(i, v) == Some(plies) {
-                        st.set(i, decided(plies));
-                        frontier[i / 64].fetch_or(1 << (i % 64), Relaxed);
+        let segments = n.div_ceil(SEG_INDICES);
+        let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::default()).collect();
+        for_each_chunk(segments, 1, threads, |range| {
+            for s in range {
+                let first = s * SEG_INDICES;
+                let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
+                let chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
+                for c in chunks {
+                    let pending = plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                    let next = st.next[c].swap(0, Relaxed) != 0;
+                    if !pending && !next && !scan_all {
+                        continue;
+                    }
+                    let mut any = false;
+                    for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
+                        let v = st.get(i);
+                        if v == S_NEXT || (pending || scan_all) && st.waits_for(i, v) == Some(plies) {
+                            st.set(i, S_FRONTIER);
+                            enc.push(i - first);
+                            any = true;
+                        }
+                    }
+                    if any {
+                        st.in_frontier[c].store(1, Relaxed);
                     }
                 }
+                *encoded[s].lock().expect("segment lock") = enc.finish();
             }
             Ok::<(), SolveError>(())
         })?;
-        // The frontier is now every position decided at this ply.
-        log.record(plies, frontier, threads).map_err(SolveError::Scratch)?;
+        let encoded = encoded.into_iter().map(|e| e.into_inner().expect("segment lock")).collect();
+        log.record(plies, encoded).map_err(SolveError::Scratch)?;
         // Un-move from the frontier.
         let lost_here = plies.is_multiple_of(2);
-        for_each_chunk(words, 64, threads, |range| {
-            for w in range {
-                let mut bits = frontier[w].swap(0, Relaxed);
-                while bits != 0 {
-                    let j = (w * 64) as u64 + bits.trailing_zeros() as u64;
-                    bits &= bits - 1;
+        let now = decided(plies);
+        for_each_chunk(st.in_frontier.len(), 1, threads, |chunks| {
+            for c in chunks {
+                if st.in_frontier[c].swap(0, Relaxed) == 0 {
+                    continue;
+                }
+                for j in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
+                    if st.get(j) != S_FRONTIER {
+                        continue;
+                    }
+                    st.set(j, now);
+                    let j = j as u64;
                     let d = g.decode(j).expect("a decided index is a position");
                     g.for_each_unmove(j, &d, |p| {
                         let p = p as usize;
@@ -693,8 +718,8 @@ pub fn solve_slice_into(
 
     // 3. Finish: the table's values from the bytes and the log, a few segments at a time (one
     // per thread); undecided positions are draws.
-    let State { bytes, frontier, pending, changed, .. } = st;
-    drop((frontier, pending, changed));
+    let State { bytes, pending, changed, next, in_frontier, .. } = st;
+    drop((pending, changed, next, in_frontier));
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
     for first in (0..segments).step_by(batch) {
@@ -708,7 +733,10 @@ pub fn solve_slice_into(
                     .iter()
                     .map(|b| {
                         let b = b.load(Relaxed);
-                        debug_assert!(b < S_LATER, "a position waits for a ply the passes never reached");
+                        debug_assert!(
+                            b < S_FRONTIER || undecided(b),
+                            "a position waits for a ply the passes never reached"
+                        );
                         if b == S_ILLEGAL {
                             ILLEGAL
                         } else {
