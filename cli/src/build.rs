@@ -27,32 +27,54 @@ pub enum BuildError {
     #[error("cannot create the tables directory {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
     #[error(
-        "building {material} needs about {} of memory (the values of {positions} positions, its own and those of the tables it reads, at 2 bytes each, and bitmaps over its largest slice of {largest} positions); the memory budget is {}: raise it with --memory, or build on a machine with more memory",
+        "building {material} needs about {} of memory (the values of {held} positions it reads or holds, at 2 bytes each, and a byte a position of solver state for {at_once} slice(s) of up to {largest} positions at once); the memory budget is {}: raise it with --memory, build with fewer --threads, or build on a machine with more memory",
         human_bytes(*.needed), human_bytes(*.budget)
     )]
     OverBudget {
         material: Material,
         needed: u64,
-        positions: u64,
+        held: u64,
         largest: u64,
+        at_once: u64,
         budget: u64,
     },
 }
 
-/// What building one material holds in memory at its peak, in bytes: the values (2 bytes a
-/// position) of every slice of the material (all kept until its table is written) and of every
-/// slice of other tables it reads, and the solver's two frontier bitmaps over its largest slice
-/// (a quarter of a byte a position: it solves in place in the slice's values). The process's
-/// own fixed share (code, the writer's blocks, thread stacks: about 32 MiB) is not counted.
-pub fn material_memory(mp: &MaterialPlan) -> MemoryNeed {
+/// Values a thread writes out of the solver's state at a time (`SEG_INDICES` in the solver).
+const SEGMENT_VALUES: u64 = 1 << 22;
+/// Bytes of the table writer's blocks, per thread.
+const WRITER_BYTES: u64 = 1 << 20;
+
+/// What building one material on `threads` threads holds in memory at its peak, in bytes:
+/// - the values (2 bytes a position) of every slice of other tables it reads, and of every
+///   slice of the material itself when it has pawns (they are held until its table is written:
+///   a pawn push leads into another slice of it); a pawnless material's one slice goes to its
+///   file as it is written out of the solver's state;
+/// - the solver's state, a byte a position and per-chunk summaries (1/64 byte), for each slice
+///   solved at once: one, or with pawns up to one per thread;
+/// - per thread, the values of one segment being written out of the state (up to
+///   [`SEGMENT_VALUES`] values of 2 bytes) and the table writer's blocks ([`WRITER_BYTES`]).
+///
+/// The plies of decided positions of a large slice go to a temporary file, not memory. The
+/// process's own fixed share (code, thread stacks: about 32 MiB) is not counted.
+pub fn material_memory(mp: &MaterialPlan, threads: usize) -> MemoryNeed {
     let size = |s: &zermelo_chess::SliceKey| SliceIndexer::new(*s).size();
     let external: u64 = mp.external.iter().map(size).sum();
     let largest = mp.slices().map(size).max().unwrap_or(0);
-    let positions = mp.positions + external;
+    let pawnful = mp.material.has_pawns();
+    let held = external + if pawnful { mp.positions } else { 0 };
+    let at_once = if pawnful {
+        (threads.max(1) as u64).min(mp.slice_count() as u64)
+    } else {
+        1
+    };
     MemoryNeed {
-        bytes: 2 * positions + largest / 4,
-        positions,
+        bytes: 2 * held
+            + at_once * (largest + largest / 64)
+            + threads.max(1) as u64 * (2 * largest.min(SEGMENT_VALUES) + WRITER_BYTES),
+        held,
         largest,
+        at_once,
     }
 }
 
@@ -61,9 +83,11 @@ pub fn material_memory(mp: &MaterialPlan) -> MemoryNeed {
 pub struct MemoryNeed {
     pub bytes: u64,
     /// Positions whose values are held.
-    pub positions: u64,
+    pub held: u64,
     /// Positions of the largest slice.
     pub largest: u64,
+    /// Slices solved at once.
+    pub at_once: u64,
 }
 
 /// What happened to one material.
@@ -96,13 +120,14 @@ pub fn build(
     let plan: Plan = plan(targets);
     let complete: Vec<bool> = plan.materials.iter().map(|mp| is_complete(&tables, mp)).collect();
     for (mp, _) in plan.materials.iter().zip(&complete).filter(|(_, &c)| !c) {
-        let need = material_memory(mp);
+        let need = material_memory(mp, threads);
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
                 needed: need.bytes,
-                positions: need.positions,
+                held: need.held,
                 largest: need.largest,
+                at_once: need.at_once,
                 budget: memory,
             });
         }
@@ -251,8 +276,11 @@ mod tests {
     }
 
     /// The memory of KPvK's build, counted by hand from FORMAT.md's sizes: its 24 slices of
-    /// 2 * 3,612 positions, the four tables its promotions lead into (2 * 462 * 64 each; a
-    /// capture leaves bare kings), 2 bytes a position, and a quarter byte a position of one slice.
+    /// 2 * 3,612 positions and the four tables its promotions lead into (2 * 462 * 64 each; a
+    /// capture leaves bare kings), 2 bytes a position; on 2 threads, two slices' state at 1 + 1/64
+    /// byte a position; per thread a segment of values (here the whole slice) and 1 MiB.
+    /// KQvK alone (pawnless, written as it is solved): the state of its one slice, no values
+    /// of its own held.
     #[test]
     fn memory_of_a_build_counted_by_hand() {
         let p = plan(&["KPvK".parse::<Material>().unwrap()]);
@@ -261,10 +289,22 @@ mod tests {
             .iter()
             .find(|m| m.material.to_string() == "KPvK")
             .unwrap();
-        let need = material_memory(kpk);
+        let need = material_memory(kpk, 2);
         let positions = 24 * 2 * 3612 + 4 * 2 * 462 * 64;
-        assert_eq!(need.positions, positions);
+        assert_eq!(need.held, positions);
         assert_eq!(need.largest, 2 * 3612);
-        assert_eq!(need.bytes, 2 * positions + 2 * 3612 / 4);
+        assert_eq!(need.at_once, 2);
+        assert_eq!(
+            need.bytes,
+            2 * positions + 2 * (2 * 3612 + 2 * 3612 / 64) + 2 * (2 * 2 * 3612 + (1 << 20))
+        );
+        let kqk = p
+            .materials
+            .iter()
+            .find(|m| m.material.to_string() == "KQvK")
+            .unwrap();
+        let need = material_memory(kqk, 1);
+        assert_eq!((need.held, need.largest, need.at_once), (0, 2 * 462 * 64, 1));
+        assert_eq!(need.bytes, 2 * 462 * 64 + 2 * 462 * 64 / 64 + 2 * 2 * 462 * 64 + (1 << 20));
     }
 }
