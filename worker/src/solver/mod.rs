@@ -6,6 +6,7 @@
 
 mod dtm_log;
 mod memory;
+mod pawn_exits;
 pub mod par;
 pub mod reference;
 pub mod retrograde;

@@ -49,6 +49,7 @@ use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 use super::dtm_log::{DtmLog, SegmentEncoder, SEG_INDICES};
 use super::memory::{atomic_u8s, release_bytes};
 use super::par::for_each_chunk;
+use super::pawn_exits::PawnExits;
 use super::{SolveError, Successors};
 
 // The state byte of an index.
@@ -246,28 +247,28 @@ impl State {
 }
 
 /// A slice's men and how its indices move: decoding, un-moves and moves on the index.
-struct Geometry {
-    ix: SliceIndexer,
-    men: [Piece; 8],
-    n: usize,
+pub(super) struct Geometry {
+    pub(super) ix: SliceIndexer,
+    pub(super) men: [Piece; 8],
+    pub(super) n: usize,
     /// Where Black's king is in `men` (White's is first).
-    black_king: usize,
-    pawnless: bool,
+    pub(super) black_king: usize,
+    pub(super) pawnless: bool,
     per_side: u64,
     /// Each man's field in the index.
     fields: [ManField; 8],
     /// The pawns, by colour.
-    pawns: [Bitboard; 2],
+    pub(super) pawns: [Bitboard; 2],
 }
 
 /// A decoded index: the men's squares, who is to move, and the board's occupancy.
-struct Decoded {
-    squares: [Square; 8],
-    turn: Color,
+pub(super) struct Decoded {
+    pub(super) squares: [Square; 8],
+    pub(super) turn: Color,
     /// The index without its side to move (`index % per_side`).
     fields: u64,
     /// Every man's square, pawns included.
-    occupied: Bitboard,
+    pub(super) occupied: Bitboard,
 }
 
 impl Geometry {
@@ -289,7 +290,7 @@ impl Geometry {
 
     /// The men of `color` in `men`: White's are before Black's king.
     #[inline]
-    fn side(&self, color: Color) -> std::ops::Range<usize> {
+    pub(super) fn side(&self, color: Color) -> std::ops::Range<usize> {
         match color {
             Color::White => 0..self.black_king,
             Color::Black => self.black_king..self.n,
@@ -297,7 +298,7 @@ impl Geometry {
     }
 
     #[inline]
-    fn is_king(&self, k: usize) -> bool {
+    pub(super) fn is_king(&self, k: usize) -> bool {
         k == 0 || k == self.black_king
     }
 
@@ -600,6 +601,7 @@ pub fn solve_slice_into(
         key: *key,
         succ,
         captures: capture_exits(&g, key, succ),
+        pawn_exits: PawnExits::new(&g, key, succ),
     };
 
     // 1. Init: illegal placements, exits, mates.
@@ -765,17 +767,19 @@ struct Context<'a> {
     succ: &'a dyn Successors,
     /// Exits by capture read by index (pawnless slices), see [`capture_exits`].
     captures: Option<Vec<Option<CaptureExit<'a>>>>,
+    /// Exits read by index (slices with pawns).
+    pawn_exits: Option<PawnExits<'a>>,
 }
 
 /// The exits of a position: the best for the side to move, and the slowest that loses.
 #[derive(Default)]
-struct Exits {
-    best: Option<Value>,
-    slowest_loss: u16,
+pub(super) struct Exits {
+    pub(super) best: Option<Value>,
+    pub(super) slowest_loss: u16,
 }
 
 impl Exits {
-    fn add(&mut self, v: Value) {
+    pub(super) fn add(&mut self, v: Value) {
         if let Value::Loss(d) = v {
             self.slowest_loss = self.slowest_loss.max(d);
         }
@@ -830,6 +834,9 @@ fn kings(g: &Geometry, d: &Decoded) -> (Square, Square) {
 fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError> {
     let g = ctx.g;
     let (our_king, _) = kings(g, d);
+    if let Some(pe) = &ctx.pawn_exits {
+        return Ok(pe.exits(g, d, ctx.succ)?.0);
+    }
     match &ctx.captures {
         Some(captures) if !g.attacked(d, our_king, d.turn.other()) => {
             exits_by_captures(g, d, our_king, captures)
@@ -902,6 +909,21 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
         // With a move inside, or none at all (every capture illegal): a stalemate never changes
         // and ends a draw, a position with only draws or wins is never lost.
         return set_undecided(ctx, st, i, &exits);
+    }
+    if let Some(pe) = &ctx.pawn_exits {
+        let (exits, inside) = pe.exits(g, &d, ctx.succ)?;
+        return match (inside, exits.best) {
+            (true, _) => set_undecided(ctx, st, i, &exits),
+            (false, Some(best)) => set_decided(st, i, best),
+            (false, None) if in_check => {
+                st.set_later(i, 0);
+                Ok(())
+            }
+            (false, None) => {
+                st.set(i, S_DRAW);
+                Ok(())
+            }
+        };
     }
     let (exits, inside, no_move) = exits_by_moves(ctx, &d)?;
     if no_move {

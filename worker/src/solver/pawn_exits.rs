@@ -1,0 +1,297 @@
+//! The exits of a position of a slice with pawns, read by index: every capture, pawn push and
+//! promotion is played on the placement and the position after it located in its successor
+//! slice by arithmetic (colours swapped if its material is stored the other way round, mirrored
+//! into its canonical slice, a pawnless one brought into table form), then read from the
+//! successor's value array. No `Position` is built, except for a double push beside an enemy
+//! pawn (the position after it may have an en-passant capture, resolved by the successor
+//! source).
+
+use zermelo_chess::attacks::{attacks, pawn_attacks};
+use zermelo_chess::index::{pawnless_symmetry, SliceIndexer, SYMMETRY_TABLE};
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::value::Value;
+use zermelo_chess::{Bitboard, Color, Material, Piece, Role, Square};
+
+use super::retrograde::{Decoded, Exits, Geometry};
+use super::{SolveError, Successors};
+
+/// The successor slices of a slice with pawns, with their values as arrays.
+pub(super) struct PawnExits<'a> {
+    material: Material,
+    successors: Vec<(SliceKey, &'a [u16], SliceIndexer)>,
+}
+
+/// A position after a move that leaves the slice, as the mover left it (any orientation).
+struct After {
+    material: Material,
+    men: [(Piece, Square); 9],
+    n: usize,
+    pawns: [Bitboard; 2],
+    turn: Color,
+}
+
+impl<'a> PawnExits<'a> {
+    /// `None` if the slice is pawnless (see the capture exits) or a successor's values are not
+    /// available as an array (exits are then looked at through positions).
+    pub(super) fn new(g: &Geometry, key: &SliceKey, succ: &'a dyn Successors) -> Option<PawnExits<'a>> {
+        if g.pawnless {
+            return None;
+        }
+        let mut successors = Vec::new();
+        for s in key.successors() {
+            if successors.iter().any(|(k, _, _)| *k == s) {
+                continue;
+            }
+            let values = succ.slice_values(&s)?;
+            successors.push((s, values, SliceIndexer::new(s)));
+        }
+        Some(PawnExits {
+            material: key.material,
+            successors,
+        })
+    }
+
+    /// The exits of the legal position `d`, and whether it has a legal move inside the slice
+    /// (asked only when it matters: no exit, or only losing ones; else `true`).
+    pub(super) fn exits(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        succ: &dyn Successors,
+    ) -> Result<(Exits, bool), SolveError> {
+        let us = d.turn;
+        let them = us.other();
+        let our_king = d.squares[if us == Color::White { 0 } else { g.black_king }];
+        let their_pawns = g.pawns[them.index()];
+        let our_pawns = g.pawns[us.index()];
+        // Their men but the king, by square.
+        let mut victims = their_pawns;
+        for j in g.side(them).filter(|&j| !g.is_king(j)) {
+            victims = victims.with(d.squares[j]);
+        }
+        let man_at = |sq: Square| g.side(them).find(|&j| d.squares[j] == sq);
+        // True if our king on `king` is safe with `occupied`, their pawns `pawns` and their men
+        // but `captured`.
+        let safe = |king: Square, occupied: Bitboard, pawns: Bitboard, captured: Option<usize>| {
+            (pawn_attacks(us, king) & pawns).is_empty()
+                && !g
+                    .side(them)
+                    .filter(|&j| Some(j) != captured)
+                    .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
+        };
+        let mut exits = Exits::default();
+
+        // Captures by our men (king included).
+        for k in g.side(us) {
+            let from = d.squares[k];
+            for to in attacks(g.men[k], from, d.occupied) & victims {
+                let occupied = d.occupied.without(from);
+                let king = if g.is_king(k) { to } else { our_king };
+                let (captured, pawns, material) = if their_pawns.contains(to) {
+                    (None, their_pawns.without(to), self.material.without(them, Role::Pawn))
+                } else {
+                    let m = man_at(to).expect("a victim stands there");
+                    (Some(m), their_pawns, self.material.without(them, g.men[m].role))
+                };
+                if !safe(king, occupied, pawns, captured) {
+                    continue;
+                }
+                let mut after = self.after(g, d, material, captured, Some((k, to)));
+                after.pawns[them.index()] = pawns;
+                exits.add(self.value(after)?.after_move());
+            }
+        }
+
+        // Pawn moves.
+        let forward = |s: Square| Square::new(if us == Color::White { s.u8() + 8 } else { s.u8() - 8 });
+        for from in our_pawns {
+            let one = forward(from);
+            let mut targets: [(Square, bool); 4] = [(Square::A1, false); 4];
+            let mut n = 0;
+            if !d.occupied.contains(one) {
+                targets[n] = (one, false);
+                n += 1;
+                if from.relative_rank(us) == 1 && !d.occupied.contains(forward(one)) {
+                    targets[n] = (forward(one), true);
+                    n += 1;
+                }
+            }
+            for to in pawn_attacks(us, from) & victims {
+                targets[n] = (to, false);
+                n += 1;
+            }
+            for &(to, double) in &targets[..n] {
+                let occupied = d.occupied.without(from).with(to);
+                let (captured, pawns, material) = if their_pawns.contains(to) {
+                    (None, their_pawns.without(to), self.material.without(them, Role::Pawn))
+                } else if let Some(m) = man_at(to) {
+                    (Some(m), their_pawns, self.material.without(them, g.men[m].role))
+                } else {
+                    (None, their_pawns, self.material)
+                };
+                if !safe(our_king, occupied, pawns, captured) {
+                    continue;
+                }
+                let beside = Bitboard::EMPTY
+                    .with(Square::new(to.u8().saturating_sub(1)))
+                    .with(Square::new((to.u8() + 1).min(63)));
+                if double && (pawns & beside & Bitboard(0xff << (8 * to.rank()))).any() {
+                    // An enemy pawn beside it may take en passant: ask the source.
+                    exits.add(self.by_position(g, d, from, to, succ)?);
+                    continue;
+                }
+                if to.relative_rank(us) == 7 {
+                    for role in [Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
+                        let material = material.without(us, Role::Pawn).with(us, role);
+                        let mut after = self.after(g, d, material, captured, None);
+                        after.add(Piece::new(us, role), to);
+                        after.pawns[us.index()] = our_pawns.without(from);
+                        after.pawns[them.index()] = pawns;
+                        exits.add(self.value(after)?.after_move());
+                    }
+                } else {
+                    let mut after = self.after(g, d, material, captured, None);
+                    after.pawns[us.index()] = our_pawns.without(from).with(to);
+                    after.pawns[them.index()] = pawns;
+                    exits.add(self.value(after)?.after_move());
+                }
+            }
+        }
+
+        let inside = match exits.best {
+            Some(Value::Loss(_)) | None => g.side(us).any(|k| {
+                let from = d.squares[k];
+                (attacks(g.men[k], from, d.occupied) & !d.occupied)
+                    .into_iter()
+                    .any(|to| {
+                        let king = if g.is_king(k) { to } else { our_king };
+                        safe(king, d.occupied.without(from).with(to), their_pawns, None)
+                    })
+            }),
+            _ => true,
+        };
+        Ok((exits, inside))
+    }
+
+    /// The position of `d` with material `material`, the man `captured` taken off, the man
+    /// `moved.0` on `moved.1`, the other side to move; pawns as in the slice.
+    fn after(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        material: Material,
+        captured: Option<usize>,
+        moved: Option<(usize, Square)>,
+    ) -> After {
+        let mut men = [(Piece::new(Color::White, Role::King), Square::A1); 9];
+        let mut n = 0;
+        for k in (0..g.n).filter(|&k| Some(k) != captured) {
+            let s = match moved {
+                Some((m, to)) if m == k => to,
+                _ => d.squares[k],
+            };
+            men[n] = (g.men[k], s);
+            n += 1;
+        }
+        After {
+            material,
+            men,
+            n,
+            pawns: g.pawns,
+            turn: d.turn.other(),
+        }
+    }
+
+    /// The value for the side to move of a position after a move out of the slice.
+    fn value(&self, a: After) -> Result<Value, SolveError> {
+        if a.material.is_bare_kings() {
+            return Ok(Value::Draw);
+        }
+        // Colours swapped if the material is stored the other way round.
+        let flip = !a.material.is_normalized();
+        let (material, pawns, turn) = if flip {
+            (
+                a.material.flipped(),
+                [a.pawns[1].flip_rank(), a.pawns[0].flip_rank()],
+                a.turn.other(),
+            )
+        } else {
+            (a.material, a.pawns, a.turn)
+        };
+        let raw = SliceKey {
+            material,
+            white_pawns: pawns[0],
+            black_pawns: pawns[1],
+        };
+        let (key, mirror) = if material.has_pawns() {
+            raw.canonical()
+        } else {
+            (raw, false)
+        };
+        let (_, values, six) = self
+            .successors
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .ok_or(SolveError::MissingSuccessor(key))?;
+        // The men in the successor's order.
+        let smen = six.men();
+        let mut sq = [Square::A1; 8];
+        let mut taken = [false; 8];
+        for &(p, s) in &a.men[..a.n] {
+            let (p, s) = if flip {
+                (Piece::new(p.color.other(), p.role), s.flip_rank())
+            } else {
+                (p, s)
+            };
+            let s = if mirror { s.flip_file() } else { s };
+            let slot = (0..smen.len())
+                .find(|&i| !taken[i] && smen[i] == p)
+                .expect("the successor has every man of the position");
+            taken[slot] = true;
+            sq[slot] = s;
+        }
+        let n = smen.len();
+        if !material.has_pawns() {
+            let sym = pawnless_symmetry(sq[0], sq[six.black_king()]);
+            if sym != 0 {
+                let t = &SYMMETRY_TABLE[sym];
+                for s in &mut sq[..n] {
+                    *s = t[s.index()];
+                }
+            }
+        }
+        let index = six
+            .index_of(&sq[..n], turn)
+            .expect("the kings of a legal position are apart");
+        Value::from_raw(values[index as usize]).ok_or(SolveError::BadSuccessor { slice: key, index })
+    }
+
+    /// The value, after the move, of the pawn move `from`-`to` of `d`, through a `Position`
+    /// and the successor source (which resolves en passant).
+    fn by_position(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        from: Square,
+        to: Square,
+        succ: &dyn Successors,
+    ) -> Result<Value, SolveError> {
+        let pos =
+            g.ix.position_of(&d.squares[..g.n], d.turn)
+                .expect("a decoded index is a position");
+        let m = pos
+            .legal_moves()
+            .iter()
+            .find(|m| m.from == from && m.to == to)
+            .copied()
+            .expect("a legal double push is a legal move");
+        Ok(succ.value_of(&pos.play(&m))?.after_move())
+    }
+}
+
+impl After {
+    fn add(&mut self, piece: Piece, to: Square) {
+        self.men[self.n] = (piece, to);
+        self.n += 1;
+    }
+}
