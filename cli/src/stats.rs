@@ -8,7 +8,7 @@ use zermelo_chess::{Bitboard, Material, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// Counts for one side to move; win/draw/loss from its point of view.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct SideStats {
     pub legal: u64,
     pub win: u64,
@@ -16,6 +16,8 @@ pub struct SideStats {
     pub loss: u64,
     /// The longest mate distance in plies, won or lost (0 if none).
     pub max_dtm: u32,
+    /// A position with this side to move at that distance (the first in table order), if any.
+    pub longest_fen: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -45,11 +47,13 @@ fn weight(ix: &SliceIndexer, i: u64) -> u64 {
     }
 }
 
-/// Counts a material's table.
+/// Counts a material's table, reading each slice a block at a time.
 pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError> {
     let table = tables.table(material)?;
     let mut sides = [[0u64; 4]; 2];
     let mut max = [0u32; 2];
+    // Where each side's longest mate was first seen: slice and index.
+    let mut longest: [Option<(SliceKey, u64)>; 2] = [None, None];
     for (i, entry) in table.slices().iter().enumerate() {
         let key = SliceKey {
             material: *material,
@@ -57,27 +61,30 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
             black_pawns: Bitboard(entry.key[1]),
         };
         let ix = SliceIndexer::new(key);
-        let values = table.read_slice(i)?;
-        let half = values.len() / 2;
-        for (side, vals) in [&values[..half], &values[half..]].into_iter().enumerate() {
-            for (j, &raw) in vals.iter().enumerate() {
-                let w = weight(&ix, (side * half + j) as u64);
+        let half = ix.per_side();
+        let mut at = 0u64;
+        table.stream_slice(i, |values| {
+            for &raw in values {
+                let index = at;
+                at += 1;
                 let Some(v) = Value::from_raw(raw) else { continue };
+                let side = (index >= half) as usize;
+                let w = weight(&ix, index);
                 let slot = match v {
-                    Value::Win(n) => {
-                        max[side] = max[side].max(n as u32);
-                        1
-                    }
+                    Value::Win(_) => 1,
                     Value::Draw => 2,
-                    Value::Loss(n) => {
-                        max[side] = max[side].max(n as u32);
-                        3
-                    }
+                    Value::Loss(_) => 3,
                 };
+                if let Value::Win(n) | Value::Loss(n) = v {
+                    if n as u32 > max[side] || longest[side].is_none() {
+                        max[side] = max[side].max(n as u32);
+                        longest[side] = Some((key, index));
+                    }
+                }
                 sides[side][0] += w;
                 sides[side][slot] += w;
             }
-        }
+        })?;
     }
     let side = |s: usize| SideStats {
         legal: sides[s][0],
@@ -85,6 +92,7 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
         draw: sides[s][2],
         loss: sides[s][3],
         max_dtm: max[s],
+        longest_fen: longest[s].and_then(|(key, index)| SliceIndexer::new(key).position(index).map(|p| p.to_fen())),
     };
     Ok(Stats {
         material: material.to_string(),

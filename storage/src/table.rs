@@ -323,6 +323,36 @@ impl Table {
         Ok(out)
     }
 
+    /// Calls `f` with the values of slice `slice` in order, a block at a time, holding one
+    /// block: for slices too big to read whole. Checks every block's checksum; the slice's
+    /// content hash is checked at the end, so `f` has seen values of a corrupt slice when this
+    /// returns an error.
+    pub fn stream_slice(&self, slice: usize, mut f: impl FnMut(&[u16])) -> Result<(), StorageError> {
+        let entry = self.slice_entry(slice)?;
+        let bv = u64::from(self.header.block_values);
+        let end = entry.first + entry.count;
+        let mut hasher = SliceHasher::new(&self.header.meta.material, entry.key, entry.count);
+        let mut dctx = self.decompressor()?;
+        let mut at = entry.first;
+        while at < end {
+            let block = at / bv;
+            let block_start = block * bv;
+            let values = self.decode_block(block, &mut dctx)?;
+            let lo = (at - block_start) as usize;
+            let hi = (end - block_start).min(values.len() as u64) as usize;
+            hasher.update(&values[lo..hi]);
+            f(&values[lo..hi]);
+            at = block_start + hi as u64;
+        }
+        if hasher.finalize() != entry.hash {
+            return Err(self.corrupt(format!(
+                "slice {slice} (key {}) content hash mismatch",
+                fmt_key(entry.key)
+            )));
+        }
+        Ok(())
+    }
+
     /// The value at `index` in slice `slice`: one block decompressed (and its checksum checked),
     /// or none if the block is in the cache.
     pub fn value(&self, slice: usize, index: u64) -> Result<u16, StorageError> {

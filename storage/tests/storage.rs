@@ -114,6 +114,9 @@ fn round_trip(slices: &[(SliceKey, Vec<u16>)], options: &WriteOptions) -> (tempf
             first += entry.count;
             assert_eq!(table.find_slice(*k), Some(i));
             assert_eq!(&table.read_slice(i).unwrap(), values);
+            let mut streamed = Vec::new();
+            table.stream_slice(i, |v| streamed.extend_from_slice(v)).unwrap();
+            assert_eq!(&streamed, values);
         }
         assert_eq!(table.find_slice([1, 1]), None);
         table.verify_checksum().unwrap();
@@ -466,6 +469,11 @@ fn check_damaged(table: Result<Table, StorageError>, slices: &[(SliceKey, Vec<u1
         match table.read_slice(s) {
             Ok(read) => assert_eq!(&read, values, "{what}: slice {s} read wrong data"),
             Err(e) => assert!(is_bytes_error(&e), "{what}: read_slice: {e}"),
+        }
+        let mut streamed = Vec::new();
+        match table.stream_slice(s, |v| streamed.extend_from_slice(v)) {
+            Ok(()) => assert_eq!(&streamed, values, "{what}: slice {s} streamed wrong data"),
+            Err(e) => assert!(is_bytes_error(&e), "{what}: stream_slice: {e}"),
         }
         for i in (0..values.len()).step_by(37) {
             match table.value(s, i as u64) {

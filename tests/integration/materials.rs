@@ -32,6 +32,12 @@ fn known_longest_mates() {
         // Black to move loses in an even number of plies, never more than one move longer.
         let black = s["black"]["max_dtm"].as_u64().unwrap();
         assert!(black.is_multiple_of(2) && black <= 2 * moves as u64, "{m}: {s}");
+        // A position with each longest mate, probed: White mates in it, Black is mated in it.
+        let white_fen = s["white"]["longest_fen"].as_str().unwrap();
+        let black_fen = s["black"]["longest_fen"].as_str().unwrap();
+        let p = probe(&dir, &[white_fen, black_fen]);
+        assert_eq!(p[0]["dtm"], 2 * moves - 1, "{m}: {white_fen}: {}", p[0]);
+        assert_eq!(p[1]["dtm"], -(black as i64), "{m}: {black_fen}: {}", p[1]);
     }
 }
 

@@ -439,6 +439,12 @@ impl Geometry {
         seen[0] = d.squares;
         sort_like_men(&self.men[..n], &mut seen[0][..n]);
         let mut n_seen = 1;
+        // An image of `j` is in table form, and stored itself, only if it keeps both kings on
+        // their squares: with both kings on the long diagonal (both diagonal images are stored).
+        // Otherwise every image goes back to `j`, with no need to look.
+        let both_on_diagonal = [d.squares[0], d.squares[bk]]
+            .iter()
+            .all(|s| s.file() == s.rank());
         for table in &SYMMETRY_TABLE[1..] {
             let z0 = table[d.squares[0].index()];
             // With Black's king moved, White's stays: it must be on the triangle already; with
@@ -451,16 +457,15 @@ impl Geometry {
                 *t = table[s.index()];
             }
             // The image must go back to `j` itself (its table form).
-            let back = &SYMMETRY_TABLE[pawnless_symmetry(z[0], z[bk])];
-            if back[z[0].index()] != d.squares[0] {
-                continue;
-            }
-            let mut w = [Square::A1; 8];
-            for (t, &s) in w.iter_mut().zip(&z[..n]) {
-                *t = back[s.index()];
-            }
-            if self.ix.index_of(&w[..n], d.turn) != Some(j) {
-                continue;
+            if both_on_diagonal {
+                let back = &SYMMETRY_TABLE[pawnless_symmetry(z[0], z[bk])];
+                let mut w = [Square::A1; 8];
+                for (t, &s) in w.iter_mut().zip(&z[..n]) {
+                    *t = back[s.index()];
+                }
+                if self.ix.index_of(&w[..n], d.turn) != Some(j) {
+                    continue;
+                }
             }
             // Distinct images only (a position may be its own diagonal mirror): like men
             // compared as sets.
