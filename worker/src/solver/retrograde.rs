@@ -9,8 +9,9 @@
 //! bytes and the log at the end, segment by segment, as the bytes are released.
 //!
 //! 1. *Init*: illegal placements are left at 0; positions that have an exit (a capture, a pawn
-//!    move or a promotion) or are in check are looked at move by move (exits valued from the
-//!    successor slices, mates found); every other position starts undecided, with no exit.
+//!    move or a promotion) or are in check are looked at move by move (exits played on the
+//!    placement and read by index from the successor slices' arrays, mates found); every other
+//!    position starts undecided, with no exit.
 //! 2. *Retrograde passes*, one per ply `n`, from the positions decided at exactly `n` plies
 //!    (the frontier: [`S_FRONTIER`], found by scanning the chunks flagged for it), by un-moves
 //!    computed on the index (no `Position` is built):
@@ -834,8 +835,8 @@ fn kings(g: &Geometry, d: &Decoded) -> (Square, Square) {
     }
 }
 
-/// The exits of a legal position: read by index for a pawnless position not in check, else
-/// through its legal moves.
+/// The exits of a legal position: read by index when the successors are arrays, else through
+/// its legal moves.
 fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError> {
     let g = ctx.g;
     let (our_king, _) = kings(g, d);
@@ -843,10 +844,8 @@ fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError> {
         return Ok(pe.exits(g, d, ctx.succ)?.0);
     }
     match &ctx.captures {
-        Some(captures) if !g.attacked(d, our_king, d.turn.other()) => {
-            exits_by_captures(g, d, our_king, captures)
-        }
-        _ => Ok(exits_by_moves(ctx, d)?.0),
+        Some(captures) => exits_by_captures(g, d, our_king, captures),
+        None => Ok(exits_by_moves(ctx, d)?.0),
     }
 }
 
@@ -887,7 +886,9 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
         return Ok(());
     }
     // Exits: a pawn of ours (it may move), or a man of ours attacking one of theirs that is not
-    // the king. Those positions, and positions in check (mates), are looked at move by move.
+    // the king. Those positions, and positions in check (mates), are looked at move by move:
+    // by index when the successors are arrays (pawnless: captures; with pawns: every exit),
+    // else through a `Position`.
     let mut theirs = g.pawns[them.index()];
     for k in g.side(them) {
         if !g.is_king(k) {
@@ -903,16 +904,26 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
         st.set(i, S_MAY_LOSE);
         return Ok(());
     }
-    if let (Some(captures), false) = (&ctx.captures, in_check) {
+    if let Some(captures) = &ctx.captures {
         let exits = exits_by_captures(g, &d, our_king, captures)?;
-        if let Some(Value::Loss(_)) = exits.best {
-            // Lost unless a move inside the slice does better: is there one?
+        if let Some(Value::Loss(_)) | None = exits.best {
+            // Lost (or mated, or stalemated) unless a move inside the slice does better: is
+            // there one?
             if !has_inside_move(g, &d, our_king) {
-                return set_decided(st, i, Value::Loss(exits.slowest_loss));
+                return match exits.best {
+                    Some(_) => set_decided(st, i, Value::Loss(exits.slowest_loss)),
+                    None if in_check => {
+                        st.set_later(i, 0);
+                        Ok(())
+                    }
+                    None => {
+                        st.set(i, S_DRAW);
+                        Ok(())
+                    }
+                };
             }
         }
-        // With a move inside, or none at all (every capture illegal): a stalemate never changes
-        // and ends a draw, a position with only draws or wins is never lost.
+        // With a move inside: a position with only draws or wins is never lost.
         return set_undecided(ctx, st, i, &exits);
     }
     if let Some(pe) = &ctx.pawn_exits {
@@ -972,8 +983,8 @@ fn set_undecided(ctx: &Context<'_>, st: &State, i: usize, exits: &Exits) -> Resu
     Ok(())
 }
 
-/// True if the side to move in `d` (not in check, king on `our_king`) has a legal move inside
-/// the slice (pawnless: a move to an empty square).
+/// True if the side to move in `d` (king on `our_king`) has a legal move inside the slice
+/// (pawnless: a move to an empty square that leaves its king safe).
 fn has_inside_move(g: &Geometry, d: &Decoded, our_king: Square) -> bool {
     let them = d.turn.other();
     g.side(d.turn).any(|k| {
@@ -988,8 +999,8 @@ fn has_inside_move(g: &Geometry, d: &Decoded, our_king: Square) -> bool {
     })
 }
 
-/// The exits of a position of a pawnless slice that is not in check: its captures, played on
-/// the placement and read by index from the successor slices.
+/// The exits of a position of a pawnless slice (in check or not): its legal captures, played
+/// on the placement and read by index from the successor slices.
 #[inline]
 fn exits_by_captures(
     g: &Geometry,
