@@ -114,8 +114,9 @@ fn decided(plies: u32) -> u8 {
 const CHUNK_SHIFT: u32 = 12;
 /// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
 const MASK_LEVELS: u32 = 512;
-/// Slices of this many indices or more keep their log of plies in a temporary file.
-const SPILL_FROM: usize = 1 << 24;
+/// Slices of this many indices or more keep their log of plies in a temporary file (in this
+/// crate's tests, most of those they solve).
+const SPILL_FROM: usize = if cfg!(test) { 1 << 16 } else { 1 << 24 };
 /// Shards of the side map of plies too large for a byte.
 const FAR_SHARDS: usize = 64;
 
@@ -623,6 +624,7 @@ pub fn solve_slice_into(
     let mut log = DtmLog::new(n >= SPILL_FROM);
     let mut plies: u32 = 0;
     let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
+    debug_assert!(chunks_per_segment << CHUNK_SHIFT == SEG_INDICES);
     while plies <= st.horizon.load(Relaxed) {
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
@@ -634,6 +636,7 @@ pub fn solve_slice_into(
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
         let segments = n.div_ceil(SEG_INDICES);
         let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::default()).collect();
+        let in_frontier = AtomicU64::new(0);
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
                 let first = s * SEG_INDICES;
@@ -645,17 +648,18 @@ pub fn solve_slice_into(
                     if !pending && !next && !scan_all {
                         continue;
                     }
-                    let mut any = false;
+                    let mut any = 0u64;
                     for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
                         let v = st.get(i);
                         if v == S_NEXT || (pending || scan_all) && st.waits_for(i, v) == Some(plies) {
                             st.set(i, S_FRONTIER);
                             enc.push(i - first);
-                            any = true;
+                            any += 1;
                         }
                     }
-                    if any {
+                    if any > 0 {
                         st.in_frontier[c].store(1, Relaxed);
+                        in_frontier.fetch_add(any, Relaxed);
                     }
                 }
                 *encoded[s].lock().expect("segment lock") = enc.finish();
@@ -664,10 +668,19 @@ pub fn solve_slice_into(
         })?;
         let encoded = encoded.into_iter().map(|e| e.into_inner().expect("segment lock")).collect();
         log.record(plies, encoded).map_err(SolveError::Scratch)?;
+        if n >= SPILL_FROM {
+            debug!(
+                slice = %key,
+                plies,
+                frontier = in_frontier.load(Relaxed),
+                seconds = start.elapsed().as_secs_f64(),
+                "pass"
+            );
+        }
         // Un-move from the frontier.
         let lost_here = plies.is_multiple_of(2);
         let now = decided(plies);
-        for_each_chunk(st.in_frontier.len(), 1, threads, |chunks| {
+        for_each_chunk(st.in_frontier.len(), 8, threads, |chunks| {
             for c in chunks {
                 if st.in_frontier[c].swap(0, Relaxed) == 0 {
                     continue;
