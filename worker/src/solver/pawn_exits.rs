@@ -250,20 +250,7 @@ impl<'a> PawnExits<'a> {
             taken[slot] = true;
             sq[slot] = s;
         }
-        let n = smen.len();
-        if !material.has_pawns() {
-            let sym = pawnless_symmetry(sq[0], sq[six.black_king()]);
-            if sym != 0 {
-                let t = &SYMMETRY_TABLE[sym];
-                for s in &mut sq[..n] {
-                    *s = t[s.index()];
-                }
-            }
-        }
-        let index = six
-            .index_of(&sq[..n], turn)
-            .expect("the kings of a legal position are apart");
-        Value::from_raw(values[index as usize]).ok_or(SolveError::BadSuccessor { slice: key, index })
+        value_in(values, six, &mut sq[..smen.len()], turn)
     }
 
     /// The value, after the move, of the pawn move `from`-`to` of `d`, through a `Position`
@@ -294,4 +281,31 @@ impl After {
         self.men[self.n] = (piece, to);
         self.n += 1;
     }
+}
+
+/// The value stored in a successor slice (its `values` and indexer `six`) for the men on `sq`
+/// (in the successor's men order and orientation) with `turn` to move. A pawnless successor's
+/// placement is brought into table form first.
+pub(super) fn value_in(
+    values: &[u16],
+    six: &SliceIndexer,
+    sq: &mut [Square],
+    turn: Color,
+) -> Result<Value, SolveError> {
+    if six.is_pawnless() {
+        let sym = pawnless_symmetry(sq[0], sq[six.black_king()]);
+        if sym != 0 {
+            let t = &SYMMETRY_TABLE[sym];
+            for s in sq.iter_mut() {
+                *s = t[s.index()];
+            }
+        }
+    }
+    let index = six
+        .index_of(sq, turn)
+        .expect("the kings of a legal position are apart");
+    Value::from_raw(values[index as usize]).ok_or(SolveError::BadSuccessor {
+        slice: *six.key(),
+        index,
+    })
 }

@@ -50,7 +50,7 @@ use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 use super::dtm_log::{DtmLog, SegmentEncoder, SEG_INDICES};
 use super::memory::{atomic_u8s, release_bytes};
 use super::par::for_each_chunk;
-use super::pawn_exits::PawnExits;
+use super::pawn_exits::{value_in, PawnExits};
 use super::{SolveError, Successors};
 
 // The state byte of an index.
@@ -501,8 +501,6 @@ struct CaptureExit<'a> {
     /// For each man of this slice, its place among the successor's men (the captured man has
     /// none: `usize::MAX`).
     to_successor: [usize; 8],
-    /// Where Black's king is among the successor's men.
-    successor_black_king: usize,
 }
 
 /// The exits by capture of every man of a pawnless slice that is not a king (indexed like
@@ -527,7 +525,6 @@ fn capture_exits<'a>(
         let (stored, flip) = rest.normalized();
         let mut to_successor = [usize::MAX; 8];
         let mut target = None;
-        let mut successor_black_king = 0;
         if !rest.is_bare_kings() {
             let skey = SliceKey::pawnless(stored);
             let values = succ.slice_values(&skey)?;
@@ -547,14 +544,12 @@ fn capture_exits<'a>(
                 taken[slot] = true;
                 to_successor[k] = slot;
             }
-            successor_black_king = six.black_king();
             target = Some((values, six));
         }
         out.push(Some(CaptureExit {
             target,
             flip,
             to_successor,
-            successor_black_king,
         }));
     }
     Some(out)
@@ -1060,21 +1055,7 @@ fn exits_by_captures(
                         sq[exit.to_successor[j]] = if exit.flip { s.flip_rank() } else { s };
                     }
                     let turn = if exit.flip { us } else { them };
-                    let n = g.n - 1;
-                    let sym = pawnless_symmetry(sq[0], sq[exit.successor_black_king]);
-                    if sym != 0 {
-                        let t = &SYMMETRY_TABLE[sym];
-                        for s in &mut sq[..n] {
-                            *s = t[s.index()];
-                        }
-                    }
-                    let index = six
-                        .index_of(&sq[..n], turn)
-                        .expect("the kings of a legal position are apart");
-                    Value::from_raw(values[index as usize]).ok_or(SolveError::BadSuccessor {
-                        slice: *six.key(),
-                        index,
-                    })?
+                    value_in(values, six, &mut sq[..g.n - 1], turn)?
                 }
             }
             .after_move();
