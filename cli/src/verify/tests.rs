@@ -1056,7 +1056,7 @@ fn with_table(name: &str, slices: &[([u64; 2], Vec<u16>)]) -> tempfile::TempDir 
 }
 
 fn verify(dir: &Path, name: &str, threads: usize) -> Result<VerifyReport, VerifyError> {
-    verify_table(dir, name, &VerifyOptions { threads }, &|_, _| {})
+    verify_table(dir, name, &VerifyOptions { threads, ..Default::default() }, &|_, _| {})
 }
 
 /// The largest stored win for the side to move, in plies.
@@ -1106,6 +1106,22 @@ fn good_tables_pass() {
     }
 }
 
+/// A 25% sample of KPvK (24 slices of 2 * 3,612 indices, one unit each) checks units 0, 4,
+/// 8, 12, 16 and 20: six slices' indices, and fewer positions than the whole table.
+#[test]
+fn a_sample_checks_a_share_of_the_units() {
+    let dir = folder(&["KPvK"]);
+    let whole = verify(dir.path(), "KPvK", 2).unwrap();
+    let opts = VerifyOptions {
+        threads: 2,
+        sample_percent: Some(25),
+    };
+    let sample = verify_table(dir.path(), "KPvK", &opts, &|_, _| {}).unwrap();
+    assert_eq!(sample.indices, 6 * 2 * 3612);
+    assert_eq!(whole.indices, 24 * 2 * 3612);
+    assert!(sample.positions > 0 && sample.positions < whole.positions / 2, "{sample:?}");
+}
+
 #[test]
 fn progress_reaches_the_total() {
     let seen = std::sync::Mutex::new(Vec::new());
@@ -1113,7 +1129,7 @@ fn progress_reaches_the_total() {
     let report = verify_table(
         dir.path(),
         "KPvK",
-        &VerifyOptions { threads: 2 },
+        &VerifyOptions { threads: 2, ..Default::default() },
         &|done, total| seen.lock().unwrap().push((done, total)),
     )
     .unwrap();
