@@ -35,8 +35,7 @@ pub const REACHABLE_DIR: &str = "reachable";
 /// The folder of adjudicated analysis slices (one sub-folder per rule).
 pub const ADJUDICATED_DIR: &str = "adjudicated";
 
-/// The most plies a principal variation shows: a draw's is cut at `DRAW_PV_PLIES`.
-const PV_PLIES: usize = 400;
+/// The plies a draw's principal variation shows (a win's or a loss's goes to mate).
 const DRAW_PV_PLIES: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
@@ -503,10 +502,9 @@ pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<An
     let moves = game.moves(&pos).map_err(coord)?;
     let mut pv = Vec::new();
     let mut p = pos;
-    let limit = if value == Value::Draw {
-        DRAW_PV_PLIES
-    } else {
-        PV_PLIES
+    let limit = match value {
+        Value::Draw => DRAW_PV_PLIES,
+        Value::Win(n) | Value::Loss(n) => n as usize,
     };
     while pv.len() < limit {
         let Some((m, _)) = game.moves(&p).map_err(coord)?.into_iter().next() else {
@@ -560,7 +558,8 @@ fn principal_variation(
     let mut p = *pos;
     let limit = match probe::value(pos, src)? {
         Value::Draw => DRAW_PV_PLIES,
-        _ => PV_PLIES,
+        // Mate in `n` plies: best play on both sides takes exactly `n`.
+        Value::Win(n) | Value::Loss(n) => n as usize,
     };
     while pv.len() < limit {
         let moves = probe::moves(&p, src)?;
