@@ -260,28 +260,18 @@ fn same_input_gives_same_bytes() {
     let sb = write_table(&b, &meta("KPvK"), &as_data(&slices)).unwrap();
     // The streaming writer makes the same bytes as the one-shot one.
     let total = slices.iter().map(|s| s.1.len() as u64).sum();
-    let mut w = TableWriter::create(
-        &c,
-        &meta("KPvK"),
-        slices.len() as u64,
-        total,
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    let writer = |path: &Path| {
+        TableWriter::create(path, &meta("KPvK"), slices.len() as u64, total, &WriteOptions::default())
+            .unwrap()
+    };
+    let mut w = writer(&c);
     for (k, v) in &slices {
         w.push_slice(*k, v).unwrap();
     }
     let sc = w.finish().unwrap();
     // And so does one fed each slice in pieces of uneven sizes.
     let d = dir.path().join("d.zmt");
-    let mut w = TableWriter::create(
-        &d,
-        &meta("KPvK"),
-        slices.len() as u64,
-        total,
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    let mut w = writer(&d);
     for (k, v) in &slices {
         w.begin_slice(*k, v.len() as u64).unwrap();
         for piece in v.chunks(777) {
