@@ -141,7 +141,7 @@ impl<'a> PawnExits<'a> {
                     continue;
                 }
                 if to.relative_rank(us) == 7 {
-                    for role in [Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
+                    for role in Role::PROMOTIONS {
                         let material = material.without(us, Role::Pawn).with(us, role);
                         let mut after = self.after(g, d, material, captured, None);
                         after.add(Piece::new(us, role), to);
