@@ -440,12 +440,13 @@ impl SliceIndexer {
     #[inline]
     pub fn placement(&self, index: u64) -> Placement {
         debug_assert!(index < self.size());
-        let turn = if index >= self.per_side {
-            Color::Black
+        // The side to move is the top of the index: a comparison and a subtraction, not a
+        // division (this runs for every position the solver looks at).
+        let (turn, mut rest) = if index >= self.per_side {
+            (Color::Black, index - self.per_side)
         } else {
-            Color::White
+            (Color::White, index)
         };
-        let mut rest = index % self.per_side;
         let mut squares = [Square::A1; 8];
         for g in self.groups.iter().rev() {
             if g.len == 1 {

@@ -318,7 +318,7 @@ impl Geometry {
         Some(Decoded {
             squares,
             turn,
-            fields: i % self.per_side,
+            fields: if turn == Color::Black { i - self.per_side } else { i },
             occupied,
         })
     }
