@@ -271,9 +271,10 @@ fn plan_for(pos: &Position, stores: &Stores) -> (ReachablePlan, HashMap<SliceKey
 
 fn summary(plan: &ReachablePlan, threads: usize) -> PlanSummary {
     // Every slice to solve and every reused one is held in memory (2 bytes a position); the
-    // solver works in place in a slice's values, with two frontier bitmaps beside them (a
-    // quarter of a byte a position of the largest slice) and small per-chunk summaries.
-    let memory = 2 * (plan.positions + plan.available_positions) + plan.largest_slice / 4 + (64 << 20);
+    // solver's state is a byte a position of the slice it solves, with per-chunk summaries
+    // (1/64 byte), for up to one slice per thread.
+    let state = plan.largest_slice + plan.largest_slice / 64;
+    let memory = 2 * (plan.positions + plan.available_positions) + threads.max(1) as u64 * state + (64 << 20);
     PlanSummary {
         slices: plan.slice_count(),
         positions: plan.positions,
