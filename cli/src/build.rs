@@ -217,7 +217,7 @@ fn solve_material(
                 writer.begin_slice(key.raw(), count)?;
                 let mut written = 0;
                 solve_slice_into(key, &map, threads, &mut |values| {
-                    writer.push_values(values).map_err(|e| SolveError::Source(Box::new(e)))?;
+                    writer.push_values(values).map_err(|e| SolveError::Output(Box::new(e)))?;
                     written += values.len() as u64;
                     progress(written);
                     Ok(())

@@ -40,6 +40,10 @@ pub enum SolveError {
     /// A successor source failed (a table file that cannot be read, say): the source's error.
     #[error("reading successor values: {0}")]
     Source(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The sink of [`solve_slice_into`] refused the values (a table file that cannot be
+    /// written, say): its error.
+    #[error("writing the slice's values: {0}")]
+    Output(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The temporary file of a large slice's plies (see `dtm_log`) could not be written or read.
     #[error("the solver's temporary file of plies (in TMPDIR) failed: {0}")]
     Scratch(#[source] std::io::Error),
