@@ -9,7 +9,9 @@ use tracing::{info, info_span};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
-use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, TableSummary, TableWriter, WriteOptions};
+use zermelo_storage::{
+    write_table_with, Metric, SliceData, TableMeta, TableSummary, TableWriter, WriteOptions,
+};
 use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::solve_waves;
 use zermelo_worker::{solve_slice_into, SolveError};
@@ -217,7 +219,9 @@ fn solve_material(
                 writer.begin_slice(key.raw(), count)?;
                 let mut written = 0;
                 solve_slice_into(key, &map, threads, &mut |values| {
-                    writer.push_values(values).map_err(|e| SolveError::Output(Box::new(e)))?;
+                    writer
+                        .push_values(values)
+                        .map_err(|e| SolveError::Output(Box::new(e)))?;
                     written += values.len() as u64;
                     progress(written);
                     Ok(())
@@ -305,6 +309,9 @@ mod tests {
             .unwrap();
         let need = material_memory(kqk, 1);
         assert_eq!((need.held, need.largest, need.at_once), (0, 2 * 462 * 64, 1));
-        assert_eq!(need.bytes, 2 * 462 * 64 + 2 * 462 * 64 / 64 + 2 * 2 * 462 * 64 + (1 << 20));
+        assert_eq!(
+            need.bytes,
+            2 * 462 * 64 + 2 * 462 * 64 / 64 + 2 * 2 * 462 * 64 + (1 << 20)
+        );
     }
 }

@@ -92,7 +92,8 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
         draw: sides[s][2],
         loss: sides[s][3],
         max_dtm: max[s],
-        longest_fen: longest[s].and_then(|(key, index)| SliceIndexer::new(key).position(index).map(|p| p.to_fen())),
+        longest_fen: longest[s]
+            .and_then(|(key, index)| SliceIndexer::new(key).position(index).map(|p| p.to_fen())),
     };
     Ok(Stats {
         material: material.to_string(),

@@ -190,7 +190,10 @@ impl TableWriter {
             return Err(self.invalid("a slice is already open"));
         }
         if self.slices.len() as u64 == self.header.slice_count {
-            return Err(self.invalid(&format!("more slices than the {} declared", self.header.slice_count)));
+            return Err(self.invalid(&format!(
+                "more slices than the {} declared",
+                self.header.slice_count
+            )));
         }
         if let Some(last) = self.slices.last() {
             if key <= last.key {
@@ -198,7 +201,10 @@ impl TableWriter {
             }
         }
         if count > self.header.value_count - self.values_pushed {
-            return Err(self.invalid(&format!("more values than the {} declared", self.header.value_count)));
+            return Err(self.invalid(&format!(
+                "more values than the {} declared",
+                self.header.value_count
+            )));
         }
         self.open = Some(OpenSlice {
             key,
@@ -244,7 +250,10 @@ impl TableWriter {
         let pushed = self.values_pushed - open.first;
         if pushed != open.count {
             self.failed = true;
-            return Err(self.invalid(&format!("slice {:?}: {} values declared, {pushed} pushed", open.key, open.count)));
+            return Err(self.invalid(&format!(
+                "slice {:?}: {} values declared, {pushed} pushed",
+                open.key, open.count
+            )));
         }
         self.slices.push(SliceEntry {
             key: open.key,

@@ -261,8 +261,14 @@ fn same_input_gives_same_bytes() {
     // The streaming writer makes the same bytes as the one-shot one.
     let total = slices.iter().map(|s| s.1.len() as u64).sum();
     let writer = |path: &Path| {
-        TableWriter::create(path, &meta("KPvK"), slices.len() as u64, total, &WriteOptions::default())
-            .unwrap()
+        TableWriter::create(
+            path,
+            &meta("KPvK"),
+            slices.len() as u64,
+            total,
+            &WriteOptions::default(),
+        )
+        .unwrap()
     };
     let mut w = writer(&c);
     for (k, v) in &slices {

@@ -60,7 +60,16 @@ fn material_without_king_or_too_many_men_is_refused() {
 fn a_memory_budget_too_small_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let o = run(&["solve", "KRvK", "--tables", d, "--threads", "1", "--memory", "100KiB"]);
+    let o = run(&[
+        "solve",
+        "KRvK",
+        "--tables",
+        d,
+        "--threads",
+        "1",
+        "--memory",
+        "100KiB",
+    ]);
     assert_clean_failure(&o, 2, "building KRvK needs about");
     // KRvK (pawnless, nothing else read): no values held; one slice of 2 * 462 * 64 = 59,136
     // positions at 1 + 1/64 byte of state; its values written out (2 bytes each) and 1 MiB of
@@ -70,11 +79,24 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
         "{}",
         stderr(&o)
     );
-    assert!(stderr(&o).contains("1 slice(s) of up to 59136 positions"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 slice(s) of up to 59136 positions"),
+        "{}",
+        stderr(&o)
+    );
     assert!(stderr(&o).contains("needs about 1.2 MiB"), "{}", stderr(&o));
     assert!(stderr(&o).contains("budget is 100.0 KiB"), "{}", stderr(&o));
     assert!(!dir.path().join("KRvK.zmt").exists());
-    let o = run(&["solve", "KRvK", "--tables", d, "--threads", "1", "--memory", "2MiB"]);
+    let o = run(&[
+        "solve",
+        "KRvK",
+        "--tables",
+        d,
+        "--threads",
+        "1",
+        "--memory",
+        "2MiB",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(dir.path().join("KRvK.zmt").exists());
     assert_clean_failure(

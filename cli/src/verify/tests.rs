@@ -1056,7 +1056,15 @@ fn with_table(name: &str, slices: &[([u64; 2], Vec<u16>)]) -> tempfile::TempDir 
 }
 
 fn verify(dir: &Path, name: &str, threads: usize) -> Result<VerifyReport, VerifyError> {
-    verify_table(dir, name, &VerifyOptions { threads, ..Default::default() }, &|_, _| {})
+    verify_table(
+        dir,
+        name,
+        &VerifyOptions {
+            threads,
+            ..Default::default()
+        },
+        &|_, _| {},
+    )
 }
 
 /// The largest stored win for the side to move, in plies.
@@ -1119,7 +1127,10 @@ fn a_sample_checks_a_share_of_the_units() {
     let sample = verify_table(dir.path(), "KPvK", &opts, &|_, _| {}).unwrap();
     assert_eq!(sample.indices, 6 * 2 * 3612);
     assert_eq!(whole.indices, 24 * 2 * 3612);
-    assert!(sample.positions > 0 && sample.positions < whole.positions / 2, "{sample:?}");
+    assert!(
+        sample.positions > 0 && sample.positions < whole.positions / 2,
+        "{sample:?}"
+    );
 }
 
 #[test]
@@ -1129,7 +1140,10 @@ fn progress_reaches_the_total() {
     let report = verify_table(
         dir.path(),
         "KPvK",
-        &VerifyOptions { threads: 2, ..Default::default() },
+        &VerifyOptions {
+            threads: 2,
+            ..Default::default()
+        },
         &|done, total| seen.lock().unwrap().push((done, total)),
     )
     .unwrap();

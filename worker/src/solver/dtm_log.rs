@@ -49,7 +49,11 @@ impl DtmLog {
     pub(super) fn new(spill: bool) -> DtmLog {
         DtmLog {
             plies: Vec::new(),
-            store: if spill { Store::File(None) } else { Store::Memory(Vec::new()) },
+            store: if spill {
+                Store::File(None)
+            } else {
+                Store::Memory(Vec::new())
+            },
             bytes: 0,
         }
     }
@@ -221,7 +225,10 @@ mod tests {
             .map(|s| {
                 let first = s * SEG_INDICES;
                 let mut e = SegmentEncoder::new(SEG_INDICES.min(n - first));
-                for &p in positions.iter().filter(|&&p| (first..first + SEG_INDICES).contains(&p)) {
+                for &p in positions
+                    .iter()
+                    .filter(|&&p| (first..first + SEG_INDICES).contains(&p))
+                {
                     e.push(p - first);
                 }
                 e.finish()
@@ -240,7 +247,16 @@ mod tests {
 
     fn replays_what_was_recorded_in(spill: bool) {
         let n = 2 * SEG_INDICES + 1000;
-        let sparse: Vec<usize> = vec![0, 1, 127, 128, SEG_INDICES / 2 + 7, SEG_INDICES - 1, SEG_INDICES + 5, n - 1];
+        let sparse: Vec<usize> = vec![
+            0,
+            1,
+            127,
+            128,
+            SEG_INDICES / 2 + 7,
+            SEG_INDICES - 1,
+            SEG_INDICES + 5,
+            n - 1,
+        ];
         // Every third index of the first segment: denser than its bitmap as gaps? No (1 byte
         // per 3 bits is more than 1 bit each): stored raw.
         let dense: Vec<usize> = (2..SEG_INDICES).step_by(3).collect();
@@ -259,6 +275,10 @@ mod tests {
         seen.sort();
         assert_eq!(seen, expected);
         // The dense ply went in raw: about one bit per index of its segment.
-        assert!(log.bytes() < (SEG_INDICES / 8 + 1000) as u64, "{} bytes", log.bytes());
+        assert!(
+            log.bytes() < (SEG_INDICES / 8 + 1000) as u64,
+            "{} bytes",
+            log.bytes()
+        );
     }
 }

@@ -6,8 +6,8 @@
 
 mod dtm_log;
 mod memory;
-mod pawn_exits;
 pub mod par;
+mod pawn_exits;
 pub mod reference;
 pub mod retrograde;
 

@@ -88,7 +88,11 @@ impl<'a> PawnExits<'a> {
                 let occupied = d.occupied.without(from);
                 let king = if g.is_king(k) { to } else { our_king };
                 let (captured, pawns, material) = if their_pawns.contains(to) {
-                    (None, their_pawns.without(to), self.material.without(them, Role::Pawn))
+                    (
+                        None,
+                        their_pawns.without(to),
+                        self.material.without(them, Role::Pawn),
+                    )
                 } else {
                     let m = man_at(to).expect("a victim stands there");
                     (Some(m), their_pawns, self.material.without(them, g.men[m].role))
@@ -103,7 +107,13 @@ impl<'a> PawnExits<'a> {
         }
 
         // Pawn moves.
-        let forward = |s: Square| Square::new(if us == Color::White { s.u8() + 8 } else { s.u8() - 8 });
+        let forward = |s: Square| {
+            Square::new(if us == Color::White {
+                s.u8() + 8
+            } else {
+                s.u8() - 8
+            })
+        };
         for from in our_pawns {
             let one = forward(from);
             let mut targets: [(Square, bool); 4] = [(Square::A1, false); 4];
@@ -123,7 +133,11 @@ impl<'a> PawnExits<'a> {
             for &(to, double) in &targets[..n] {
                 let occupied = d.occupied.without(from).with(to);
                 let (captured, pawns, material) = if their_pawns.contains(to) {
-                    (None, their_pawns.without(to), self.material.without(them, Role::Pawn))
+                    (
+                        None,
+                        their_pawns.without(to),
+                        self.material.without(them, Role::Pawn),
+                    )
                 } else if let Some(m) = man_at(to) {
                     (Some(m), their_pawns, self.material.without(them, g.men[m].role))
                 } else {

@@ -85,9 +85,17 @@ const S_LATER: u8 = 128;
 const S_LATER_FAR: u8 = 255;
 /// Plies below this are held in the byte of a position decided later; the others in the side
 /// map. This crate's tests make it small, so that they go through the side map too.
-const LATER_DIRECT: u32 = if cfg!(test) { 6 } else { (S_LATER_FAR - S_LATER) as u32 };
+const LATER_DIRECT: u32 = if cfg!(test) {
+    6
+} else {
+    (S_LATER_FAR - S_LATER) as u32
+};
 /// The same for winning exits, counted in exit codes (`(plies + 1) / 2`).
-const WIN_EXIT_DIRECT: u32 = if cfg!(test) { 3 } else { (S_WIN_EXIT_FAR - S_NO_LOSS) as u32 };
+const WIN_EXIT_DIRECT: u32 = if cfg!(test) {
+    3
+} else {
+    (S_WIN_EXIT_FAR - S_NO_LOSS) as u32
+};
 
 /// True if the position is undecided (may lose, or cannot lose).
 #[inline]
@@ -217,7 +225,10 @@ impl State {
         if plies < LATER_DIRECT {
             self.set(i, S_LATER + plies as u8);
         } else {
-            self.far_shard(i).lock().expect("far lock").insert(i as u64, plies);
+            self.far_shard(i)
+                .lock()
+                .expect("far lock")
+                .insert(i as u64, plies);
             self.set(i, S_LATER_FAR);
         }
         self.set_pending(i, plies);
@@ -229,7 +240,10 @@ impl State {
         if code < WIN_EXIT_DIRECT {
             self.set(i, S_NO_LOSS + code as u8);
         } else {
-            self.far_shard(i).lock().expect("far lock").insert(i as u64, plies);
+            self.far_shard(i)
+                .lock()
+                .expect("far lock")
+                .insert(i as u64, plies);
             self.set(i, S_WIN_EXIT_FAR);
         }
         self.set_pending(i, plies);
@@ -318,7 +332,11 @@ impl Geometry {
         Some(Decoded {
             squares,
             turn,
-            fields: if turn == Color::Black { i - self.per_side } else { i },
+            fields: if turn == Color::Black {
+                i - self.per_side
+            } else {
+                i
+            },
             occupied,
         })
     }
@@ -444,9 +462,7 @@ impl Geometry {
         // An image of `j` is in table form, and stored itself, only if it keeps both kings on
         // their squares: with both kings on the long diagonal (both diagonal images are stored).
         // Otherwise every image goes back to `j`, with no need to look.
-        let both_on_diagonal = [d.squares[0], d.squares[bk]]
-            .iter()
-            .all(|s| s.file() == s.rank());
+        let both_on_diagonal = [d.squares[0], d.squares[bk]].iter().all(|s| s.file() == s.rank());
         for table in &SYMMETRY_TABLE[1..] {
             let z0 = table[d.squares[0].index()];
             // With Black's king moved, White's stays: it must be on the triangle already; with
@@ -638,7 +654,8 @@ pub fn solve_slice_into(
                 let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
                 let chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
                 for c in chunks {
-                    let pending = plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                    let pending =
+                        plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
                     let next = st.next[c].swap(0, Relaxed) != 0;
                     if !pending && !next && !scan_all {
                         continue;
@@ -661,7 +678,10 @@ pub fn solve_slice_into(
             }
             Ok::<(), SolveError>(())
         })?;
-        let encoded = encoded.into_iter().map(|e| e.into_inner().expect("segment lock")).collect();
+        let encoded = encoded
+            .into_iter()
+            .map(|e| e.into_inner().expect("segment lock"))
+            .collect();
         log.record(plies, encoded).map_err(SolveError::Scratch)?;
         if n >= SPILL_FROM {
             debug!(
@@ -734,7 +754,14 @@ pub fn solve_slice_into(
 
     // 3. Finish: the table's values from the bytes and the log, a few segments at a time (one
     // per thread); undecided positions are draws.
-    let State { bytes, pending, changed, next, in_frontier, .. } = st;
+    let State {
+        bytes,
+        pending,
+        changed,
+        next,
+        in_frontier,
+        ..
+    } = st;
     drop((pending, changed, next, in_frontier));
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
