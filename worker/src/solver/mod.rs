@@ -5,6 +5,7 @@
 //! table files, the cluster or async code.
 
 mod dtm_log;
+mod geometry;
 mod memory;
 pub mod par;
 mod pawn_exits;

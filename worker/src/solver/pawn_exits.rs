@@ -12,8 +12,24 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::Value;
 use zermelo_chess::{Bitboard, Color, Material, Piece, Role, Square};
 
-use super::retrograde::{Decoded, Exits, Geometry};
+use super::geometry::{Decoded, Geometry};
 use super::{SolveError, Successors};
+
+/// The exits of a position: the best for the side to move, and the slowest that loses.
+#[derive(Default)]
+pub(super) struct Exits {
+    pub(super) best: Option<Value>,
+    pub(super) slowest_loss: u16,
+}
+
+impl Exits {
+    pub(super) fn add(&mut self, v: Value) {
+        if let Value::Loss(d) = v {
+            self.slowest_loss = self.slowest_loss.max(d);
+        }
+        self.best = Some(self.best.map_or(v, |b| b.max(v)));
+    }
+}
 
 /// The successor slices of a slice with pawns, with their values as arrays.
 pub(super) struct PawnExits<'a> {

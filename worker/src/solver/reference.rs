@@ -23,8 +23,8 @@ use zermelo_chess::unmove::{for_each_unmove, for_each_unmove_from};
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Square};
 
+use super::geometry::sort_like_men;
 use super::par::for_each_chunk;
-use super::retrograde::sort_like_men;
 use super::{SolveError, Successors};
 
 // In-memory states of undecided positions (final values are below 0x8000).
