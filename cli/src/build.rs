@@ -288,12 +288,13 @@ mod tests {
     #[test]
     fn memory_of_a_build_counted_by_hand() {
         let p = plan(&["KPvK".parse::<Material>().unwrap()]);
-        let kpk = p
-            .materials
-            .iter()
-            .find(|m| m.material.to_string() == "KPvK")
-            .unwrap();
-        let need = material_memory(kpk, 2);
+        let of = |name: &str| {
+            p.materials
+                .iter()
+                .find(|m| m.material.to_string() == name)
+                .unwrap()
+        };
+        let need = material_memory(of("KPvK"), 2);
         let positions = 24 * 2 * 3612 + 4 * 2 * 462 * 64;
         assert_eq!(need.held, positions);
         assert_eq!(need.largest, 2 * 3612);
@@ -302,12 +303,7 @@ mod tests {
             need.bytes,
             2 * positions + 2 * (2 * 3612 + 2 * 3612 / 64) + 2 * (2 * 2 * 3612 + (1 << 20))
         );
-        let kqk = p
-            .materials
-            .iter()
-            .find(|m| m.material.to_string() == "KQvK")
-            .unwrap();
-        let need = material_memory(kqk, 1);
+        let need = material_memory(of("KQvK"), 1);
         assert_eq!((need.held, need.largest, need.at_once), (0, 2 * 462 * 64, 1));
         assert_eq!(
             need.bytes,

@@ -66,22 +66,23 @@ impl Drop for Proc {
     }
 }
 
+/// A worker process of one thread on `url`, its cache in `cache`, its log in `log`.
+fn worker_with(url: &str, cache: &Path, log: PathBuf, env: &[(&str, &str)]) -> Proc {
+    let args = [
+        "worker",
+        "--coordinator",
+        url,
+        "--cache",
+        cache.to_str().unwrap(),
+        "--threads",
+        "1",
+    ];
+    Proc::spawn(&args, log, env)
+}
+
 /// A worker of one thread on `url`, its cache and log in `dir`.
 fn one_thread_worker(url: &str, dir: &Path, env: &[(&str, &str)]) -> Proc {
-    let cache = dir.join("cache");
-    Proc::spawn(
-        &[
-            "worker",
-            "--coordinator",
-            url,
-            "--cache",
-            cache.to_str().unwrap(),
-            "--threads",
-            "1",
-        ],
-        dir.join("worker.log"),
-        env,
-    )
+    worker_with(url, &dir.join("cache"), dir.join("worker.log"), env)
 }
 
 fn free_port() -> u16 {
@@ -518,16 +519,7 @@ fn submit(url: &str, token: &str, materials: &[&str], coordinator: &Proc) -> Str
 
 /// A worker process of one thread with its cache in `cache`.
 fn worker(url: &str, token: &str, cache: &Path, log: PathBuf) -> Proc {
-    let args = [
-        "worker",
-        "--coordinator",
-        url,
-        "--cache",
-        cache.to_str().unwrap(),
-        "--threads",
-        "1",
-    ];
-    Proc::spawn(&args, log, &[("ZERMELO_TOKEN", token)])
+    worker_with(url, cache, log, &[("ZERMELO_TOKEN", token)])
 }
 
 /// The slice files of a worker's cache, by name, with their bytes.

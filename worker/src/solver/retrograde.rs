@@ -223,13 +223,18 @@ impl State {
         if plies < LATER_DIRECT {
             self.set(i, S_LATER + plies as u8);
         } else {
-            self.far_shard(i)
-                .lock()
-                .expect("far lock")
-                .insert(i as u64, plies);
-            self.set(i, S_LATER_FAR);
+            self.set_far(i, S_LATER_FAR, plies);
         }
         self.set_pending(i, plies);
+    }
+
+    /// Sets code `far` at `i`, its ply kept in the side map.
+    fn set_far(&self, i: usize, far: u8, plies: u32) {
+        self.far_shard(i)
+            .lock()
+            .expect("far lock")
+            .insert(i as u64, plies);
+        self.set(i, far);
     }
 
     /// Sets an undecided position that cannot be lost and has a winning exit in `plies` (odd).
@@ -238,11 +243,7 @@ impl State {
         if code < WIN_EXIT_DIRECT {
             self.set(i, S_NO_LOSS + code as u8);
         } else {
-            self.far_shard(i)
-                .lock()
-                .expect("far lock")
-                .insert(i as u64, plies);
-            self.set(i, S_WIN_EXIT_FAR);
+            self.set_far(i, S_WIN_EXIT_FAR, plies);
         }
         self.set_pending(i, plies);
     }
