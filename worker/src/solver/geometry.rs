@@ -99,6 +99,27 @@ impl Geometry {
             .any(|k| attacks(self.men[k], d.squares[k], d.occupied).contains(target))
     }
 
+    /// True if the side to move in `d` (king on `our_king`) has a legal move inside the slice:
+    /// a man other than a pawn to an empty square, leaving its king safe from the other side's
+    /// men and pawns.
+    pub(super) fn has_inside_move(&self, d: &Decoded, our_king: Square) -> bool {
+        let us = d.turn;
+        let them = us.other();
+        let their_pawns = self.pawns[them.index()];
+        self.side(us).any(|k| {
+            let from = d.squares[k];
+            let targets = attacks(self.men[k], from, d.occupied) & !d.occupied;
+            targets.into_iter().any(|to| {
+                let occupied = d.occupied.without(from).with(to);
+                let king = if self.is_king(k) { to } else { our_king };
+                (pawn_attacks(us, king) & their_pawns).is_empty()
+                    && !self
+                        .side(them)
+                        .any(|j| attacks(self.men[j], d.squares[j], occupied).contains(king))
+            })
+        })
+    }
+
     /// Calls `f` with the index of `d` with man `k` moved to each square of `targets` and `turn`
     /// to move, by arithmetic on the index: only the man's field changes. Skips a square that
     /// puts the kings side by side, or for a king of a pawnless slice out of table form.

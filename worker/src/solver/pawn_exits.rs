@@ -189,15 +189,7 @@ impl<'a> PawnExits<'a> {
         }
 
         let inside = match exits.best {
-            Some(Value::Loss(_)) | None => g.side(us).any(|k| {
-                let from = d.squares[k];
-                (attacks(g.men[k], from, d.occupied) & !d.occupied)
-                    .into_iter()
-                    .any(|to| {
-                        let king = if g.is_king(k) { to } else { our_king };
-                        safe(king, d.occupied.without(from).with(to), their_pawns, None)
-                    })
-            }),
+            Some(Value::Loss(_)) | None => g.has_inside_move(d, our_king),
             _ => true,
         };
         Ok((exits, inside))

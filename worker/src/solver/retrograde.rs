@@ -655,7 +655,7 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
         if let Some(Value::Loss(_)) | None = exits.best {
             // Lost (or mated, or stalemated) unless a move inside the slice does better: is
             // there one?
-            if !has_inside_move(g, &d, our_king) {
+            if !g.has_inside_move(&d, our_king) {
                 return match exits.best {
                     Some(_) => set_decided(st, i, Value::Loss(exits.slowest_loss)),
                     None if in_check => {
@@ -727,22 +727,6 @@ fn set_undecided(ctx: &Context<'_>, st: &State, i: usize, exits: &Exits) -> Resu
         }
     }
     Ok(())
-}
-
-/// True if the side to move in `d` (king on `our_king`) has a legal move inside the slice
-/// (pawnless: a move to an empty square that leaves its king safe).
-fn has_inside_move(g: &Geometry, d: &Decoded, our_king: Square) -> bool {
-    let them = d.turn.other();
-    g.side(d.turn).any(|k| {
-        let from = d.squares[k];
-        let targets = attacks(g.men[k], from, d.occupied) & !d.occupied;
-        targets.into_iter().any(|to| {
-            let occupied = d.occupied.without(from).with(to);
-            let king = if g.is_king(k) { to } else { our_king };
-            !g.side(them)
-                .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
-        })
-    })
 }
 
 /// The exits of a position of a pawnless slice (in check or not): its legal captures, played
