@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use tracing::{info, info_span};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
+use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{
@@ -211,25 +212,23 @@ fn solve_material(
         ..WriteOptions::default()
     };
     let path = tables.path_of(&mp.material);
-    if let [wave] = &mp.waves[..] {
-        if let [key] = &wave[..] {
-            if key.white_pawns.is_empty() && key.black_pawns.is_empty() {
-                let count = SliceIndexer::new(*key).size();
-                let mut writer = TableWriter::create(&path, &meta, 1, count, &options)?;
-                writer.begin_slice(key.raw(), count)?;
-                let mut written = 0;
-                solve_slice_into(key, &map, threads, &mut |values| {
-                    writer
-                        .push_values(values)
-                        .map_err(|e| SolveError::Output(Box::new(e)))?;
-                    written += values.len() as u64;
-                    progress(written);
-                    Ok(())
-                })?;
-                writer.end_slice()?;
-                return Ok(writer.finish()?);
-            }
-        }
+    if !mp.material.has_pawns() {
+        let key = SliceKey::pawnless(mp.material);
+        debug_assert!(mp.slices().eq([&key]), "a pawnless material is one slice");
+        let count = SliceIndexer::new(key).size();
+        let mut writer = TableWriter::create(&path, &meta, 1, count, &options)?;
+        writer.begin_slice(key.raw(), count)?;
+        let mut written = 0;
+        solve_slice_into(&key, &map, threads, &mut |values| {
+            writer
+                .push_values(values)
+                .map_err(|e| SolveError::Output(Box::new(e)))?;
+            written += values.len() as u64;
+            progress(written);
+            Ok(())
+        })?;
+        writer.end_slice()?;
+        return Ok(writer.finish()?);
     }
     let solved: BTreeMap<[u64; 2], SliceValues> = solve_waves(&mp.waves, &mut map, None, threads, progress)?
         .into_iter()
