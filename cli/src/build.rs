@@ -1,8 +1,10 @@
 //! The single-node build: the coordinator's plan, solved slice by slice with the worker's solver
 //! in one process, each material written to one table file.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::{info, info_span};
@@ -10,11 +12,10 @@ use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
-use zermelo_storage::{
-    write_table_with, Metric, SliceData, TableMeta, TableSummary, TableWriter, WriteOptions,
-};
-use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
-use zermelo_worker::waves::solve_waves;
+use zermelo_storage::{Metric, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
+use zermelo_worker::solver::{SEG_INDICES, SPILL_FROM};
+use zermelo_worker::tables::{SliceCache, SliceMap, TableDir, TableError, READER_BYTES};
+use zermelo_worker::waves::for_each_slice;
 use zermelo_worker::{solve_slice_into, SolveError};
 
 use crate::memory::human_bytes;
@@ -29,55 +30,65 @@ pub enum BuildError {
     Storage(#[from] zermelo_storage::StorageError),
     #[error("cannot create the tables directory {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
+    #[error("cannot create a folder for {material}'s solved slices in {dir}: {source}")]
+    Scratch {
+        material: Material,
+        dir: String,
+        source: std::io::Error,
+    },
     #[error(
-        "building {material} needs about {} of memory (the values of {held} positions it reads or holds, at 2 bytes each, and a byte a position of solver state for {at_once} slice(s) of up to {largest} positions at once); the memory budget is {}: raise it with --memory, build with fewer --threads, or build on a machine with more memory",
-        human_bytes(*.needed), human_bytes(*.budget)
+        "building {material} needs about {} of memory (a byte a position of solver state for {at_once} slice(s) of up to {largest} positions at once, and {} of buffers a thread); the memory budget is {}: raise it with --memory, build with fewer --threads, or build on a machine with more memory",
+        human_bytes(*.needed), human_bytes(*.per_thread), human_bytes(*.budget)
     )]
     OverBudget {
         material: Material,
         needed: u64,
-        held: u64,
         largest: u64,
         at_once: u64,
+        per_thread: u64,
         budget: u64,
     },
 }
 
-/// Values a thread writes out of the solver's state at a time (`SEG_INDICES` in the solver).
-const SEGMENT_VALUES: u64 = 1 << 22;
 /// Bytes of the table writer's blocks, per thread.
 const WRITER_BYTES: u64 = 1 << 20;
+/// The most memory a build gives to its cache of whole successor slices (see [`SliceCache`]):
+/// enough for the small slices a material with pawns reads again and again.
+const SLICE_CACHE_BYTES: u64 = 64 << 20;
+/// The zstd level of the files a material's solved slices wait in until its table is written:
+/// read back soon, once or twice, so written fast.
+const PART_LEVEL: i32 = 1;
 
-/// What building one material on `threads` threads holds in memory at its peak, in bytes:
-/// - the values (2 bytes a position) of every slice of other tables it reads, and of every
-///   slice of the material itself when it has pawns (they are held until its table is written:
-///   a pawn push leads into another slice of it); a pawnless material's one slice goes to its
-///   file as it is written out of the solver's state;
+/// What building one material on `threads` threads holds in memory at its peak, in bytes, with
+/// `by_slice` set when its slices may be solved one per thread at once:
 /// - the solver's state, a byte a position and per-chunk summaries (1/64 byte), for each slice
-///   solved at once: one, or with pawns up to one per thread;
+///   solved at once: one, or with pawns and `by_slice` up to one per thread; with it, the log of
+///   plies of a slice under [`SPILL_FROM`] positions (at most a byte a position; a larger
+///   slice's goes to a temporary file);
 /// - per thread, the values of one segment being written out of the state (up to
-///   [`SEGMENT_VALUES`] values of 2 bytes) and the table writer's blocks ([`WRITER_BYTES`]).
+///   [`SEG_INDICES`] values of 2 bytes), the table writer's blocks ([`WRITER_BYTES`]) and the
+///   cache of blocks it reads successor tables through ([`READER_BYTES`]).
 ///
-/// The plies of decided positions of a large slice go to a temporary file, not memory. The
-/// process's own fixed share (code, thread stacks: about 32 MiB) is not counted.
-pub fn material_memory(mp: &MaterialPlan, threads: usize) -> MemoryNeed {
+/// No table's values are held whole: the tables a build reads, and the slices of its own
+/// material already solved (a pawn push leads into another slice), are read from their files a
+/// block at a time, or whole for small slices in a cache of what the budget leaves over (up to
+/// [`SLICE_CACHE_BYTES`], not counted here). The process's own fixed share (code, thread
+/// stacks: about 32 MiB) is not counted.
+pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool) -> MemoryNeed {
     let size = |s: &zermelo_chess::SliceKey| SliceIndexer::new(*s).size();
-    let external: u64 = mp.external.iter().map(size).sum();
     let largest = mp.slices().map(size).max().unwrap_or(0);
-    let pawnful = mp.material.has_pawns();
-    let held = external + if pawnful { mp.positions } else { 0 };
-    let at_once = if pawnful {
+    let at_once = if by_slice && mp.material.has_pawns() {
         (threads.max(1) as u64).min(mp.slice_count() as u64)
     } else {
         1
     };
+    let log = if largest < SPILL_FROM as u64 { largest } else { 0 };
+    let per_thread = 2 * largest.min(SEG_INDICES as u64) + WRITER_BYTES + READER_BYTES;
     MemoryNeed {
-        bytes: 2 * held
-            + at_once * (largest + largest / 64)
-            + threads.max(1) as u64 * (2 * largest.min(SEGMENT_VALUES) + WRITER_BYTES),
-        held,
+        bytes: at_once * (largest + largest / 64 + log) + threads.max(1) as u64 * per_thread,
         largest,
         at_once,
+        per_thread,
     }
 }
 
@@ -85,12 +96,12 @@ pub fn material_memory(mp: &MaterialPlan, threads: usize) -> MemoryNeed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryNeed {
     pub bytes: u64,
-    /// Positions whose values are held.
-    pub held: u64,
     /// Positions of the largest slice.
     pub largest: u64,
     /// Slices solved at once.
     pub at_once: u64,
+    /// Bytes of buffers per thread.
+    pub per_thread: u64,
 }
 
 /// What happened to one material.
@@ -107,7 +118,9 @@ pub type Progress<'a> = &'a (dyn Fn(u64, u64, &Material) + Sync);
 
 /// Builds the tables of `targets` and of every material they convert into, skipping tables that
 /// are already complete and valid in `dir`. Before any work, every material to build is checked
-/// against the memory budget `memory` (bytes, see [`material_memory`]); one past it is refused.
+/// against the memory budget `memory` (bytes, see [`material_memory`]): its slices are solved
+/// one per thread when that fits, else one at a time with every thread; a material that does
+/// not fit even so is refused.
 pub fn build(
     targets: &[Material],
     dir: &Path,
@@ -119,26 +132,40 @@ pub fn build(
         path: dir.display().to_string(),
         source,
     })?;
-    let tables = TableDir::new(dir);
+    limit_arenas(threads);
+    let tables = TableDir::new(dir).pread();
     let plan: Plan = plan(targets);
     let complete: Vec<bool> = plan.materials.iter().map(|mp| is_complete(&tables, mp)).collect();
-    for (mp, _) in plan.materials.iter().zip(&complete).filter(|(_, &c)| !c) {
-        let need = material_memory(mp, threads);
+    // Per material: its slices one per thread at once, and the bytes of its cache of whole
+    // successor slices (what the budget leaves, up to SLICE_CACHE_BYTES).
+    let mut how = Vec::new();
+    for (mp, &complete) in plan.materials.iter().zip(&complete) {
+        if complete {
+            how.push((false, 0));
+            continue;
+        }
+        let need = material_memory(mp, threads, true);
+        if need.bytes <= memory {
+            how.push((true, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
+            continue;
+        }
+        let need = material_memory(mp, threads, false);
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
                 needed: need.bytes,
-                held: need.held,
                 largest: need.largest,
                 at_once: need.at_once,
+                per_thread: need.per_thread,
                 budget: memory,
             });
         }
+        how.push((false, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
     }
     let total = plan.positions();
     let mut done = 0u64;
     let mut outcomes = Vec::new();
-    for (mp, &complete) in plan.materials.iter().zip(&complete) {
+    for ((mp, &complete), &(by_slice, cache_bytes)) in plan.materials.iter().zip(&complete).zip(&how) {
         let start = Instant::now();
         let _span = info_span!("material", material = %mp.material).entered();
         if complete {
@@ -153,8 +180,15 @@ pub fn build(
             });
             continue;
         }
-        info!(slices = mp.slice_count(), positions = mp.positions, "solving");
-        let summary = solve_material(&tables, mp, threads, &|d| progress(done + d, total, &mp.material))?;
+        info!(
+            slices = mp.slice_count(),
+            positions = mp.positions,
+            by_slice,
+            "solving"
+        );
+        let summary = solve_material(&tables, mp, threads, by_slice, cache_bytes, &|d| {
+            progress(done + d, total, &mp.material)
+        })?;
         tables.forget(&mp.material);
         done += mp.positions;
         progress(done, total, &mp.material);
@@ -188,20 +222,22 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
     found == expected && table.verify_checksum().is_ok()
 }
 
-/// Solves every slice of a material and writes its table. A material of one slice that no other
-/// slice of it needs (pawnless) goes to its file as it is written out of the solver's state;
-/// the slices of a material with pawns are solved wave by wave and held (a pawn push leads
-/// into another slice of the material), then written sorted by key.
+/// Solves every slice of a material and writes its table. Each slice reads its successors from
+/// their table files: small ones whole, kept in a cache of `cache_bytes` for the next slices,
+/// the others a block at a time ([`SliceCache`]). A material of one slice (pawnless)
+/// goes to its table file as it is written out of the solver's state. The slices of a material
+/// with pawns are solved wave by wave (one per thread at once if `by_slice`), each written to a
+/// file of its own as it is written out of the state (a pawn push of a later wave reads it
+/// there); the table is then written from those files, sorted by key.
 fn solve_material(
     tables: &TableDir,
     mp: &MaterialPlan,
     threads: usize,
+    by_slice: bool,
+    cache_bytes: u64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<TableSummary, BuildError> {
-    let mut map = SliceMap::new();
-    for s in &mp.external {
-        map.insert(*s, tables.load_slice(s)?);
-    }
+    let cache = SliceCache::new(cache_bytes);
     let meta = TableMeta {
         material: mp.material.to_string(),
         metric: Metric::Dtm,
@@ -215,30 +251,109 @@ fn solve_material(
     if !mp.material.has_pawns() {
         let key = SliceKey::pawnless(mp.material);
         debug_assert!(mp.slices().eq([&key]), "a pawnless material is one slice");
-        let count = SliceIndexer::new(key).size();
-        let mut writer = TableWriter::create(&path, &meta, 1, count, &options)?;
-        writer.begin_slice(key.raw(), count)?;
-        let mut written = 0;
-        solve_slice_into(&key, &map, threads, &mut |values| {
-            writer
-                .push_values(values)
-                .map_err(|e| SolveError::Output(Box::new(e)))?;
-            written += values.len() as u64;
-            progress(written);
-            Ok(())
-        })?;
-        writer.end_slice()?;
+        let successors = cache.successors_of(&key, &|s| tables.table(&s.material))?;
+        let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &options)?;
+        solve_into_writer(&key, &successors, threads, &mut writer, progress)?;
         return Ok(writer.finish()?);
     }
-    let solved: BTreeMap<[u64; 2], SliceValues> = solve_waves(&mp.waves, &mut map, None, threads, progress)?
-        .into_iter()
-        .map(|(k, v)| (k.raw(), v))
-        .collect();
-    let slices: Vec<SliceData<'_>> = solved
-        .iter()
-        .map(|(k, v)| SliceData { key: *k, values: v })
-        .collect();
-    Ok(write_table_with(&path, &meta, &slices, &options)?)
+
+    let parts = tempfile::Builder::new()
+        .prefix(&format!(".{}-slices-", mp.material))
+        .tempdir_in(tables.dir())
+        .map_err(|source| BuildError::Scratch {
+            material: mp.material,
+            dir: tables.dir().display().to_string(),
+            source,
+        })?;
+    let part_path = |key: &SliceKey| {
+        let [w, b] = key.raw();
+        parts.path().join(format!("{w:016x}-{b:016x}.zmt"))
+    };
+    let part_options = WriteOptions {
+        zstd_level: PART_LEVEL,
+        durable: false,
+        ..WriteOptions::default()
+    };
+    // The solved slices of this material, each in its own file.
+    let mut solved: HashMap<SliceKey, Arc<Table>> = HashMap::new();
+    let done = AtomicU64::new(0);
+    for wave in &mp.waves {
+        let table_of = |s: &SliceKey| match solved.get(s) {
+            Some(t) => Ok(t.clone()),
+            None => tables.table(&s.material),
+        };
+        for_each_slice(wave, threads, by_slice, |key, threads| {
+            let successors = cache.successors_of(key, &table_of)?;
+            let size = SliceIndexer::new(*key).size();
+            let mut writer = TableWriter::create(&part_path(key), &meta, 1, size, &part_options)?;
+            let before = done.load(Relaxed);
+            solve_into_writer(key, &successors, threads, &mut writer, &|d| progress(before + d))?;
+            writer.finish()?;
+            progress(done.fetch_add(size, Relaxed) + size);
+            Ok::<(), BuildError>(())
+        })?;
+        for key in wave {
+            solved.insert(*key, Arc::new(Table::open_pread(&part_path(key))?));
+        }
+    }
+
+    let mut keys: Vec<SliceKey> = mp.slices().copied().collect();
+    keys.sort_by_key(|k| k.raw());
+    let mut writer = TableWriter::create(&path, &meta, keys.len() as u64, mp.positions, &options)?;
+    for key in &keys {
+        let part = &solved[key];
+        writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
+        let mut failed = None;
+        part.stream_slice(0, |values| {
+            if failed.is_none() {
+                failed = writer.push_values(values).err();
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        writer.end_slice()?;
+    }
+    Ok(writer.finish()?)
+}
+
+/// Lets the allocator keep at most one arena per solver thread. glibc gives each new thread an
+/// arena of its own, up to 8 per core, and the solver starts its threads afresh for every pass:
+/// what they free stays resident in arenas the next threads may not reuse, and a build's
+/// resident memory creeps past its budget (measured on KRPvKR in 64 MiB, 2 threads: peak
+/// 117 MiB with glibc's default, 73 MiB with 2 arenas, in the same time).
+fn limit_arenas(threads: usize) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tuning parameter of glibc's allocator, which any thread may
+    // change at any time.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, threads.clamp(2, 64) as libc::c_int);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = threads;
+}
+
+/// Solves slice `key` on `threads` threads, its values going into `writer` (as one slice) as
+/// they are written out of the solver's state; `progress` is called with the values written.
+fn solve_into_writer(
+    key: &SliceKey,
+    successors: &SliceMap,
+    threads: usize,
+    writer: &mut TableWriter,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), BuildError> {
+    writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
+    let mut written = 0;
+    solve_slice_into(key, successors, threads, &mut |values| {
+        writer
+            .push_values(values)
+            .map_err(|e| SolveError::Output(Box::new(e)))?;
+        written += values.len() as u64;
+        progress(written);
+        Ok(())
+    })?;
+    writer.end_slice()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -278,12 +393,12 @@ mod tests {
         assert!(solved.len() > 1128);
     }
 
-    /// The memory of KPvK's build, counted by hand from FORMAT.md's sizes: its 24 slices of
-    /// 2 * 3,612 positions and the four tables its promotions lead into (2 * 462 * 64 each; a
-    /// capture leaves bare kings), 2 bytes a position; on 2 threads, two slices' state at 1 + 1/64
-    /// byte a position; per thread a segment of values (here the whole slice) and 1 MiB.
-    /// KQvK alone (pawnless, written as it is solved): the state of its one slice, no values
-    /// of its own held.
+    /// The memory of KPvK's build, counted by hand from FORMAT.md's sizes: on 2 threads, one
+    /// slice (2 * 3,612 positions) per thread at once, each with 1 + 1/64 byte a position of
+    /// state and a log of plies of at most a byte a position; per thread a segment of values
+    /// (here the whole slice, 2 bytes a position), 1 MiB of writer blocks and 32 cached blocks
+    /// of 65,536 values. No table's values are held. KQvK alone (pawnless, one slice of
+    /// 2 * 462 * 64): one slice's state and log. KPvK one slice at a time: one state.
     #[test]
     fn memory_of_a_build_counted_by_hand() {
         let p = plan(&["KPvK".parse::<Material>().unwrap()]);
@@ -293,20 +408,20 @@ mod tests {
                 .find(|m| m.material.to_string() == name)
                 .unwrap()
         };
-        let need = material_memory(of("KPvK"), 2);
-        let positions = 24 * 2 * 3612 + 4 * 2 * 462 * 64;
-        assert_eq!(need.held, positions);
-        assert_eq!(need.largest, 2 * 3612);
-        assert_eq!(need.at_once, 2);
+        let per_thread = |n: u64| 2 * n + (1 << 20) + 32 * 2 * 65536;
+        let n = 2 * 3612;
+        let need = material_memory(of("KPvK"), 2, true);
         assert_eq!(
-            need.bytes,
-            2 * positions + 2 * (2 * 3612 + 2 * 3612 / 64) + 2 * (2 * 2 * 3612 + (1 << 20))
+            (need.largest, need.at_once, need.per_thread),
+            (n, 2, per_thread(n))
         );
-        let need = material_memory(of("KQvK"), 1);
-        assert_eq!((need.held, need.largest, need.at_once), (0, 2 * 462 * 64, 1));
-        assert_eq!(
-            need.bytes,
-            2 * 462 * 64 + 2 * 462 * 64 / 64 + 2 * 2 * 462 * 64 + (1 << 20)
-        );
+        assert_eq!(need.bytes, 2 * (n + n / 64 + n) + 2 * per_thread(n));
+        let need = material_memory(of("KPvK"), 2, false);
+        assert_eq!(need.at_once, 1);
+        assert_eq!(need.bytes, n + n / 64 + n + 2 * per_thread(n));
+        let n = 2 * 462 * 64;
+        let need = material_memory(of("KQvK"), 1, true);
+        assert_eq!((need.largest, need.at_once), (n, 1));
+        assert_eq!(need.bytes, n + n / 64 + n + per_thread(n));
     }
 }

@@ -11,6 +11,8 @@
 //! * Reading goes through a memory map ([`Table::open`]), positioned reads
 //!   ([`Table::open_pread`]), bytes in memory ([`Table::from_bytes`]) or any [`RandomAccess`]
 //!   source. Lookups take `&self` and share a small cache of decompressed blocks. Opening
+//!   A [`ValueReader`] is one thread's lock-free reader of single values, with its own bounded
+//!   cache of blocks (the solver reads successor tables through it). Opening
 //!   checks the header, the tables and the footer but not the blocks; each block's checksum is
 //!   checked when it is decompressed, each slice's content hash when the slice is read whole, and
 //!   [`Table::verify_checksum`] checks everything.
@@ -46,6 +48,7 @@
 mod error;
 mod format;
 mod hash;
+mod reader;
 mod source;
 mod table;
 mod write;
@@ -55,6 +58,7 @@ pub use format::{
     DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FORMAT_VERSION, MAX_BLOCK_VALUES, MAX_MATERIAL_LEN,
 };
 pub use hash::slice_hash;
+pub use reader::ValueReader;
 pub use source::{FileSource, MemorySource, MmapSource, RandomAccess};
 pub use table::Table;
 pub use write::{write_table, write_table_with, TableWriter, WriteOptions};

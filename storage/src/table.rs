@@ -1,6 +1,7 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::format::{
@@ -29,6 +30,10 @@ const MAX_RESERVE_VALUES: u64 = 1 << 24;
 /// [`verify_checksum`](Table::verify_checksum). All methods take `&self`: a `Table` can be shared
 /// between threads.
 pub struct Table {
+    /// Unique in the process: tells one table's blocks from another's in a [`ValueReader`].
+    ///
+    /// [`ValueReader`]: crate::ValueReader
+    id: u64,
     source: Box<dyn RandomAccess>,
     /// The name used in errors: the path, or `<memory>`.
     name: PathBuf,
@@ -235,7 +240,9 @@ impl Table {
             bytes = size,
             "table opened"
         );
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Ok(Table {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             source,
             name,
             path,
@@ -439,7 +446,11 @@ impl Table {
         Ok(())
     }
 
-    fn slice_entry(&self, slice: usize) -> Result<&SliceEntry, StorageError> {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn slice_entry(&self, slice: usize) -> Result<&SliceEntry, StorageError> {
         self.slices.get(slice).ok_or_else(|| {
             StorageError::InvalidInput(format!(
                 "slice {slice} out of range: {} has {} slices",
@@ -461,7 +472,7 @@ impl Table {
     }
 
     /// Reads, checks and decompresses block `block`.
-    fn decode_block(
+    pub(crate) fn decode_block(
         &self,
         block: u64,
         dctx: &mut zstd::bulk::Decompressor<'static>,
@@ -485,7 +496,7 @@ impl Table {
         Ok(le_to_values(&raw))
     }
 
-    fn decompressor(&self) -> Result<zstd::bulk::Decompressor<'static>, StorageError> {
+    pub(crate) fn decompressor(&self) -> Result<zstd::bulk::Decompressor<'static>, StorageError> {
         zstd::bulk::Decompressor::new().map_err(|e| StorageError::io(&self.name, e))
     }
 

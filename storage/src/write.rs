@@ -21,6 +21,10 @@ pub struct WriteOptions {
     pub zstd_level: i32,
     /// Threads compressing blocks (the bytes do not depend on it).
     pub threads: usize,
+    /// Sync the file and its folder so the table survives a power cut (the default). Files that
+    /// only live as long as the process that writes them (a build's solved slices waiting for
+    /// their table) skip it.
+    pub durable: bool,
 }
 
 impl Default for WriteOptions {
@@ -29,6 +33,7 @@ impl Default for WriteOptions {
             block_values: DEFAULT_BLOCK_VALUES,
             zstd_level: DEFAULT_ZSTD_LEVEL,
             threads: 1,
+            durable: true,
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct TableWriter {
     values_pushed: u64,
     /// Set by a failed write: the file is then in an unknown state and can only be dropped.
     failed: bool,
+    /// See [`WriteOptions::durable`].
+    durable: bool,
     /// The slice being pushed in pieces, if any.
     open: Option<OpenSlice>,
 }
@@ -166,6 +173,7 @@ impl TableWriter {
             blocks: Vec::with_capacity(header.block_count.min(1 << 20) as usize),
             values_pushed: 0,
             failed: false,
+            durable: options.durable,
             open: None,
             header,
         };
@@ -326,10 +334,14 @@ impl TableWriter {
             file.set_permissions(std::fs::Permissions::from_mode(0o644))
                 .map_err(io_err)?;
         }
-        file.sync_data().map_err(io_err)?;
+        if self.durable {
+            file.sync_data().map_err(io_err)?;
+        }
         drop(file);
         temp_path.persist(&target).map_err(|e| io_err(e.error))?;
-        sync_parent_dir(&target)?;
+        if self.durable {
+            sync_parent_dir(&target)?;
+        }
 
         let summary = TableSummary {
             file_hash: *hasher.finalize().as_bytes(),

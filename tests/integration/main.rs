@@ -14,4 +14,5 @@ mod corruption;
 mod determinism;
 mod kpk;
 mod materials;
+mod memory;
 mod squares;

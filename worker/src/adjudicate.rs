@@ -11,7 +11,7 @@ use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Position, Role, Value};
 
-use crate::solver::{SolveError, Successors};
+use crate::solver::{SliceValuesRef, SolveError, Successors};
 use crate::tables::SliceMap;
 
 /// The distance an adjudicated win or loss counts, in plies: far beyond any mate these tables
@@ -184,7 +184,7 @@ impl Successors for Ruled<'_> {
         probe::value(pos, self)
     }
 
-    fn slice_values(&self, key: &SliceKey) -> Option<&[u16]> {
+    fn slice_values(&self, key: &SliceKey) -> Option<SliceValuesRef<'_>> {
         if self.rule.is_some_and(|r| r.cuts(key)) {
             return None;
         }

@@ -1,5 +1,6 @@
 //! Finished tables, read from a directory (one file per material) or held in memory.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -8,9 +9,9 @@ use zermelo_chess::index::{Location, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position, Value};
-use zermelo_storage::{Metric, StorageError, Table};
+use zermelo_storage::{Metric, StorageError, Table, ValueReader};
 
-use crate::solver::{SolveError, Successors};
+use crate::solver::{IndexedValues, SliceValuesRef, SolveError, Successors};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -59,6 +60,8 @@ pub struct TableDir {
     /// The only metric this directory's tables may have: exact DTM unless made with
     /// [`TableDir::adjudicated`].
     metric: Metric,
+    /// Read files with positioned reads instead of a memory map (see [`TableDir::pread`]).
+    pread: bool,
     open: Mutex<HashMap<Material, Arc<Table>>>,
 }
 
@@ -67,8 +70,16 @@ impl TableDir {
         TableDir {
             dir: dir.into(),
             metric: Metric::Dtm,
+            pread: false,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Reads the files with positioned reads (`pread`) instead of a memory map: the blocks read
+    /// stay in the kernel's page cache, outside the process's resident memory, so a build that
+    /// reads large tables a block at a time stays within its memory budget.
+    pub fn pread(self) -> TableDir {
+        TableDir { pread: true, ..self }
     }
 
     /// A directory of tables built under an adjudication rule: only such tables are read from
@@ -105,7 +116,11 @@ impl TableDir {
                 dir: self.dir.clone(),
             });
         }
-        let table = Table::open(&path)?;
+        let table = if self.pread {
+            Table::open_pread(&path)?
+        } else {
+            Table::open(&path)?
+        };
         if table.meta().material != material.to_string() {
             return Err(TableError::WrongTable {
                 path,
@@ -173,11 +188,58 @@ impl ValueSource for TableDir {
     }
 }
 
-/// Whole slices held in memory: the successors of the slices being solved.
-#[derive(Default, Clone)]
+/// Blocks of table values each thread keeps decompressed for [`SliceMap`]'s table-backed slices
+/// (32 x 128 KiB = 4 MiB a thread with the default block size).
+pub const READER_BLOCKS: usize = 32;
+
+/// Bytes of [`READER_BLOCKS`] blocks of the default size: what reading table-backed slices
+/// holds per thread.
+pub const READER_BYTES: u64 = READER_BLOCKS as u64 * 2 * zermelo_storage::DEFAULT_BLOCK_VALUES as u64;
+
+thread_local! {
+    /// This thread's reader of table-backed slices: lock-free, bounded.
+    static READER: RefCell<ValueReader> = RefCell::new(ValueReader::new(READER_BLOCKS));
+}
+
+/// One slice of a table file, read a value at a time through the thread's block cache: its
+/// values are never held whole.
+pub struct TableSlice {
+    table: Arc<Table>,
+    slice: usize,
+}
+
+impl IndexedValues for TableSlice {
+    fn get(&self, index: u64) -> Result<u16, SolveError> {
+        if index >= self.table.slices()[self.slice].count {
+            return Ok(0);
+        }
+        READER
+            .with(|r| r.borrow_mut().value(&self.table, self.slice, index))
+            .map_err(|e| SolveError::Source(Box::new(e)))
+    }
+}
+
+/// A successor slice of [`SliceMap`]: its values in memory, or read from its table file.
+enum Held {
+    Values(SliceValues),
+    Table(TableSlice),
+}
+
+impl Held {
+    fn as_ref(&self) -> SliceValuesRef<'_> {
+        match self {
+            Held::Values(v) => SliceValuesRef::Array(v),
+            Held::Table(t) => SliceValuesRef::Indexed(t),
+        }
+    }
+}
+
+/// The successors of the slices being solved: whole slices held in memory, or slices of table
+/// files read through a small per-thread cache of blocks.
+#[derive(Default)]
 pub struct SliceMap {
     /// Looked up on every exit of every position: a fast hash, not a DoS-resistant one.
-    slices: rustc_hash::FxHashMap<SliceKey, SliceValues>,
+    slices: rustc_hash::FxHashMap<SliceKey, Held>,
 }
 
 impl SliceMap {
@@ -185,16 +247,23 @@ impl SliceMap {
         SliceMap::default()
     }
 
+    /// Holds a slice's values.
     pub fn insert(&mut self, key: SliceKey, values: SliceValues) {
-        self.slices.insert(key, values);
+        self.slices.insert(key, Held::Values(values));
+    }
+
+    /// Reads slice `key` from `table`, which must hold it, a value at a time when needed.
+    pub fn insert_table(&mut self, key: SliceKey, table: Arc<Table>) -> Result<(), TableError> {
+        let slice = table.find_slice(key.raw()).ok_or(TableError::MissingSlice {
+            material: key.material,
+            slice: key,
+        })?;
+        self.slices.insert(key, Held::Table(TableSlice { table, slice }));
+        Ok(())
     }
 
     pub fn contains(&self, key: &SliceKey) -> bool {
         self.slices.contains_key(key)
-    }
-
-    pub fn get(&self, key: &SliceKey) -> Option<&SliceValues> {
-        self.slices.get(key)
     }
 
     /// Keeps only the slices `keep` says yes to.
@@ -216,11 +285,11 @@ impl ValueSource for SliceMap {
 
     #[inline]
     fn value_at(&self, loc: &Location) -> Result<Value, SolveError> {
-        let values = self
+        let held = self
             .slices
             .get(&loc.slice)
             .ok_or(SolveError::MissingSuccessor(loc.slice))?;
-        let raw = values.get(loc.index as usize).copied().unwrap_or(0);
+        let raw = held.as_ref().get(loc.index)?;
         Value::from_raw(raw).ok_or(SolveError::BadSuccessor {
             slice: loc.slice,
             index: loc.index,
@@ -233,7 +302,98 @@ impl Successors for SliceMap {
         probe::value(pos, self)
     }
 
-    fn slice_values(&self, key: &SliceKey) -> Option<&[u16]> {
-        self.slices.get(key).map(|v| &v[..])
+    fn slice_values(&self, key: &SliceKey) -> Option<SliceValuesRef<'_>> {
+        self.slices.get(key).map(Held::as_ref)
+    }
+}
+
+/// Whole successor slices read from their table files and kept for the next slices that read
+/// them, within a byte budget; larger slices are read a block at a time through each thread's
+/// cache ([`TableSlice`]).
+///
+/// A slice is held whole when it takes at most a quarter of the budget. A slice in use (by a
+/// [`SliceMap`] from [`SliceCache::successors_of`]) is never evicted; when the budget is full of
+/// slices in use, a slice is read a block at a time instead. So the cache never holds more than
+/// its budget.
+pub struct SliceCache {
+    capacity: u64,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    bytes: u64,
+    clock: u64,
+    slices: HashMap<SliceKey, (SliceValues, u64)>,
+}
+
+impl SliceCache {
+    /// A cache of up to `capacity` bytes of values.
+    pub fn new(capacity: u64) -> SliceCache {
+        SliceCache {
+            capacity,
+            state: Mutex::new(CacheState::default()),
+        }
+    }
+
+    /// The successors of slice `key` (every slice [`SliceKey::successors`] lists), each found in
+    /// its table by `table_of`: held whole from the cache (read and checked against its content
+    /// hash if not there yet) when small enough and room is left, else read a block at a time.
+    pub fn successors_of(
+        &self,
+        key: &SliceKey,
+        table_of: &dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError>,
+    ) -> Result<SliceMap, TableError> {
+        let mut map = SliceMap::new();
+        for s in key.successors() {
+            if map.contains(&s) {
+                continue;
+            }
+            let table = table_of(&s)?;
+            match self.whole(&s, &table)? {
+                Some(values) => map.insert(s, values),
+                None => map.insert_table(s, table)?,
+            }
+        }
+        Ok(map)
+    }
+
+    /// Slice `key` of `table`, whole, if it is small enough and fits.
+    fn whole(&self, key: &SliceKey, table: &Table) -> Result<Option<SliceValues>, TableError> {
+        let i = table.find_slice(key.raw()).ok_or(TableError::MissingSlice {
+            material: key.material,
+            slice: *key,
+        })?;
+        let bytes = 2 * table.slices()[i].count;
+        if bytes > self.capacity / 4 {
+            return Ok(None);
+        }
+        // Read under the lock: two threads never read the same slice twice, and a read is short
+        // (a quarter of the budget at most).
+        let mut st = self.state.lock().expect("slice cache lock");
+        st.clock += 1;
+        let now = st.clock;
+        if let Some((values, used)) = st.slices.get_mut(key) {
+            *used = now;
+            return Ok(Some(values.clone()));
+        }
+        // Evict unused slices, least recently used first, until the new one fits.
+        while st.bytes + bytes > self.capacity {
+            let victim = st
+                .slices
+                .iter()
+                .filter(|(_, (v, _))| Arc::strong_count(v) == 1)
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, (v, _))| (*k, 2 * v.len() as u64));
+            let Some((k, freed)) = victim else {
+                return Ok(None);
+            };
+            st.slices.remove(&k);
+            st.bytes -= freed;
+        }
+        let values: SliceValues = table.read_slice(i)?.into();
+        st.bytes += bytes;
+        st.slices.insert(*key, (values.clone(), now));
+        Ok(Some(values))
     }
 }

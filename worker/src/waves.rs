@@ -14,6 +14,30 @@ use crate::tables::{SliceMap, SliceValues};
 /// Solved slices with their values.
 pub type Solved = Vec<(SliceKey, SliceValues)>;
 
+/// Runs `solve(key, threads_for_it)` on every slice of `wave` (independent slices): one slice
+/// per thread when `by_slice` is set and the wave has at least two slices per thread, else one
+/// after another with all `threads` on each. The first error stops the others and is returned.
+pub fn for_each_slice<E: Send>(
+    wave: &[SliceKey],
+    threads: usize,
+    by_slice: bool,
+    solve: impl Fn(&SliceKey, usize) -> Result<(), E> + Sync,
+) -> Result<(), E> {
+    if by_slice && threads > 1 && wave.len() >= 2 * threads {
+        for_each_chunk(wave.len(), 1, threads, |range| {
+            for key in &wave[range] {
+                solve(key, 1)?;
+            }
+            Ok(())
+        })
+    } else {
+        for key in wave {
+            solve(key, threads)?;
+        }
+        Ok(())
+    }
+}
+
 /// Solves `waves` in order (the slices of a wave are independent; every successor is in `map`,
 /// in an earlier wave, or cut by `rule`), adding each solved slice to `map`. Returns the solved
 /// slices sorted by key within each wave, in wave order. `progress` is called with the positions
@@ -29,34 +53,17 @@ pub fn solve_waves(
     let mut done = 0u64;
     for wave in waves {
         let succ = Ruled { map, rule };
-        let solved: Vec<(SliceKey, SliceValues)> = if wave.len() >= 2 * threads.max(1) && threads > 1 {
-            // Many independent slices: one thread per slice.
-            let results: Mutex<Vec<(SliceKey, SliceValues)>> = Mutex::new(Vec::new());
-            let done_here = AtomicU64::new(0);
-            for_each_chunk(wave.len(), 1, threads, |range| {
-                for i in range {
-                    let key = wave[i];
-                    let v: SliceValues = solve_slice(&key, &succ, 1)?.into();
-                    let d = done_here.fetch_add(v.len() as u64, Relaxed);
-                    progress(done + d + v.len() as u64);
-                    results.lock().expect("results lock").push((key, v));
-                }
-                Ok::<(), SolveError>(())
-            })?;
-            let mut r = results.into_inner().expect("results lock");
-            r.sort_by_key(|(k, _)| k.raw());
-            r
-        } else {
-            let mut r = Vec::new();
-            let mut here = 0u64;
-            for key in wave {
-                let v: SliceValues = solve_slice(key, &succ, threads)?.into();
-                here += v.len() as u64;
-                progress(done + here);
-                r.push((*key, v));
-            }
-            r
-        };
+        let results: Mutex<Solved> = Mutex::new(Vec::new());
+        let done_here = AtomicU64::new(0);
+        for_each_slice(wave, threads, true, |key, threads| {
+            let v: SliceValues = solve_slice(key, &succ, threads)?.into();
+            let n = v.len() as u64;
+            progress(done + done_here.fetch_add(n, Relaxed) + n);
+            results.lock().expect("results lock").push((*key, v));
+            Ok::<(), SolveError>(())
+        })?;
+        let mut solved = results.into_inner().expect("results lock");
+        solved.sort_by_key(|(k, _)| k.raw());
         for (k, v) in solved {
             done += v.len() as u64;
             map.insert(k, v.clone());

@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 
 /// Indices per segment (a multiple of the solver's chunk). This crate's tests make it small, so
 /// that they solve slices of many segments.
-pub(super) const SEG_INDICES: usize = if cfg!(test) { 1 << 13 } else { 1 << 22 };
+pub const SEG_INDICES: usize = if cfg!(test) { 1 << 13 } else { 1 << 22 };
 
 const TAG_GAPS: u8 = 0;
 const TAG_RAW: u8 = 1;

@@ -16,7 +16,8 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::MAX_PLIES;
 use zermelo_chess::{Position, Value};
 
-pub use retrograde::{solve_slice, solve_slice_into};
+pub use dtm_log::SEG_INDICES;
+pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
 
 /// Values of positions outside the slice being solved.
 pub trait Successors: Sync {
@@ -24,11 +25,36 @@ pub trait Successors: Sync {
     /// slice (it may have an en-passant square).
     fn value_of(&self, pos: &Position) -> Result<Value, SolveError>;
 
-    /// All values of a successor slice, when the source holds them as an array in the table's
-    /// index (the solver then reads exits by index, without building positions). `None` makes
-    /// the solver ask [`Successors::value_of`] instead.
-    fn slice_values(&self, _key: &SliceKey) -> Option<&[u16]> {
+    /// The values of a successor slice, readable by the table's index (the solver then reads
+    /// exits by index, without building positions). `None` makes the solver ask
+    /// [`Successors::value_of`] instead.
+    fn slice_values(&self, _key: &SliceKey) -> Option<SliceValuesRef<'_>> {
         None
+    }
+}
+
+/// A successor slice's values, read by index: an array in memory, or any source that reads
+/// them on demand (a table file through a cache of blocks, say).
+#[derive(Clone, Copy)]
+pub enum SliceValuesRef<'a> {
+    Array(&'a [u16]),
+    Indexed(&'a dyn IndexedValues),
+}
+
+/// Values of a slice read one at a time, by index.
+pub trait IndexedValues: Sync {
+    /// The raw value at `index`; an index past the end reads 0 (no position).
+    fn get(&self, index: u64) -> Result<u16, SolveError>;
+}
+
+impl SliceValuesRef<'_> {
+    /// The raw value at `index`; an index past the end reads 0 (no position).
+    #[inline]
+    pub fn get(&self, index: u64) -> Result<u16, SolveError> {
+        match self {
+            SliceValuesRef::Array(values) => Ok(values.get(index as usize).copied().unwrap_or(0)),
+            SliceValuesRef::Indexed(source) => source.get(index),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use zermelo_chess::value::Value;
 use zermelo_chess::{Bitboard, Color, Material, Piece, Role, Square};
 
 use super::geometry::{Decoded, Geometry};
-use super::{SolveError, Successors};
+use super::{SliceValuesRef, SolveError, Successors};
 
 /// The exits of a position: the best for the side to move, and the slowest that loses.
 #[derive(Default)]
@@ -34,7 +34,7 @@ impl Exits {
 /// The successor slices of a slice with pawns, with their values as arrays.
 pub(super) struct PawnExits<'a> {
     material: Material,
-    successors: Vec<(SliceKey, &'a [u16], SliceIndexer)>,
+    successors: Vec<(SliceKey, SliceValuesRef<'a>, SliceIndexer)>,
 }
 
 /// A position after a move that leaves the slice, as the mover left it (any orientation).
@@ -272,7 +272,7 @@ impl<'a> PawnExits<'a> {
             taken[slot] = true;
             sq[slot] = s;
         }
-        value_in(values, six, &mut sq[..smen.len()], turn)
+        value_in(*values, six, &mut sq[..smen.len()], turn)
     }
 
     /// The value, after the move, of the pawn move `from`-`to` of `d`, through a `Position`
@@ -309,7 +309,7 @@ impl After {
 /// (in the successor's men order and orientation) with `turn` to move. A pawnless successor's
 /// placement is brought into table form first.
 pub(super) fn value_in(
-    values: &[u16],
+    values: SliceValuesRef<'_>,
     six: &SliceIndexer,
     sq: &mut [Square],
     turn: Color,
@@ -326,7 +326,7 @@ pub(super) fn value_in(
     let index = six
         .index_of(sq, turn)
         .expect("the kings of a legal position are apart");
-    Value::from_raw(values[index as usize]).ok_or(SolveError::BadSuccessor {
+    Value::from_raw(values.get(index)?).ok_or(SolveError::BadSuccessor {
         slice: *six.key(),
         index,
     })

@@ -49,7 +49,7 @@ use super::geometry::{kings, Decoded, Geometry};
 use super::memory::{atomic_u8s, release_bytes};
 use super::par::for_each_chunk;
 use super::pawn_exits::{value_in, Exits, PawnExits};
-use super::{SolveError, Successors};
+use super::{SliceValuesRef, SolveError, Successors};
 
 // The state byte of an index.
 /// Not a position (left so by init).
@@ -121,8 +121,9 @@ const CHUNK_SHIFT: u32 = 12;
 /// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
 const MASK_LEVELS: u32 = 512;
 /// Slices of this many indices or more keep their log of plies in a temporary file (in this
-/// crate's tests, most of those they solve).
-const SPILL_FROM: usize = if cfg!(test) { 1 << 16 } else { 1 << 24 };
+/// crate's tests, most of those they solve); a smaller slice's log, at most a byte per index,
+/// is in memory.
+pub const SPILL_FROM: usize = if cfg!(test) { 1 << 16 } else { 1 << 24 };
 /// Shards of the side map of plies too large for a byte.
 const FAR_SHARDS: usize = 64;
 
@@ -265,7 +266,7 @@ impl State {
 /// slice's men map onto its men.
 struct CaptureExit<'a> {
     /// The successor's values and indexer; `None` when only the kings remain (a draw).
-    target: Option<(&'a [u16], SliceIndexer)>,
+    target: Option<(SliceValuesRef<'a>, SliceIndexer)>,
     /// The successor's material is stored with the colours swapped.
     flip: bool,
     /// For each man of this slice, its place among the successor's men (the captured man has
@@ -777,7 +778,7 @@ fn exits_by_captures(
                         sq[exit.to_successor[j]] = if exit.flip { s.flip_rank() } else { s };
                     }
                     let turn = if exit.flip { us } else { them };
-                    value_in(values, six, &mut sq[..g.n - 1], turn)?
+                    value_in(*values, six, &mut sq[..g.n - 1], turn)?
                 }
             }
             .after_move();

@@ -1,0 +1,199 @@
+//! One thread's reader of single values out of tables, with its own cache of decompressed blocks:
+//! no lock, and a bounded amount of memory whatever the size of the tables read.
+
+use rustc_hash::FxHashMap;
+
+use crate::{StorageError, Table};
+
+/// Reads values by index out of any number of [`Table`]s, keeping the last `blocks` blocks it
+/// decompressed (least recently used evicted first).
+///
+/// It takes `&mut self`: each thread has its own. With tables of the default block size a
+/// reader of `blocks` blocks holds at most `blocks` x 128 KiB of values.
+pub struct ValueReader {
+    slots: Vec<Slot>,
+    /// (table id, block) -> its slot.
+    index: FxHashMap<(u64, u64), usize>,
+    capacity: usize,
+    clock: u64,
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
+    /// Blocks decompressed so far.
+    misses: u64,
+}
+
+struct Slot {
+    key: (u64, u64),
+    used: u64,
+    values: Vec<u16>,
+}
+
+impl ValueReader {
+    /// A reader caching up to `blocks` blocks (at least one).
+    pub fn new(blocks: usize) -> ValueReader {
+        ValueReader {
+            slots: Vec::new(),
+            index: FxHashMap::default(),
+            capacity: blocks.max(1),
+            clock: 0,
+            dctx: None,
+            misses: 0,
+        }
+    }
+
+    /// The value at `index` of slice `slice` of `table` (the same as [`Table::value`]): from the
+    /// cache, or one block read, checked and decompressed.
+    pub fn value(&mut self, table: &Table, slice: usize, index: u64) -> Result<u16, StorageError> {
+        let entry = table.slice_entry(slice)?;
+        if index >= entry.count {
+            return Err(StorageError::InvalidInput(format!(
+                "value index {index} out of range for slice {slice} of {} values in {}",
+                entry.count,
+                table
+                    .path()
+                    .map_or("<memory>".into(), |p| p.display().to_string())
+            )));
+        }
+        let at = entry.first_value() + index;
+        let bv = u64::from(table.block_values());
+        let (block, offset) = (at / bv, (at % bv) as usize);
+        let key = (table.id(), block);
+        self.clock += 1;
+        if let Some(&i) = self.index.get(&key) {
+            let slot = &mut self.slots[i];
+            slot.used = self.clock;
+            return Ok(slot.values[offset]);
+        }
+        let dctx = match &mut self.dctx {
+            Some(d) => d,
+            None => self.dctx.insert(table.decompressor()?),
+        };
+        let values = table.decode_block(block, dctx)?;
+        self.misses += 1;
+        let slot = Slot {
+            key,
+            used: self.clock,
+            values,
+        };
+        let i = if self.slots.len() < self.capacity {
+            self.slots.push(slot);
+            self.slots.len() - 1
+        } else {
+            let (i, oldest) = self
+                .slots
+                .iter_mut()
+                .enumerate()
+                .min_by_key(|(_, s)| s.used)
+                .expect("a full cache has slots");
+            self.index.remove(&oldest.key);
+            *oldest = slot;
+            i
+        };
+        self.index.insert(key, i);
+        Ok(self.slots[i].values[offset])
+    }
+
+    /// Blocks decompressed by this reader so far.
+    pub fn misses(&self) -> u64 {
+        self.misses
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
+
+    #[test]
+    fn reads_every_value_of_two_tables_through_a_small_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = WriteOptions {
+            block_values: 64,
+            ..WriteOptions::default()
+        };
+        let meta = |m: &str| TableMeta {
+            material: m.to_owned(),
+            metric: Metric::Dtm,
+            index_layout: 1,
+        };
+        let a: Vec<u16> = (0..1000).map(|i| (i * 7 % 1013) as u16).collect();
+        let b: Vec<u16> = (0..300).map(|i| 5000 + i as u16).collect();
+        let c: Vec<u16> = (0..2000).map(|i| (i * 3) as u16).collect();
+        let pa = dir.path().join("a.zmt");
+        let pb = dir.path().join("b.zmt");
+        write_table_with(
+            &pa,
+            &meta("KQvK"),
+            &[
+                SliceData {
+                    key: [1, 0],
+                    values: &a,
+                },
+                SliceData {
+                    key: [2, 0],
+                    values: &b,
+                },
+            ],
+            &options,
+        )
+        .unwrap();
+        write_table_with(
+            &pb,
+            &meta("KRvK"),
+            &[SliceData {
+                key: [0, 0],
+                values: &c,
+            }],
+            &options,
+        )
+        .unwrap();
+        let (ta, tb) = (Table::open(&pa).unwrap(), Table::open_pread(&pb).unwrap());
+        let mut r = ValueReader::new(8);
+        // Interleaved, forwards and backwards: every value right, however the cache evicts.
+        for i in 0..1000u64 {
+            assert_eq!(r.value(&ta, 0, i).unwrap(), a[i as usize]);
+            assert_eq!(r.value(&tb, 0, 1999 - i).unwrap(), c[1999 - i as usize]);
+            assert_eq!(r.value(&ta, 1, i % 300).unwrap(), b[(i % 300) as usize]);
+            assert_eq!(r.value(&tb, 0, 2 * i).unwrap(), c[2 * i as usize]);
+        }
+        assert!(r.misses() > 8, "the cache evicted");
+        assert!(r.slots.len() <= 8);
+        assert_eq!(r.value(&ta, 1, 299).unwrap(), b[299]);
+        let before = r.misses();
+        assert_eq!(r.value(&ta, 1, 298).unwrap(), b[298]);
+        assert_eq!(r.misses(), before, "the block just read is cached");
+        assert!(matches!(r.value(&ta, 1, 300), Err(StorageError::InvalidInput(_))));
+        assert!(matches!(r.value(&ta, 2, 0), Err(StorageError::InvalidInput(_))));
+    }
+
+    #[test]
+    fn a_corrupt_block_is_an_error_not_a_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zmt");
+        let values: Vec<u16> = (0..5000).map(|i| (i % 97) as u16).collect();
+        let meta = TableMeta {
+            material: "KQvK".to_owned(),
+            metric: Metric::Dtm,
+            index_layout: 1,
+        };
+        let options = WriteOptions {
+            block_values: 1024,
+            ..WriteOptions::default()
+        };
+        write_table_with(
+            &path,
+            &meta,
+            &[SliceData {
+                key: [0, 0],
+                values: &values,
+            }],
+            &options,
+        )
+        .unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[200] ^= 0x40; // Inside the first block's frame.
+        let table = Table::from_bytes(bytes).unwrap();
+        let mut r = ValueReader::new(4);
+        assert!(matches!(r.value(&table, 0, 3), Err(StorageError::Corrupt { .. })));
+        assert_eq!(r.value(&table, 0, 4000).unwrap(), values[4000]);
+    }
+}

@@ -1,0 +1,117 @@
+//! Building within a memory budget (`solve --memory`): the same bytes, and the process's peak
+//! resident memory within the budget plus its fixed share.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use crate::common::{tables_with, zermelo};
+
+/// The process's own share that a budget does not count: code, libraries, thread stacks, the
+/// allocator's slack (see `material_memory` in `cli/src/build.rs`).
+const FIXED_SHARE: u64 = 32 << 20;
+
+/// Runs `zermelo args` to the end and returns its exit code, stderr and peak resident memory in
+/// bytes (`wait4`'s `ru_maxrss`, for this child alone).
+// The child is reaped by `wait4`, which std's `Child::wait` cannot replace (it drops the usage).
+#[allow(clippy::zombie_processes)]
+fn run_measured(args: &[&str]) -> (Option<i32>, String, u64) {
+    let child = zermelo()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zermelo");
+    let pid = child.id() as libc::pid_t;
+    let mut stderr_pipe = child.stderr.expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr_pipe, &mut s).ok();
+        s
+    });
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 only writes `status` and `usage`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for (std's `Child` was consumed above without a
+    // wait), so wait4 reaps exactly it.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, reader.join().unwrap(), usage.ru_maxrss as u64 * 1024)
+}
+
+fn same_tables(built: &Path, reference: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(built).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "zmt") {
+            let name = path.file_name().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                std::fs::read(reference.join(name)).unwrap(),
+                "{name:?} differs from the build with the default budget"
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+/// KPvKP and every table it converts into, on 2 threads, within 40 MiB: its slices are then
+/// solved one at a time (two at once would pass the budget), its successors read from their
+/// files a block at a time. The same bytes as the default build, and the peak resident memory
+/// within the budget plus the fixed share; no file of solved slices is left behind.
+#[test]
+fn a_build_within_a_small_budget_gives_the_same_bytes_in_that_memory() {
+    let reference = tables_with(&["KPvKP"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let budget: u64 = 40 << 20;
+    let (code, err, peak) = run_measured(&[
+        "solve",
+        "KPvKP",
+        "--tables",
+        d,
+        "--threads",
+        "2",
+        "--memory",
+        "40MiB",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        same_tables(dir.path(), &reference),
+        20,
+        "KPvKP and its 19 sub-tables"
+    );
+    eprintln!("peak resident memory {} MiB, budget 40 MiB", peak >> 20);
+    assert!(
+        peak <= budget + FIXED_SHARE,
+        "peak resident memory {peak} bytes is past the budget {budget} + {FIXED_SHARE}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".zmt"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // One slice at a time does not fit 8 MiB: refused before any work, naming the size needed.
+    let small = tempfile::tempdir().unwrap();
+    let (code, err, _) = run_measured(&[
+        "solve",
+        "KPvKP",
+        "--tables",
+        small.path().to_str().unwrap(),
+        "--memory",
+        "8MiB",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("needs about") && err.contains("budget is 8.0 MiB"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(small.path()).unwrap().count(),
+        0,
+        "no work done"
+    );
+}
