@@ -1,7 +1,7 @@
 //! The single-node build: the coordinator's plan, solved slice by slice with the worker's solver
 //! in one process, each material written to one table file.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -257,8 +257,9 @@ fn solve_material(
         return Ok(writer.finish()?);
     }
 
+    remove_stale_parts(tables.dir(), &mp.material);
     let parts = tempfile::Builder::new()
-        .prefix(&format!(".{}-slices-", mp.material))
+        .prefix(&format!("{}{}-", parts_prefix(&mp.material), std::process::id()))
         .tempdir_in(tables.dir())
         .map_err(|source| BuildError::Scratch {
             material: mp.material,
@@ -274,13 +275,17 @@ fn solve_material(
         durable: false,
         ..WriteOptions::default()
     };
-    // The solved slices of this material, each in its own file.
-    let mut solved: HashMap<SliceKey, Arc<Table>> = HashMap::new();
+    // The slices of this material solved so far, each in its own file, opened when read (a
+    // material may have tens of thousands of slices: more than a process may keep open).
+    let mut solved: HashSet<SliceKey> = HashSet::new();
     let done = AtomicU64::new(0);
     for wave in &mp.waves {
-        let table_of = |s: &SliceKey| match solved.get(s) {
-            Some(t) => Ok(t.clone()),
-            None => tables.table(&s.material),
+        let table_of = |s: &SliceKey| {
+            if solved.contains(s) {
+                Ok(Arc::new(Table::open_pread(&part_path(s))?))
+            } else {
+                tables.table(&s.material)
+            }
         };
         for_each_slice(wave, threads, by_slice, |key, threads| {
             let successors = cache.successors_of(key, &table_of)?;
@@ -292,16 +297,14 @@ fn solve_material(
             progress(done.fetch_add(size, Relaxed) + size);
             Ok::<(), BuildError>(())
         })?;
-        for key in wave {
-            solved.insert(*key, Arc::new(Table::open_pread(&part_path(key))?));
-        }
+        solved.extend(wave);
     }
 
     let mut keys: Vec<SliceKey> = mp.slices().copied().collect();
     keys.sort_by_key(|k| k.raw());
     let mut writer = TableWriter::create(&path, &meta, keys.len() as u64, mp.positions, &options)?;
     for key in &keys {
-        let part = &solved[key];
+        let part = Table::open_pread(&part_path(key))?;
         writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
         let mut failed = None;
         part.stream_slice(0, |values| {
@@ -315,6 +318,51 @@ fn solve_material(
         writer.end_slice()?;
     }
     Ok(writer.finish()?)
+}
+
+/// The start of the name of the folder where a build of `material` keeps its solved slices
+/// (hidden; followed by the building process's id).
+fn parts_prefix(material: &Material) -> String {
+    format!(".{material}-slices-")
+}
+
+/// Removes the folders of solved slices that builds of `material` killed midway left in `dir`
+/// (their process is gone); those of a build still running are left alone.
+fn remove_stale_parts(dir: &Path, material: &Material) {
+    let prefix = parts_prefix(material);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !process_alive(pid) {
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    info!(folder = %entry.path().display(), "removed the solved slices of a build that did not finish")
+                }
+                Err(e) => {
+                    tracing::warn!(folder = %entry.path().display(), error = %e, "cannot remove the solved slices of a build that did not finish")
+                }
+            }
+        }
+    }
+}
+
+/// True unless no process `pid` exists (a process of another user counts as alive).
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Lets the allocator keep at most one arena per solver thread. glibc gives each new thread an

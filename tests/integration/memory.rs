@@ -115,3 +115,68 @@ fn a_build_within_a_small_budget_gives_the_same_bytes_in_that_memory() {
         "no work done"
     );
 }
+
+/// A build killed (SIGKILL) while its solved slices wait in their folder: the next build of the
+/// material removes that folder, finishes, and gives the same bytes.
+#[test]
+fn a_build_killed_midway_leaves_nothing_behind_after_the_next() {
+    let reference = tables_with(&["KPvKP"]);
+    let dir = tempfile::tempdir().unwrap();
+    // The sub-tables are there: only KPvKP is built, and its slices start at once.
+    for entry in std::fs::read_dir(&reference).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_owned();
+        if path.extension().is_some_and(|e| e == "zmt") && name != "KPvKP.zmt" {
+            std::fs::copy(&path, dir.path().join(name)).unwrap();
+        }
+    }
+    let d = dir.path().to_str().unwrap();
+    let parts = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".KPvKP-slices-"))
+            .collect::<Vec<_>>()
+    };
+    let mut child = zermelo()
+        .args(["solve", "KPvKP", "--tables", d, "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    // Wait for some solved slices to be in the folder.
+    loop {
+        let files = parts()
+            .iter()
+            .map(|p| std::fs::read_dir(dir.path().join(p)).map_or(0, |r| r.count()))
+            .sum::<usize>();
+        if files >= 10 {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the build ended before it was killed"
+        );
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "no solved slice after two minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(parts().len(), 1, "the killed build's folder is left");
+    assert!(!dir.path().join("KPvKP.zmt").exists());
+
+    let o = zermelo()
+        .args(["solve", "KPvKP", "--tables", d])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(parts().is_empty(), "left: {:?}", parts());
+    assert_eq!(
+        std::fs::read(dir.path().join("KPvKP.zmt")).unwrap(),
+        std::fs::read(reference.join("KPvKP.zmt")).unwrap()
+    );
+}
