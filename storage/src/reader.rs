@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::table::BlockScratch;
 use crate::{StorageError, Table};
 
 /// Reads values by index out of any number of [`Table`]s, keeping the last `blocks` blocks it
@@ -17,6 +18,7 @@ pub struct ValueReader {
     capacity: usize,
     clock: u64,
     dctx: Option<zstd::bulk::Decompressor<'static>>,
+    scratch: BlockScratch,
     /// Blocks decompressed so far.
     misses: u64,
 }
@@ -36,6 +38,7 @@ impl ValueReader {
             capacity: blocks.max(1),
             clock: 0,
             dctx: None,
+            scratch: BlockScratch::default(),
             misses: 0,
         }
     }
@@ -67,27 +70,32 @@ impl ValueReader {
             Some(d) => d,
             None => self.dctx.insert(table.decompressor()?),
         };
-        let values = table.decode_block(block, dctx)?;
-        self.misses += 1;
-        let slot = Slot {
-            key,
-            used: self.clock,
-            values,
-        };
+        // The slot to fill: a new one, or the least recently used one's (its buffer reused).
         let i = if self.slots.len() < self.capacity {
-            self.slots.push(slot);
+            self.slots.push(Slot {
+                key,
+                used: 0,
+                values: Vec::new(),
+            });
             self.slots.len() - 1
         } else {
             let (i, oldest) = self
                 .slots
-                .iter_mut()
+                .iter()
                 .enumerate()
                 .min_by_key(|(_, s)| s.used)
                 .expect("a full cache has slots");
             self.index.remove(&oldest.key);
-            *oldest = slot;
             i
         };
+        let slot = &mut self.slots[i];
+        // Marked empty until the block is in: a failed read leaves no stale block behind.
+        slot.key = (u64::MAX, u64::MAX);
+        slot.used = 0;
+        table.decode_block_into(block, dctx, &mut self.scratch, &mut slot.values)?;
+        self.misses += 1;
+        slot.key = key;
+        slot.used = self.clock;
         self.index.insert(key, i);
         Ok(self.slots[i].values[offset])
     }
@@ -195,5 +203,8 @@ mod tests {
         let mut r = ValueReader::new(4);
         assert!(matches!(r.value(&table, 0, 3), Err(StorageError::Corrupt { .. })));
         assert_eq!(r.value(&table, 0, 4000).unwrap(), values[4000]);
+        // Still an error, not a value left in the slot by the failed read.
+        assert!(matches!(r.value(&table, 0, 5), Err(StorageError::Corrupt { .. })));
+        assert_eq!(r.value(&table, 0, 1024).unwrap(), values[1024]);
     }
 }

@@ -477,23 +477,43 @@ impl Table {
         block: u64,
         dctx: &mut zstd::bulk::Decompressor<'static>,
     ) -> Result<Vec<u16>, StorageError> {
+        let mut out = Vec::new();
+        self.decode_block_into(block, dctx, &mut BlockScratch::default(), &mut out)?;
+        Ok(out)
+    }
+
+    /// [`decode_block`](Table::decode_block) into `out` (replacing what it held), with
+    /// `scratch` for the bytes read and decompressed: a reader that decodes many blocks
+    /// allocates nothing once its buffers have grown.
+    pub(crate) fn decode_block_into(
+        &self,
+        block: u64,
+        dctx: &mut zstd::bulk::Decompressor<'static>,
+        scratch: &mut BlockScratch,
+        out: &mut Vec<u16>,
+    ) -> Result<(), StorageError> {
         let entry = self.blocks[block as usize];
-        let mut frame = vec![0u8; entry.len as usize];
-        self.read_at(&mut frame, entry.offset)?;
-        if crc32fast::hash(&frame) != entry.crc {
+        let frame = &mut scratch.frame;
+        frame.resize(entry.len as usize, 0);
+        self.read_at(frame, entry.offset)?;
+        if crc32fast::hash(frame) != entry.crc {
             return Err(self.corrupt(format!("block {block} checksum mismatch")));
         }
         let expected = self.header.block_len(block) as usize * 2;
-        let mut raw = Vec::with_capacity(expected);
+        let raw = &mut scratch.raw;
+        raw.clear();
+        raw.reserve(expected);
         let n = dctx
-            .decompress_to_buffer(&frame[..], &mut raw)
+            .decompress_to_buffer(&frame[..], raw)
             .map_err(|e| self.corrupt(format!("block {block} does not decompress: {e}")))?;
         if n != expected {
             return Err(self.corrupt(format!(
                 "block {block} decompresses to {n} bytes, expected {expected}"
             )));
         }
-        Ok(le_to_values(&raw))
+        out.clear();
+        out.extend(raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+        Ok(())
     }
 
     pub(crate) fn decompressor(&self) -> Result<zstd::bulk::Decompressor<'static>, StorageError> {
@@ -535,6 +555,13 @@ fn usize_from(n: u64, name: &Path) -> Result<usize, StorageError> {
 
 fn fmt_key(key: SliceKey) -> String {
     format!("[{:#x}, {:#x}]", key[0], key[1])
+}
+
+/// Buffers for [`Table::decode_block_into`]: a block's compressed and decompressed bytes.
+#[derive(Default)]
+pub(crate) struct BlockScratch {
+    frame: Vec<u8>,
+    raw: Vec<u8>,
 }
 
 /// The last few decompressed blocks, least recently used evicted first.
