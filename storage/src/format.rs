@@ -234,12 +234,10 @@ pub(crate) fn values_to_le(values: &[u16], out: &mut Vec<u8>) {
     }
 }
 
-/// Little-endian bytes (of even length) back to values.
-pub(crate) fn le_to_values(bytes: &[u8]) -> Vec<u16> {
-    bytes
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-        .collect()
+/// Little-endian bytes (of even length) back to values, in place of what `out` held.
+pub(crate) fn le_to_values(bytes: &[u8], out: &mut Vec<u16>) {
+    out.clear();
+    out.extend(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

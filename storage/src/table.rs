@@ -511,8 +511,7 @@ impl Table {
                 "block {block} decompresses to {n} bytes, expected {expected}"
             )));
         }
-        out.clear();
-        out.extend(raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+        le_to_values(raw, out);
         Ok(())
     }
 

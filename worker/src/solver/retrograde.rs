@@ -39,10 +39,12 @@ use std::sync::Mutex;
 
 use tracing::debug;
 use zermelo_chess::attacks::attacks;
-use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::index::{
+    king_pair_field, pawnless_symmetry, SliceIndexer, KING_PAIRS_PAWNFUL, SYMMETRY_TABLE,
+};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
-use zermelo_chess::{Bitboard, Piece, Square};
+use zermelo_chess::{Bitboard, Color, Piece, Square};
 
 use super::dtm_log::{DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, Decoded, Geometry};
@@ -359,13 +361,24 @@ pub fn solve_slice_into(
         pawn_exits: PawnExits::new(&g, key, succ),
     };
 
-    // 1. Init: illegal placements, exits, mates.
-    for_each_chunk(n, chunk, threads, |range| {
-        for i in range {
-            init_index(&ctx, &st, i)?;
-        }
-        Ok::<(), SolveError>(())
-    })?;
+    // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
+    // does not change the result.
+    match promotion_order(&g) {
+        None => for_each_chunk(n, chunk, threads, |range| {
+            for i in range {
+                init_index(&ctx, &st, i)?;
+            }
+            Ok::<(), SolveError>(())
+        })?,
+        Some(units) => for_each_chunk(units.len(), 1, threads, |range| {
+            for u in &units[range] {
+                for i in u.clone() {
+                    init_index(&ctx, &st, i)?;
+                }
+            }
+            Ok::<(), SolveError>(())
+        })?,
+    }
     let init_seconds = start.elapsed().as_secs_f64();
 
     // 2. Retrograde passes, one per ply.
@@ -536,6 +549,40 @@ pub fn solve_slice_into(
         release_bytes(&bytes[first * SEG_INDICES..(last * SEG_INDICES).min(n)]);
     }
     Ok(())
+}
+
+/// The order in which to init a slice whose pawns can promote: its king pairs' ranges of
+/// indices, grouped by the pawnless king pair they become in table form (the eight images of a
+/// king pair under the board's symmetries, both sides to move, in a row). A promotion leads
+/// into a pawnless table, read a block at a time: a king pair's promotions all land in one or
+/// two blocks of it, which the other images of the king pair read too, while they are still in
+/// the reader's cache (in index order they come thousands of king pairs apart, and the block is
+/// read again for each). `None` (index order) for other slices.
+fn promotion_order(g: &Geometry) -> Option<Vec<std::ops::Range<usize>>> {
+    let promotes = |c: Color| g.pawns[c.index()].into_iter().any(|p| p.relative_rank(c) == 6);
+    if g.pawnless || !(promotes(Color::White) || promotes(Color::Black)) {
+        return None;
+    }
+    let stride = g.ix.fields()[0].stride as usize;
+    let per_side = g.ix.per_side() as usize;
+    let mut units: Vec<(u64, usize, usize)> = Vec::with_capacity(2 * KING_PAIRS_PAWNFUL.len());
+    for (kp, &[wk, bk]) in KING_PAIRS_PAWNFUL.iter().enumerate() {
+        let t = &SYMMETRY_TABLE[pawnless_symmetry(wk, bk)];
+        let group = king_pair_field(true, t[wk.index()], t[bk.index()]).expect("kings apart");
+        for turn in 0..2 {
+            units.push((group, turn, kp));
+        }
+    }
+    units.sort_unstable();
+    Some(
+        units
+            .into_iter()
+            .map(|(_, turn, kp)| {
+                let start = turn * per_side + kp * stride;
+                start..start + stride
+            })
+            .collect(),
+    )
 }
 
 /// What the init and the verification need besides the state.
