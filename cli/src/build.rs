@@ -14,7 +14,7 @@ use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::{SEG_INDICES, SPILL_FROM};
-use zermelo_worker::tables::{SliceCache, SliceMap, TableDir, TableError, READER_BYTES};
+use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
 use zermelo_worker::{solve_slice_into, SolveError};
 
@@ -52,7 +52,7 @@ pub enum BuildError {
 
 /// Bytes of the table writer's blocks, per thread.
 const WRITER_BYTES: u64 = 1 << 20;
-/// The most memory a build gives to its cache of whole successor slices (see [`SliceCache`]):
+/// The most memory a build gives to its cache of whole successor slices (see [`SuccessorCache`]):
 /// enough for the small slices a material with pawns reads again and again.
 const SLICE_CACHE_BYTES: u64 = 64 << 20;
 /// The zstd level of the files a material's solved slices wait in until its table is written:
@@ -224,7 +224,7 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
 
 /// Solves every slice of a material and writes its table. Each slice reads its successors from
 /// their table files: small ones whole, kept in a cache of `cache_bytes` for the next slices,
-/// the others a block at a time ([`SliceCache`]). A material of one slice (pawnless)
+/// the others a block at a time ([`SuccessorCache`]). A material of one slice (pawnless)
 /// goes to its table file as it is written out of the solver's state. The slices of a material
 /// with pawns are solved wave by wave (one per thread at once if `by_slice`), each written to a
 /// file of its own as it is written out of the state (a pawn push of a later wave reads it
@@ -237,7 +237,7 @@ fn solve_material(
     cache_bytes: u64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<TableSummary, BuildError> {
-    let cache = SliceCache::new(cache_bytes);
+    let cache = SuccessorCache::new(cache_bytes);
     let meta = TableMeta {
         material: mp.material.to_string(),
         metric: Metric::Dtm,

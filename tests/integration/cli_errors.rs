@@ -60,16 +60,19 @@ fn material_without_king_or_too_many_men_is_refused() {
 fn a_memory_budget_too_small_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let o = run(&[
-        "solve",
-        "KRvK",
-        "--tables",
-        d,
-        "--threads",
-        "1",
-        "--memory",
-        "100KiB",
-    ]);
+    let solve_in = |memory: &str| {
+        run(&[
+            "solve",
+            "KRvK",
+            "--tables",
+            d,
+            "--threads",
+            "1",
+            "--memory",
+            memory,
+        ])
+    };
+    let o = solve_in("100KiB");
     assert_clean_failure(&o, 2, "building KRvK needs about");
     // KRvK (pawnless, one slice of 2 * 462 * 64 = 59,136 positions): 1 + 1/64 byte of state
     // and at most a byte of log a position (59,136 + 924 + 59,136); per thread its values
@@ -84,16 +87,7 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
     assert!(stderr(&o).contains("needs about 5.2 MiB"), "{}", stderr(&o));
     assert!(stderr(&o).contains("budget is 100.0 KiB"), "{}", stderr(&o));
     assert!(!dir.path().join("KRvK.zmt").exists());
-    let o = run(&[
-        "solve",
-        "KRvK",
-        "--tables",
-        d,
-        "--threads",
-        "1",
-        "--memory",
-        "6MiB",
-    ]);
+    let o = solve_in("6MiB");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(dir.path().join("KRvK.zmt").exists());
     assert_clean_failure(

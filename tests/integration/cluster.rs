@@ -66,9 +66,10 @@ impl Drop for Proc {
     }
 }
 
-/// A worker process of one thread on `url`, its cache in `cache`, its log in `log`.
-fn worker_with(url: &str, cache: &Path, log: PathBuf, env: &[(&str, &str)]) -> Proc {
-    let args = [
+/// A worker process of one thread on `url`, its cache in `cache`, its log in `log`, with the
+/// `extra` arguments.
+fn worker_with(url: &str, cache: &Path, log: PathBuf, extra: &[&str], env: &[(&str, &str)]) -> Proc {
+    let mut args = vec![
         "worker",
         "--coordinator",
         url,
@@ -77,12 +78,13 @@ fn worker_with(url: &str, cache: &Path, log: PathBuf, env: &[(&str, &str)]) -> P
         "--threads",
         "1",
     ];
+    args.extend_from_slice(extra);
     Proc::spawn(&args, log, env)
 }
 
 /// A worker of one thread on `url`, its cache and log in `dir`.
 fn one_thread_worker(url: &str, dir: &Path, env: &[(&str, &str)]) -> Proc {
-    worker_with(url, &dir.join("cache"), dir.join("worker.log"), env)
+    worker_with(url, &dir.join("cache"), dir.join("worker.log"), &[], env)
 }
 
 fn free_port() -> u16 {
@@ -519,7 +521,7 @@ fn submit(url: &str, token: &str, materials: &[&str], coordinator: &Proc) -> Str
 
 /// A worker process of one thread with its cache in `cache`.
 fn worker(url: &str, token: &str, cache: &Path, log: PathBuf) -> Proc {
-    worker_with(url, cache, log, &[("ZERMELO_TOKEN", token)])
+    worker_with(url, cache, log, &[], &[("ZERMELO_TOKEN", token)])
 }
 
 /// The slice files of a worker's cache, by name, with their bytes.
@@ -728,20 +730,11 @@ fn cluster_skips_tables_already_complete_in_its_tables_directory() {
 
 /// A worker of the coordinator at `url` (token `right`, one thread) with the `extra` arguments.
 fn worker_proc(tmp: &Path, name: &str, url: &str, extra: &[&str]) -> Proc {
-    let cache = tmp.join(format!("cache-{name}"));
-    let mut args = vec![
-        "worker",
-        "--coordinator",
+    worker_with(
         url,
-        "--cache",
-        cache.to_str().unwrap(),
-        "--threads",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    Proc::spawn(
-        &args,
+        &tmp.join(format!("cache-{name}")),
         tmp.join(format!("{name}.log")),
+        extra,
         &[("ZERMELO_TOKEN", "right")],
     )
 }

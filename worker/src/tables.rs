@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use zermelo_chess::index::{Location, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, ValueSource};
@@ -312,10 +312,10 @@ impl Successors for SliceMap {
 /// cache ([`TableSlice`]).
 ///
 /// A slice is held whole when it takes at most a quarter of the budget. A slice in use (by a
-/// [`SliceMap`] from [`SliceCache::successors_of`]) is never evicted; when the budget is full of
+/// [`SliceMap`] from [`SuccessorCache::successors_of`]) is never evicted; when the budget is full of
 /// slices in use, a slice is read a block at a time instead. So the cache never holds more than
 /// its budget.
-pub struct SliceCache {
+pub struct SuccessorCache {
     capacity: u64,
     state: Mutex<CacheState>,
 }
@@ -327,18 +327,18 @@ struct CacheState {
     slices: HashMap<SliceKey, (SliceValues, u64)>,
 }
 
-impl SliceCache {
+impl SuccessorCache {
     /// A cache of up to `capacity` bytes of values.
-    pub fn new(capacity: u64) -> SliceCache {
-        SliceCache {
+    pub fn new(capacity: u64) -> SuccessorCache {
+        SuccessorCache {
             capacity,
             state: Mutex::new(CacheState::default()),
         }
     }
 
-    /// The successors of slice `key` (every slice [`SliceKey::successors`] lists), each found in
-    /// its table by `table_of`: held whole from the cache (read and checked against its content
-    /// hash if not there yet) when small enough and room is left, else read a block at a time.
+    /// The successors of slice `key` (every slice [`SliceKey::successors`] lists): held whole
+    /// from the cache, else found in its table by `table_of` and read whole (checked against
+    /// its content hash) when small enough and room is left, else read a block at a time.
     pub fn successors_of(
         &self,
         key: &SliceKey,
@@ -349,6 +349,10 @@ impl SliceCache {
             if map.contains(&s) {
                 continue;
             }
+            if let Some(values) = self.cached(&s) {
+                map.insert(s, values);
+                continue;
+            }
             let table = table_of(&s)?;
             match self.whole(&s, &table)? {
                 Some(values) => map.insert(s, values),
@@ -356,6 +360,20 @@ impl SliceCache {
             }
         }
         Ok(map)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CacheState> {
+        self.state.lock().expect("successor cache lock")
+    }
+
+    /// Slice `key` if the cache holds it (marked as just used).
+    fn cached(&self, key: &SliceKey) -> Option<SliceValues> {
+        let mut st = self.lock();
+        st.clock += 1;
+        let now = st.clock;
+        let (values, used) = st.slices.get_mut(key)?;
+        *used = now;
+        Some(values.clone())
     }
 
     /// Slice `key` of `table`, whole, if it is small enough and fits.
@@ -370,10 +388,11 @@ impl SliceCache {
         }
         // Read under the lock: two threads never read the same slice twice, and a read is short
         // (a quarter of the budget at most).
-        let mut st = self.state.lock().expect("slice cache lock");
+        let mut st = self.lock();
         st.clock += 1;
         let now = st.clock;
         if let Some((values, used)) = st.slices.get_mut(key) {
+            // Read by another thread since `cached` was asked.
             *used = now;
             return Ok(Some(values.clone()));
         }
