@@ -360,6 +360,40 @@ impl Table {
         Ok(())
     }
 
+    /// Values `start..start + count` of slice `slice`, in order. Checks the checksum of every
+    /// block read, not the slice's content hash (that needs the whole slice: see
+    /// [`read_slice`](Table::read_slice) and [`verify_checksum`](Table::verify_checksum)).
+    /// Reserves the `count` values up front.
+    pub fn read_range(&self, slice: usize, start: u64, count: u64) -> Result<Vec<u16>, StorageError> {
+        let entry = self.slice_entry(slice)?;
+        if start.checked_add(count).is_none_or(|end| end > entry.count) {
+            return Err(StorageError::InvalidInput(format!(
+                "values {start}..+{count} out of range for slice {slice} of {} values in {}",
+                entry.count,
+                self.name.display()
+            )));
+        }
+        let bv = u64::from(self.header.block_values);
+        let end = entry.first + start + count;
+        // Exactly `count`, which the range check bounds by the slice: a large range is read
+        // without the doubling of a growing vector (its peak would be half as much again).
+        let mut out = Vec::with_capacity(count as usize);
+        let mut dctx = self.decompressor()?;
+        let mut scratch = BlockScratch::default();
+        let mut values = Vec::new();
+        let mut at = entry.first + start;
+        while at < end {
+            let block = at / bv;
+            let block_start = block * bv;
+            self.decode_block_into(block, &mut dctx, &mut scratch, &mut values)?;
+            let lo = (at - block_start) as usize;
+            let hi = (end - block_start).min(values.len() as u64) as usize;
+            out.extend_from_slice(&values[lo..hi]);
+            at = block_start + hi as u64;
+        }
+        Ok(out)
+    }
+
     /// The value at `index` in slice `slice`: one block decompressed (and its checksum checked),
     /// or none if the block is in the cache.
     pub fn value(&self, slice: usize, index: u64) -> Result<u16, StorageError> {

@@ -191,6 +191,38 @@ fn many_tiny_slices_share_blocks() {
 }
 
 #[test]
+fn read_range_gives_every_range_of_every_slice_and_refuses_one_past_the_end() {
+    let slices = slices_of(&[3000, 1, 0, 12_345, 999, 2001]);
+    let (_dir, path) = round_trip(&slices, &small_blocks());
+    let table = Table::open(&path).unwrap();
+    let mut rng = Rng(11);
+    for (s, (_, values)) in slices.iter().enumerate() {
+        let n = values.len() as u64;
+        // The whole slice, empty ranges at both ends, then ranges across block boundaries.
+        assert_eq!(table.read_range(s, 0, n).unwrap(), *values);
+        assert_eq!(table.read_range(s, n, 0).unwrap(), Vec::<u16>::new());
+        for _ in 0..50 {
+            let start = rng.below(n + 1);
+            let count = rng.below(n - start + 1);
+            let got = table.read_range(s, start, count).unwrap();
+            assert_eq!(
+                got,
+                values[start as usize..(start + count) as usize],
+                "slice {s} {start}+{count}"
+            );
+        }
+        assert!(matches!(
+            table.read_range(s, n, 1),
+            Err(StorageError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            table.read_range(s, 1, u64::MAX),
+            Err(StorageError::InvalidInput(_))
+        ));
+    }
+}
+
+#[test]
 fn value_agrees_with_read_slice_from_several_threads() {
     let slices = slices_of(&[3000, 1, 0, 12_345, 999, 70_000]);
     let (_dir, path) = round_trip(&slices, &small_blocks());

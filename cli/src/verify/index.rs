@@ -213,80 +213,268 @@ pub(super) fn locate(pos: &Position) -> Location {
         pos.ep().is_none(),
         "a position with an en-passant square is not stored"
     );
-    // (colour, kind, square) of each man.
-    let mut men = [(Color::White, 0u8, 0u8); MAX_MEN];
-    let mut n = 0;
-    let mut counts = [[0u8; 6]; 2];
-    pos.for_each_man(|color, kind, sq| {
-        men[n] = (color, kind, sq);
-        n += 1;
-        counts[color.index()][usize::from(kind)] += 1;
-    });
-    let men = &mut men[..n];
-    let mut material = Material::from_counts(counts);
-    if material.is_bare_kings() {
-        return Location::BareKings;
-    }
-    let mut turn = pos.turn();
-    if material.needs_swap() {
-        material = material.swapped();
-        turn = turn.other();
-        for man in men.iter_mut() {
-            *man = (man.0.other(), man.1, man.2 ^ 56);
-        }
-    }
-
-    let mut kings = [0u8; 2];
-    let mut key = [0u64; 2];
-    for &(color, kind, sq) in men.iter() {
-        match kind {
-            KING => kings[color.index()] = sq,
-            PAWN => key[color.index()] |= 1 << sq,
-            _ => {}
-        }
-    }
-    let symmetry = if !material.has_pawns() {
-        Symmetry::pawnless(kings[0], kings[1])
-    } else {
-        let mirrored = [mirror(key[0]), mirror(key[1])];
-        if mirrored < key {
-            key = mirrored;
-            Symmetry {
-                flip: 7,
-                transpose: false,
+    match Oriented::new(pos, pos.turn()) {
+        None => Location::BareKings,
+        Some(o) => {
+            let mut fields = u64::from(o.kk);
+            for (color, kind, count) in o.material.groups() {
+                let set = o.sets[color.index()][usize::from(kind)];
+                debug_assert_eq!(set.count_ones(), u32::from(count), "men on distinct squares");
+                fields = fields * binomial(64, count) + combination_rank(set);
             }
+            Location::Stored {
+                material: o.material,
+                key: o.key,
+                index: o.turn.index() as u64 * o.material.per_side() + fields,
+            }
+        }
+    }
+}
+
+/// The men of a position in table orientation (see [`locate`]), with `turn` to move.
+struct Oriented {
+    /// Normalized.
+    material: Material,
+    key: [u64; 2],
+    /// The side to move, in table orientation.
+    turn: Color,
+    /// Whether the colours were swapped (ranks mirrored 1 <-> 8) first.
+    swap: bool,
+    /// The symmetry applied after the swap.
+    symmetry: Symmetry,
+    /// The king pair's place in its list.
+    kk: u16,
+    /// The squares of each group after the symmetry, by colour and kind.
+    sets: [[u64; 6]; 2],
+    /// The kings' squares and the squares of each group after the swap, before the symmetry.
+    kings: [u8; 2],
+    unmapped: [[u64; 6]; 2],
+}
+
+impl Oriented {
+    /// `None` for bare kings.
+    fn new(pos: &Position, turn: Color) -> Option<Oriented> {
+        // (colour, kind, square) of each man.
+        let mut men = [(Color::White, 0u8, 0u8); MAX_MEN];
+        let mut n = 0;
+        let mut counts = [[0u8; 6]; 2];
+        pos.for_each_man(|color, kind, sq| {
+            men[n] = (color, kind, sq);
+            n += 1;
+            counts[color.index()][usize::from(kind)] += 1;
+        });
+        let men = &mut men[..n];
+        let mut material = Material::from_counts(counts);
+        if material.is_bare_kings() {
+            return None;
+        }
+        let mut turn = turn;
+        let swap = material.needs_swap();
+        if swap {
+            material = material.swapped();
+            turn = turn.other();
+            for man in men.iter_mut() {
+                *man = (man.0.other(), man.1, man.2 ^ 56);
+            }
+        }
+
+        let mut kings = [0u8; 2];
+        let mut key = [0u64; 2];
+        for &(color, kind, sq) in men.iter() {
+            match kind {
+                KING => kings[color.index()] = sq,
+                PAWN => key[color.index()] |= 1 << sq,
+                _ => {}
+            }
+        }
+        let symmetry = if !material.has_pawns() {
+            Symmetry::pawnless(kings[0], kings[1])
         } else {
-            Symmetry::IDENTITY
+            let mirrored = [mirror(key[0]), mirror(key[1])];
+            if mirrored < key {
+                key = mirrored;
+                Symmetry {
+                    flip: 7,
+                    transpose: false,
+                }
+            } else {
+                Symmetry::IDENTITY
+            }
+        };
+
+        let [wk, bk] = kings.map(|sq| usize::from(symmetry.apply(sq)));
+        let kk = if material.has_pawns() {
+            PAWNFUL_PAIRS.place[wk][bk]
+        } else {
+            PAWNLESS_PAIRS.place[wk][bk]
+        };
+        assert!(
+            kk != u16::MAX,
+            "kings standing next to each other have no index: {}",
+            pos.fen()
+        );
+
+        let mut sets = [[0u64; 6]; 2];
+        let mut unmapped = [[0u64; 6]; 2];
+        for &(color, kind, sq) in men.iter() {
+            if kind != KING && kind != PAWN {
+                sets[color.index()][usize::from(kind)] |= 1 << symmetry.apply(sq);
+                unmapped[color.index()][usize::from(kind)] |= 1 << sq;
+            }
         }
-    };
+        Some(Oriented {
+            material,
+            key,
+            turn,
+            swap,
+            symmetry,
+            kk,
+            sets,
+            kings,
+            unmapped,
+        })
+    }
+}
 
-    let [wk, bk] = kings.map(|sq| usize::from(symmetry.apply(sq)));
-    let kk = if material.has_pawns() {
-        PAWNFUL_PAIRS.place[wk][bk]
-    } else {
-        PAWNLESS_PAIRS.place[wk][bk]
-    };
-    assert!(
-        kk != u16::MAX,
-        "kings standing next to each other have no index: {}",
-        pos.fen()
-    );
+/// Where the quiet children of one position are stored (a man other than a pawn moved to an
+/// empty square, see [`Child::Quiet`](super::board::Child::Quiet)). They keep the position's
+/// material and pawns. A piece move keeps the kings too, hence the orientation (which depends
+/// on the kings and pawns alone), and changes the field of its group alone; a king move changes
+/// the king pair and, without pawns, may change the symmetry, and every field with it.
+pub(super) struct QuietFrame {
+    material: Material,
+    key: [u64; 2],
+    swap: bool,
+    symmetry: Symmetry,
+    /// The groups in field order (`len` of them): (colour, kind) in table orientation, the set
+    /// of squares after the symmetry, its rank, the weight of the field (the product of the
+    /// sizes of the fields after it) and the set of squares before the symmetry.
+    groups: [FrameGroup; GROUP_KINDS],
+    len: usize,
+    /// The kings' squares after the swap, before the symmetry.
+    kings: [u8; 2],
+    /// The first index of the children's side to move.
+    turn_base: u64,
+    /// The index of the parent's men with the other side to move.
+    index: u64,
+}
 
-    // The squares of each group, by colour and kind, after the symmetry.
-    let mut sets = [[0u64; 6]; 2];
-    for &(color, kind, sq) in men.iter() {
-        if kind != KING && kind != PAWN {
-            sets[color.index()][usize::from(kind)] |= 1 << symmetry.apply(sq);
+/// One group of a [`QuietFrame`].
+#[derive(Clone, Copy)]
+struct FrameGroup {
+    color: Color,
+    kind: u8,
+    set: u64,
+    rank: u64,
+    weight: u64,
+    unmapped: u64,
+}
+
+/// At most this many groups: four kinds of piece, two colours.
+const GROUP_KINDS: usize = 8;
+
+impl QuietFrame {
+    /// The frame of the children of `pos` (`None` for bare kings, which have no quiet child).
+    pub(super) fn new(pos: &Position) -> Option<QuietFrame> {
+        let o = Oriented::new(pos, pos.turn().other())?;
+        let empty = FrameGroup {
+            color: Color::White,
+            kind: 0,
+            set: 0,
+            rank: 0,
+            weight: 0,
+            unmapped: 0,
+        };
+        let mut groups = [empty; GROUP_KINDS];
+        let mut len = 0;
+        for (color, kind, count) in o.material.groups() {
+            let set = o.sets[color.index()][usize::from(kind)];
+            groups[len] = FrameGroup {
+                color,
+                kind,
+                set,
+                rank: combination_rank(set),
+                // The field's size for now, its weight below.
+                weight: binomial(64, count),
+                unmapped: o.unmapped[color.index()][usize::from(kind)],
+            };
+            len += 1;
+        }
+        // The sizes become weights, from the least significant field up.
+        let mut weight = 1;
+        let mut fields = 0;
+        for g in groups[..len].iter_mut().rev() {
+            let size = g.weight;
+            g.weight = weight;
+            fields += g.rank * weight;
+            weight *= size;
+        }
+        fields += u64::from(o.kk) * weight;
+        let turn_base = o.turn.index() as u64 * o.material.per_side();
+        Some(QuietFrame {
+            material: o.material,
+            key: o.key,
+            swap: o.swap,
+            symmetry: o.symmetry,
+            groups,
+            len,
+            kings: o.kings,
+            turn_base,
+            index: turn_base + fields,
+        })
+    }
+
+    /// Where the child is stored in which the man of `color` and `kind` (not a pawn) moved from
+    /// `from` to the empty square `to` (squares 0..64, board orientation).
+    pub(super) fn quiet(&self, color: Color, kind: u8, from: u8, to: u8) -> Location {
+        let (color, flip) = if self.swap {
+            (color.other(), 56)
+        } else {
+            (color, 0)
+        };
+        let index = if kind == KING {
+            self.king_moved(color, to ^ flip)
+        } else {
+            let g = self.groups[..self.len]
+                .iter()
+                .find(|g| g.color == color && g.kind == kind)
+                .expect("the man moved belongs to a group");
+            let moved = g.set ^ 1 << self.symmetry.apply(from ^ flip) ^ 1 << self.symmetry.apply(to ^ flip);
+            self.index - g.rank * g.weight + combination_rank(moved) * g.weight
+        };
+        Location::Stored {
+            material: self.material,
+            key: self.key,
+            index,
         }
     }
-    let mut fields = u64::from(kk);
-    for (color, kind, count) in material.groups() {
-        let set = sets[color.index()][usize::from(kind)];
-        debug_assert_eq!(set.count_ones(), u32::from(count), "men on distinct squares");
-        fields = fields * binomial(64, count) + combination_rank(set);
+
+    /// The index of the child in which the king of `color` (table orientation) moved to `to`
+    /// (after the swap).
+    fn king_moved(&self, color: Color, to: u8) -> u64 {
+        let mut kings = self.kings;
+        kings[color.index()] = to;
+        let (pairs, symmetry) = if self.material.has_pawns() {
+            (&PAWNFUL_PAIRS.place, self.symmetry)
+        } else {
+            (&PAWNLESS_PAIRS.place, Symmetry::pawnless(kings[0], kings[1]))
+        };
+        let [wk, bk] = kings.map(|sq| usize::from(symmetry.apply(sq)));
+        let kk = pairs[wk][bk];
+        debug_assert!(kk != u16::MAX, "a king moves next to the other");
+        let mut fields = u64::from(kk);
+        for g in &self.groups[..self.len] {
+            let mut set = 0u64;
+            let mut rest = g.unmapped;
+            while rest != 0 {
+                set |= 1 << symmetry.apply(rest.trailing_zeros() as u8);
+                rest &= rest - 1;
+            }
+            let size = binomial(64, set.count_ones() as u8);
+            fields = fields * size + combination_rank(set);
+        }
+        self.turn_base + fields
     }
-    let index = turn.index() as u64 * material.per_side() + fields;
-    Location::Stored { material, key, index }
 }
 
 /// What an index of a slice stands for.

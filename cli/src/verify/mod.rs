@@ -55,8 +55,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use zermelo_storage::{table_file_name, Metric, StorageError, Table};
 
-use board::Position;
-use index::{locate, Decoded, Decoder, Location, LAYOUT};
+use board::{Child, Position};
+use index::{locate, Decoded, Decoder, Location, QuietFrame, LAYOUT};
 use material::Material;
 pub use material::{MaterialNameError, Pawns};
 
@@ -176,25 +176,40 @@ pub fn verify_table(
     table.verify_checksum()?;
     check_slice_set(&table, material)?;
 
-    let per_slice = 2 * material.per_side();
+    let per_side = material.per_side();
     let keys: Vec<[u64; 2]> = table.slices().iter().map(|e| e.key).collect();
+    // Units never straddle the two halves of a slice (White to move, then Black): the units of
+    // one half form a phase.
     let mut units = Vec::new();
+    let mut phases = Vec::new();
     let mut seen = 0u64;
     for slice in 0..keys.len() {
-        let mut start = 0;
-        while start < per_slice {
-            let end = (start + UNIT_INDICES).min(per_slice);
-            // A sample of p percent keeps unit u when p * (u + 1) / 100, rounded up, passes a
-            // whole number: the first unit, then one in every 100 / p.
-            let keep = match opts.sample_percent {
-                None => true,
-                Some(p) => ((seen + 1) * u64::from(p)).div_ceil(100) > (seen * u64::from(p)).div_ceil(100),
-            };
-            if keep {
-                units.push(Unit { slice, start, end });
+        for side in 0..2 {
+            let first = units.len();
+            let (mut start, half_end) = (side * per_side, (side + 1) * per_side);
+            while start < half_end {
+                let end = (start + UNIT_INDICES).min(half_end);
+                // A sample of p percent keeps unit u when p * (u + 1) / 100, rounded up, passes
+                // a whole number: the first unit, then one in every 100 / p.
+                let keep = match opts.sample_percent {
+                    None => true,
+                    Some(p) => {
+                        ((seen + 1) * u64::from(p)).div_ceil(100) > (seen * u64::from(p)).div_ceil(100)
+                    }
+                };
+                if keep {
+                    units.push(Unit { slice, start, end });
+                }
+                seen += 1;
+                start = end;
             }
-            seen += 1;
-            start = end;
+            if units.len() > first {
+                phases.push(Phase {
+                    slice,
+                    side,
+                    units: first..units.len(),
+                });
+            }
         }
     }
     let total = units.iter().map(|u| u.end - u.start).sum();
@@ -205,6 +220,7 @@ pub fn verify_table(
 
     let shared = Shared {
         library: &library,
+        table: &table,
         material,
         keys: &keys,
         units: &units,
@@ -217,11 +233,32 @@ pub fn verify_table(
         total,
     };
     progress(0, total);
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(units.len()).max(1) {
-            s.spawn(|| shared.work());
+    for phase in &phases {
+        if shared.stop_after.load(Ordering::Relaxed) < phase.units.start {
+            break;
         }
-    });
+        // The children that stay in the slice have the other side to move: that half of the
+        // slice is held while this one is checked, a unit at a time.
+        let other = 1 - phase.side;
+        let loading = std::time::Instant::now();
+        let half = Half {
+            values: table.read_range(phase.slice, other * per_side, per_side)?,
+            start: other * per_side,
+        };
+        tracing::debug!(
+            slice = phase.slice,
+            side = phase.side,
+            units = phase.units.len(),
+            load_seconds = loading.elapsed().as_secs_f64(),
+            "checking half a slice"
+        );
+        shared.next.store(phase.units.start, Ordering::Relaxed);
+        std::thread::scope(|s| {
+            for _ in 0..threads.min(phase.units.len()).max(1) {
+                s.spawn(|| shared.work(phase, &half));
+            }
+        });
+    }
     if let Some((_, error)) = lock(&shared.failure).take() {
         return Err(error);
     }
@@ -294,7 +331,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A range of indices of one slice of the table being verified.
+/// A range of indices of one slice of the table being verified, within one half.
 #[derive(Clone, Copy, Debug)]
 struct Unit {
     slice: usize,
@@ -302,9 +339,24 @@ struct Unit {
     end: u64,
 }
 
+/// The units of one half of one slice (`side` 0: White to move, 1: Black), in order.
+struct Phase {
+    slice: usize,
+    side: u64,
+    units: std::ops::Range<usize>,
+}
+
+/// The values of one half of the slice being checked: indices `start..start + values.len()`.
+struct Half {
+    values: Vec<u16>,
+    start: u64,
+}
+
 /// What the threads share.
 struct Shared<'a> {
     library: &'a Library<'a>,
+    /// The table being verified.
+    table: &'a Table,
     material: Material,
     keys: &'a [[u64; 2]],
     units: &'a [Unit],
@@ -321,28 +373,24 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    /// One thread's loop: take units in order until none is left or one before has failed.
-    fn work(&self) {
-        let mut worker: Option<Worker<'_>> = None;
+    /// One thread's loop over a phase: take its units in order until none is left or one
+    /// before has failed.
+    fn work(&self, phase: &Phase, half: &Half) {
+        let key = self.keys[phase.slice];
+        let mut worker = Worker::new(self.library, self.material, key, half);
         loop {
             let u = self.next.fetch_add(1, Ordering::Relaxed);
-            if u >= self.units.len() || u > self.stop_after.load(Ordering::Relaxed) {
+            if u >= phase.units.end || u > self.stop_after.load(Ordering::Relaxed) {
                 return;
             }
             let unit = self.units[u];
-            let key = self.keys[unit.slice];
-            let result = match &mut worker {
-                Some(w) if w.key == key => Ok(()),
-                _ => Worker::new(self.library, self.material, key).map(|w| {
-                    worker = Some(w);
-                }),
-            };
-            let result = result.and_then(|()| {
-                let w = worker.as_mut().expect("set just above");
-                w.check_range(unit.start, unit.end, || {
-                    self.stop_after.load(Ordering::Relaxed) < u
-                })
-            });
+            let result = self
+                .table
+                .read_range(unit.slice, unit.start, unit.end - unit.start)
+                .map_err(VerifyError::from)
+                .and_then(|own| {
+                    worker.check_range(unit.start, &own, || self.stop_after.load(Ordering::Relaxed) < u)
+                });
             match result {
                 Ok(positions) => {
                     self.positions.fetch_add(positions, Ordering::Relaxed);
@@ -362,13 +410,14 @@ impl Shared<'_> {
     }
 }
 
-/// Verifies indices of one slice: holds the slice's values and the successor slices it read.
+/// Verifies indices of one half of a slice: holds the other half's values and the successor
+/// slices it read.
 struct Worker<'a> {
     library: &'a Library<'a>,
     material: Material,
     key: [u64; 2],
     decoder: Decoder,
-    values: Arc<Vec<u16>>,
+    half: &'a Half,
     /// Successor slices read so far for this slice.
     successors: HashMap<(Material, [u64; 2]), Arc<Vec<u16>>>,
 }
@@ -381,6 +430,13 @@ enum Fault {
         successor: String,
         table: String,
     },
+    /// The quiet child moving a man from `from` to `to` (squares 0..64) is stored as illegal
+    /// in this table (its FEN is written once the parent is whole again).
+    IllegalQuiet {
+        from: u8,
+        to: u8,
+        table: String,
+    },
 }
 
 impl From<VerifyError> for Fault {
@@ -390,27 +446,33 @@ impl From<VerifyError> for Fault {
 }
 
 impl<'a> Worker<'a> {
-    fn new(library: &'a Library<'a>, material: Material, key: [u64; 2]) -> Result<Worker<'a>, VerifyError> {
-        Ok(Worker {
+    fn new(library: &'a Library<'a>, material: Material, key: [u64; 2], half: &'a Half) -> Worker<'a> {
+        Worker {
             library,
             material,
             key,
             decoder: Decoder::new(&material, key),
-            values: library.slice(material, key)?,
+            half,
             successors: HashMap::new(),
-        })
+        }
     }
 
-    /// Checks indices `start..end` of the slice; returns how many were legal positions.
-    /// `abandon()` is polled now and then: the result no longer matters when it says so.
-    fn check_range(&mut self, start: u64, end: u64, abandon: impl Fn() -> bool) -> Result<u64, VerifyError> {
+    /// Checks indices `start..start + own.len()` of the slice, whose stored values are `own`;
+    /// returns how many were legal positions. `abandon()` is polled now and then: the result no
+    /// longer matters when it says so.
+    fn check_range(
+        &mut self,
+        start: u64,
+        own: &[u16],
+        abandon: impl Fn() -> bool,
+    ) -> Result<u64, VerifyError> {
         let mut positions = 0;
-        for index in start..end {
+        for (index, &stored) in (start..).zip(own) {
             if index % 4096 == 0 && abandon() {
                 return Ok(positions);
             }
-            let stored = u32::from(self.values[index as usize]);
-            let pos = match self.decoder.decode(index) {
+            let stored = u32::from(stored);
+            let mut pos = match self.decoder.decode(index) {
                 Decoded::Position(pos) if pos.is_legal() => pos,
                 Decoded::Position(pos) => {
                     if stored != value::ILLEGAL {
@@ -431,7 +493,7 @@ impl<'a> Worker<'a> {
                 }
             };
             positions += 1;
-            let derived = match self.derive(&pos) {
+            let derived = match self.derive(&mut pos) {
                 Ok(v) => v,
                 Err(Fault::Error(e)) => return Err(e),
                 Err(Fault::IllegalSuccessor { successor, table }) => {
@@ -439,6 +501,14 @@ impl<'a> Worker<'a> {
                         material: self.material.to_string(),
                         fen: pos.fen(),
                         successor,
+                        successor_material: table,
+                    })
+                }
+                Err(Fault::IllegalQuiet { from, to, table }) => {
+                    return Err(VerifyError::IllegalSuccessor {
+                        material: self.material.to_string(),
+                        fen: pos.fen(),
+                        successor: pos.after_quiet_move(from, to).fen(),
                         successor_material: table,
                     })
                 }
@@ -459,17 +529,43 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// The value of a legal position from its children.
-    fn derive(&mut self, pos: &Position) -> Result<u32, Fault> {
+    /// The value of a legal position from its children. `pos` is changed while its children
+    /// are visited and is whole again on return; a quiet child that faults is reported as
+    /// [`Fault::IllegalQuiet`], for the caller to name.
+    fn derive(&mut self, pos: &mut Position) -> Result<u32, Fault> {
         let mut best: Option<u32> = None;
-        pos.for_each_child(|child| {
-            let v = value::from_child(self.value(child)?);
+        let frame = QuietFrame::new(pos);
+        let in_check = pos.for_each_child_quick(|child| {
+            let stored = match child {
+                Child::Quiet {
+                    color,
+                    kind,
+                    from,
+                    to,
+                } => {
+                    let frame = frame.as_ref().expect("a position with a quiet move has a frame");
+                    let Location::Stored { material, key, index } = frame.quiet(color, kind, from, to) else {
+                        unreachable!("a quiet child has a piece")
+                    };
+                    let stored = self.stored(material, key, index)?;
+                    if stored == value::ILLEGAL {
+                        return Err(Fault::IllegalQuiet {
+                            from,
+                            to,
+                            table: material.to_string(),
+                        });
+                    }
+                    stored
+                }
+                Child::Moved(child) => self.value(child)?,
+            };
+            let v = value::from_child(stored);
             best = Some(best.map_or(v, |b| value::better(b, v)));
             Ok::<(), Fault>(())
         })?;
         Ok(match best {
             Some(v) => v,
-            None if pos.in_check() => value::CHECKMATED,
+            None if in_check => value::CHECKMATED,
             None => value::DRAW,
         })
     }
@@ -478,31 +574,54 @@ impl<'a> Worker<'a> {
     /// it), else read.
     fn value(&mut self, pos: &Position) -> Result<u32, Fault> {
         if pos.ep().is_some() {
-            return self.derive(pos);
+            let mut pos = pos.clone();
+            return match self.derive(&mut pos) {
+                Err(Fault::IllegalQuiet { from, to, table }) => Err(Fault::IllegalSuccessor {
+                    successor: pos.after_quiet_move(from, to).fen(),
+                    table,
+                }),
+                other => other,
+            };
         }
         let (material, key, index) = match locate(pos) {
             Location::BareKings => return Ok(value::DRAW),
             Location::Stored { material, key, index } => (material, key, index),
         };
-        let stored = if material == self.material && key == self.key {
-            self.values[index as usize]
-        } else {
-            let values = match self.successors.get(&(material, key)) {
-                Some(v) => v,
-                None => {
-                    let v = self.library.slice(material, key)?;
-                    self.successors.entry((material, key)).or_insert(v)
-                }
-            };
-            values[index as usize]
-        };
-        if u32::from(stored) == value::ILLEGAL {
+        let stored = self.stored(material, key, index)?;
+        if stored == value::ILLEGAL {
             return Err(Fault::IllegalSuccessor {
                 successor: pos.fen(),
                 table: material.to_string(),
             });
         }
-        Ok(u32::from(stored))
+        Ok(stored)
+    }
+
+    /// The value stored at `index` of slice `key` of `material`.
+    fn stored(&mut self, material: Material, key: [u64; 2], index: u64) -> Result<u32, Fault> {
+        if material == self.material && key == self.key {
+            if let Some(&v) = index
+                .checked_sub(self.half.start)
+                .and_then(|i| self.half.values.get(i as usize))
+            {
+                return Ok(u32::from(v));
+            }
+            // The half being checked (no child lands there: a move keeping the slice changes
+            // the side to move, one changing the pawns leaves it for good), read from the file.
+            let table = self.library.table(material)?;
+            let slice = table
+                .find_slice(key)
+                .expect("the slice being checked is in its table");
+            return Ok(u32::from(table.value(slice, index).map_err(VerifyError::from)?));
+        }
+        let values = match self.successors.get(&(material, key)) {
+            Some(v) => v,
+            None => {
+                let v = self.library.slice(material, key)?;
+                self.successors.entry((material, key)).or_insert(v)
+            }
+        };
+        Ok(u32::from(values[index as usize]))
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use zermelo_storage::{table_file_name, write_table, Metric, SliceData, Table, TableMeta};
 
-use super::board::{Color, Position, KING, PAWN};
-use super::index::{locate, Decoded, Decoder, Location, LAYOUT};
+use super::board::{self, Child, Color, Position, KING, PAWN};
+use super::index::{locate, Decoded, Decoder, Location, QuietFrame, LAYOUT};
 use super::material::{mirror, Material, MaterialNameError, Pawns};
 use super::{value, verify_table, Library, VerifyError, VerifyOptions, VerifyReport};
 
@@ -76,6 +76,133 @@ fn perft_matches_published_counts() {
             }
         }
     }
+}
+
+/// Perft through [`Position::for_each_child_quick`], a quiet child rebuilt from its move.
+fn perft_quick(pos: &Position, depth: u32) -> u64 {
+    let mut work = pos.clone();
+    let mut nodes = 0;
+    work.for_each_child_quick(|child| {
+        let child = match child {
+            Child::Quiet { from, to, .. } => pos.after_quiet_move(from, to),
+            Child::Moved(c) => c.clone(),
+        };
+        nodes += if depth > 1 {
+            perft_quick(&child, depth - 1)
+        } else {
+            1
+        };
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    assert_eq!(
+        work, *pos,
+        "the board is whole again after its children were visited"
+    );
+    nodes
+}
+
+#[test]
+fn perft_of_the_quick_children_matches_published_counts() {
+    for &(f, counts) in PERFT {
+        let pos = fen(f);
+        // The deepest published count of each position, up to depth 5 (seconds, not minutes).
+        if let Some((d, &expected)) = counts.iter().enumerate().take(5).rfind(|(_, &c)| c != 0) {
+            assert_eq!(
+                perft_quick(&pos, d as u32 + 1),
+                expected,
+                "perft {} of {f}",
+                d + 1
+            );
+        }
+    }
+}
+
+/// A child as the verifier reads it: where it is stored, or (with an en-passant right, stored
+/// nowhere) its FEN.
+fn child_place(c: &Position) -> Result<Location, String> {
+    if c.ep().is_some() {
+        Err(c.fen())
+    } else {
+        Ok(locate(c))
+    }
+}
+
+#[test]
+fn the_quick_children_are_the_plain_ones() {
+    // Positions of every kind of material (pawnless with like men, with pawns of both sides,
+    // colours swapped when not normalized), their children too, and the perft positions (en
+    // passant, pins, promotions, checks).
+    let mut positions: Vec<Position> = PERFT.iter().map(|&(f, _)| fen(f)).collect();
+    for (material, step) in [
+        ("KQvKR", 401),
+        ("KRRvK", 181),
+        ("KBNvK", 401),
+        ("KRvKN", 401),
+        ("KPvKP", 701),
+        ("KRPvKR", 90001),
+        ("KQvKQ", 401),
+    ] {
+        for (_, _, _, p) in sample_positions(material, step) {
+            p.for_each_child(|c| {
+                positions.push(c.clone());
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            positions.push(p);
+        }
+    }
+    let (mut quiet, mut moved) = (0, 0);
+    for pos in &positions {
+        let mut plain = Vec::new();
+        let plain_moves = pos
+            .for_each_child(|c| {
+                plain.push(child_place(c));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        let frame = QuietFrame::new(pos);
+        let mut work = pos.clone();
+        let mut fast = Vec::new();
+        let in_check = work
+            .for_each_child_quick(|child| {
+                fast.push(match child {
+                    Child::Quiet {
+                        color,
+                        kind,
+                        from,
+                        to,
+                    } => {
+                        quiet += 1;
+                        let rebuilt = pos.after_quiet_move(from, to);
+                        assert_eq!(rebuilt.at(board::sq88(to)), board::cell(color, kind));
+                        let place = frame.as_ref().unwrap().quiet(color, kind, from, to);
+                        assert_eq!(
+                            Ok(place),
+                            child_place(&rebuilt),
+                            "{} -> {}",
+                            pos.fen(),
+                            rebuilt.fen()
+                        );
+                        Ok(place)
+                    }
+                    Child::Moved(c) => {
+                        moved += 1;
+                        child_place(c)
+                    }
+                });
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        assert_eq!(work, *pos, "{}", pos.fen());
+        assert_eq!(fast, plain, "{}", pos.fen());
+        assert_eq!(fast.len(), plain_moves);
+        assert_eq!(in_check, pos.in_check(), "{}", pos.fen());
+    }
+    assert!(
+        quiet > 100_000 && moved > 100_000,
+        "{quiet} quiet, {moved} other children"
+    );
 }
 
 #[test]
@@ -1471,7 +1598,12 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
     let Location::Stored { material, key, .. } = locate(&start) else {
         panic!()
     };
-    let mut worker = super::Worker::new(&library, material, key).unwrap();
+    // No half held: values of the slice itself are read from its file.
+    let half = super::Half {
+        values: Vec::new(),
+        start: 0,
+    };
+    let mut worker = super::Worker::new(&library, material, key, &half);
     let mut seen = Vec::new();
     start
         .for_each_child(|c| {
@@ -1494,8 +1626,8 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
         .unwrap();
     assert_eq!(after_single.1, value::DRAW);
     // So White's best here avoids e4.
-    let mut w = super::Worker::new(&library, material, key).unwrap();
-    assert_eq!(w.derive(&start).ok(), Some(value::DRAW));
+    let mut w = super::Worker::new(&library, material, key, &half);
+    assert_eq!(w.derive(&mut start.clone()).ok(), Some(value::DRAW));
 }
 
 /// A tiny deterministic generator (xorshift64*).
