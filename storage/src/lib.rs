@@ -48,6 +48,7 @@
 mod error;
 mod format;
 mod hash;
+mod memory;
 mod reader;
 mod source;
 mod table;
@@ -58,6 +59,7 @@ pub use format::{
     DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FORMAT_VERSION, MAX_BLOCK_VALUES, MAX_MATERIAL_LEN,
 };
 pub use hash::slice_hash;
+pub use memory::advise_huge_pages;
 pub use reader::ValueReader;
 pub use source::{FileSource, MemorySource, MmapSource, RandomAccess};
 pub use table::Table;

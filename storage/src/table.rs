@@ -9,6 +9,7 @@ use crate::format::{
     FOOTER_MAGIC, HEADER_LEN, HEADER_MAGIC, SLICE_ENTRY_LEN, TABLES_HASH_LEN,
 };
 use crate::hash::SliceHasher;
+use crate::memory::advise_huge_pages;
 use crate::source::{FileSource, MemorySource, MmapSource, RandomAccess};
 use crate::{slice_hash, SliceEntry, SliceKey, StorageError, TableMeta, FORMAT_VERSION};
 
@@ -363,7 +364,8 @@ impl Table {
     /// Values `start..start + count` of slice `slice`, in order. Checks the checksum of every
     /// block read, not the slice's content hash (that needs the whole slice: see
     /// [`read_slice`](Table::read_slice) and [`verify_checksum`](Table::verify_checksum)).
-    /// Reserves the `count` values up front.
+    /// Reserves the `count` values up front, on huge pages when they are many (see
+    /// [`advise_huge_pages`](crate::advise_huge_pages)).
     pub fn read_range(&self, slice: usize, start: u64, count: u64) -> Result<Vec<u16>, StorageError> {
         let entry = self.slice_entry(slice)?;
         if start.checked_add(count).is_none_or(|end| end > entry.count) {
@@ -376,8 +378,10 @@ impl Table {
         let bv = u64::from(self.header.block_values);
         let end = entry.first + start + count;
         // Exactly `count`, which the range check bounds by the slice: a large range is read
-        // without the doubling of a growing vector (its peak would be half as much again).
+        // without the doubling of a growing vector (its peak would be half as much again). On
+        // huge pages when large: such a range is read at random afterwards.
         let mut out = Vec::with_capacity(count as usize);
+        advise_huge_pages(&out);
         let mut dctx = self.decompressor()?;
         let mut scratch = BlockScratch::default();
         let mut values = Vec::new();

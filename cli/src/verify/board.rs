@@ -81,6 +81,46 @@ const ROOK_RAYS: [i8; 4] = [1, -1, 16, -16];
 const BISHOP_RAYS: [i8; 4] = [15, -15, 17, -17];
 const QUEEN_RAYS: [i8; 8] = [1, -1, 16, -16, 15, -15, 17, -17];
 
+/// More men than one side of any material has (9 pieces and 8 pawns).
+const MAX_SIDE_MEN: usize = 24;
+
+/// [`REACH`]'s bits for pawns, by colour (the kinds' bits are `1 << kind`).
+const WHITE_PAWN_BIT: u8 = 1 << 6;
+const BLACK_PAWN_BIT: u8 = 1 << 7;
+
+/// For `to + 119 - from` of two 0x88 squares: the kinds that attack `to` from `from` on an
+/// empty board, as bits. 0x88 differences are unique per (rank, file) offset, which is what
+/// makes this table possible.
+static REACH: [u8; 239] = reach_table().0;
+/// For the same differences: the step from `from` towards `to` along a line (0 off the lines).
+static UNIT_STEP: [i8; 239] = reach_table().1;
+
+const fn reach_table() -> ([u8; 239], [i8; 239]) {
+    let mut reach = [0u8; 239];
+    let mut unit = [0i8; 239];
+    let mut i = 0;
+    while i < 8 {
+        reach[(119 + KING_STEPS[i] as i16) as usize] |= 1 << KING;
+        reach[(119 + KNIGHT_STEPS[i] as i16) as usize] |= 1 << KNIGHT;
+        let d = QUEEN_RAYS[i];
+        let line = if i < 4 { 1 << ROOK } else { 1 << BISHOP };
+        let mut k = 1;
+        while k < 8 {
+            let at = (119 + d as i16 * k) as usize;
+            reach[at] |= line | 1 << QUEEN;
+            unit[at] = d;
+            k += 1;
+        }
+        i += 1;
+    }
+    // A white pawn attacks forwards (up the ranks), a black one backwards.
+    reach[119 + 15] |= WHITE_PAWN_BIT;
+    reach[119 + 17] |= WHITE_PAWN_BIT;
+    reach[119 - 15] |= BLACK_PAWN_BIT;
+    reach[119 - 17] |= BLACK_PAWN_BIT;
+    (reach, unit)
+}
+
 /// The algebraic name of a 0x88 square ("e4").
 pub(super) fn square_name(sq: u8) -> String {
     let file = (b'a' + (sq & 7)) as char;
@@ -187,8 +227,74 @@ impl Position {
         }
     }
 
-    /// Whether any man of `by` attacks `sq`, looking outwards from `sq`.
+    /// The 0x88 squares of the men of `color`, in square order: `(squares, count)`.
+    fn men_of(&self, color: Color) -> ([u8; MAX_SIDE_MEN], usize) {
+        let mut out = [0u8; MAX_SIDE_MEN];
+        let mut n = 0;
+        for rank in 0..8u8 {
+            let at = usize::from(rank) * 16;
+            let mut row = u64::from_le_bytes(self.board[at..at + 8].try_into().expect("eight cells"));
+            while row != 0 {
+                let file = (row.trailing_zeros() / 8) as u8;
+                let c = (row >> (file * 8)) as u8;
+                if cell_color(c) == color {
+                    out[n] = rank * 16 + file;
+                    n += 1;
+                }
+                row &= !(0xff << (file * 8));
+            }
+        }
+        (out, n)
+    }
+
+    /// Whether any man of `by` attacks `sq`: for each of them, whether its kind can reach `sq`
+    /// along the difference of the squares ([`REACH`]) and, for a queen, rook or bishop, whether
+    /// the squares between are empty.
     pub(super) fn attacked(&self, sq: u8, by: Color) -> bool {
+        let (men, n) = self.men_of(by);
+        self.attacked_from(sq, by, &men[..n])
+    }
+
+    /// [`attacked`](Position::attacked) with the squares of `by`'s men given (a square that no
+    /// longer holds one of them, its man taken, is passed over).
+    fn attacked_from(&self, sq: u8, by: Color, men: &[u8]) -> bool {
+        men.iter().any(|&from| {
+            let d = usize::from(sq) + 119 - usize::from(from);
+            let c = self.at(from);
+            if c == 0 || cell_color(c) != by {
+                return false;
+            }
+            let kind = cell_kind(c);
+            let bit = if kind == PAWN {
+                match by {
+                    Color::White => WHITE_PAWN_BIT,
+                    Color::Black => BLACK_PAWN_BIT,
+                }
+            } else {
+                1 << kind
+            };
+            if REACH[d] & bit == 0 {
+                return false;
+            }
+            if !matches!(kind, QUEEN | ROOK | BISHOP) {
+                return true;
+            }
+            let unit = UNIT_STEP[d];
+            let mut t = from.wrapping_add(unit as u8);
+            while t != sq {
+                if self.at(t) != 0 {
+                    return false;
+                }
+                t = t.wrapping_add(unit as u8);
+            }
+            true
+        })
+    }
+
+    /// Whether any man of `by` attacks `sq`, looking outwards from `sq` (what
+    /// [`attacked`](Position::attacked) answers, found another way; the tests compare them).
+    #[cfg(test)]
+    pub(super) fn attacked_by_scan(&self, sq: u8, by: Color) -> bool {
         let is = |t: Option<u8>, kinds: &[u8]| {
             t.is_some_and(|t| {
                 let c = self.at(t);
@@ -331,19 +437,16 @@ impl Position {
         let them = us.other();
         let king = self.kings[us.index()];
         // Every square the other side attacks with this king off the board: where it may not go.
-        let guarded = self.attack_set(them, king);
+        let (theirs, their_count) = self.men_of(them);
+        let guarded = self.attack_set(them, king, &theirs[..their_count]);
         let in_check = guarded >> sq64(king) & 1 == 1;
-        for from in 0..128u8 {
-            if from & 0x88 != 0 {
-                continue;
-            }
+        let theirs = &theirs[..their_count];
+        let (ours, count) = self.men_of(us);
+        for &from in &ours[..count] {
             let man = self.at(from);
-            if man == 0 || cell_color(man) != us {
-                continue;
-            }
             let kind = cell_kind(man);
-            // A man off every line through its king cannot uncover it by moving.
-            let may_uncover = in_check || aligned(king, from);
+            // Out of check, only a pinned man can uncover its king by moving.
+            let may_uncover = in_check || (kind != KING && self.pinned(king, from));
             let steps: &[i8] = match kind {
                 PAWN => {
                     // Few and varied (promotions, double pushes, en passant): the plain way.
@@ -372,7 +475,7 @@ impl Position {
                     } else if may_uncover {
                         self.board[usize::from(from)] = 0;
                         self.board[usize::from(to)] = man;
-                        let safe = !self.attacked(king, them);
+                        let safe = !self.attacked_from(king, them, theirs);
                         self.board[usize::from(from)] = man;
                         self.board[usize::from(to)] = captured;
                         safe
@@ -415,19 +518,44 @@ impl Position {
         Ok(in_check)
     }
 
-    /// The squares (bits of 0..64) that the men of `by` attack, `through` counted as empty:
-    /// the squares a king standing on `through` may not step to.
-    fn attack_set(&self, by: Color, through: u8) -> u64 {
+    /// Whether the man on `from` stands between the king on `king` (of the other colour than
+    /// the side to move's enemies) and an enemy queen, rook or bishop that would attack the
+    /// king along that line with `from` empty.
+    fn pinned(&self, king: u8, from: u8) -> bool {
+        if !aligned(king, from) {
+            return false;
+        }
+        let rank_step = (i16::from(from >> 4) - i16::from(king >> 4)).signum();
+        let file_step = (i16::from(from & 7) - i16::from(king & 7)).signum();
+        let d = (rank_step * 16 + file_step) as i8;
+        let straight = rank_step == 0 || file_step == 0;
+        let mover = cell_color(self.at(from));
+        let mut passed = false;
+        let mut t = step(king, d);
+        while let Some(sq) = t {
+            let c = self.at(sq);
+            if sq == from {
+                passed = true;
+            } else if c != 0 {
+                // A man between the king and this one shields the king: no pin. Else the first
+                // man beyond decides.
+                let kind = cell_kind(c);
+                return passed
+                    && cell_color(c) != mover
+                    && (kind == QUEEN || kind == if straight { ROOK } else { BISHOP });
+            }
+            t = step(sq, d);
+        }
+        false
+    }
+
+    /// The squares (bits of 0..64) that the men of `by` (on the squares `men`) attack, `through`
+    /// counted as empty: the squares a king standing on `through` may not step to.
+    fn attack_set(&self, by: Color, through: u8, men: &[u8]) -> u64 {
         let mut set = 0u64;
         let mut mark = |sq: u8| set |= 1 << sq64(sq);
-        for from in 0..128u8 {
-            if from & 0x88 != 0 {
-                continue;
-            }
+        for &from in men {
             let c = self.at(from);
-            if c == 0 || cell_color(c) != by {
-                continue;
-            }
             let (steps, slides): (&[i8], bool) = match cell_kind(c) {
                 PAWN => (
                     match by {

@@ -351,6 +351,8 @@ pub(super) struct QuietFrame {
     /// sizes of the fields after it) and the set of squares before the symmetry.
     groups: [FrameGroup; GROUP_KINDS],
     len: usize,
+    /// The place in `groups` of the group of each colour and kind (table orientation).
+    slot: [[u8; 6]; 2],
     /// The kings' squares after the swap, before the symmetry.
     kings: [u8; 2],
     /// The first index of the children's side to move.
@@ -386,8 +388,10 @@ impl QuietFrame {
             unmapped: 0,
         };
         let mut groups = [empty; GROUP_KINDS];
+        let mut slot = [[0u8; 6]; 2];
         let mut len = 0;
         for (color, kind, count) in o.material.groups() {
+            slot[color.index()][usize::from(kind)] = len as u8;
             let set = o.sets[color.index()][usize::from(kind)];
             groups[len] = FrameGroup {
                 color,
@@ -418,6 +422,7 @@ impl QuietFrame {
             symmetry: o.symmetry,
             groups,
             len,
+            slot,
             kings: o.kings,
             turn_base,
             index: turn_base + fields,
@@ -435,10 +440,11 @@ impl QuietFrame {
         let index = if kind == KING {
             self.king_moved(color, to ^ flip)
         } else {
-            let g = self.groups[..self.len]
-                .iter()
-                .find(|g| g.color == color && g.kind == kind)
-                .expect("the man moved belongs to a group");
+            let g = &self.groups[usize::from(self.slot[color.index()][usize::from(kind)])];
+            debug_assert!(
+                g.color == color && g.kind == kind,
+                "the man moved belongs to a group"
+            );
             let moved = g.set ^ 1 << self.symmetry.apply(from ^ flip) ^ 1 << self.symmetry.apply(to ^ flip);
             self.index - g.rank * g.weight + combination_rank(moved) * g.weight
         };
@@ -562,7 +568,8 @@ impl Decoder {
             // squares come out descending, each below the one before.
             let mut below = 64u8;
             for j in (1..=group.men).rev() {
-                let mut s = below - 1;
+                // C(s, 1) = s: the last square is the rank itself.
+                let mut s = if j == 1 { rank as u8 } else { below - 1 };
                 while binomial(s, j) > rank {
                     s -= 1;
                 }

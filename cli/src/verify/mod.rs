@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rustc_hash::FxHashMap;
 use zermelo_storage::{table_file_name, Metric, StorageError, Table};
 
 use board::{Child, Position};
@@ -419,7 +420,7 @@ struct Worker<'a> {
     decoder: Decoder,
     half: &'a Half,
     /// Successor slices read so far for this slice.
-    successors: HashMap<(Material, [u64; 2]), Arc<Vec<u16>>>,
+    successors: FxHashMap<(Material, [u64; 2]), Arc<Vec<u16>>>,
 }
 
 /// Why a child's value could not be read.
@@ -453,7 +454,7 @@ impl<'a> Worker<'a> {
             key,
             decoder: Decoder::new(&material, key),
             half,
-            successors: HashMap::new(),
+            successors: FxHashMap::default(),
         }
     }
 
@@ -533,10 +534,13 @@ impl<'a> Worker<'a> {
     /// are visited and is whole again on return; a quiet child that faults is reported as
     /// [`Fault::IllegalQuiet`], for the caller to name.
     fn derive(&mut self, pos: &mut Position) -> Result<u32, Fault> {
-        let mut best: Option<u32> = None;
         let frame = QuietFrame::new(pos);
+        // Quiet children held in the half are read in batches, in order: their reads do not
+        // wait on each other.
+        let mut batch = Batch::default();
+        let mut best: Option<u32> = None;
         let in_check = pos.for_each_child_quick(|child| {
-            let stored = match child {
+            match child {
                 Child::Quiet {
                     color,
                     kind,
@@ -547,6 +551,19 @@ impl<'a> Worker<'a> {
                     let Location::Stored { material, key, index } = frame.quiet(color, kind, from, to) else {
                         unreachable!("a quiet child has a piece")
                     };
+                    if material == self.material && key == self.key {
+                        if let Some(at) = index
+                            .checked_sub(self.half.start)
+                            .filter(|&i| i < self.half.values.len() as u64)
+                        {
+                            batch.push(at as usize, from, to);
+                            if batch.len == BATCH {
+                                self.settle(&mut batch, &mut best)?;
+                            }
+                            return Ok(());
+                        }
+                    }
+                    self.settle(&mut batch, &mut best)?;
                     let stored = self.stored(material, key, index)?;
                     if stored == value::ILLEGAL {
                         return Err(Fault::IllegalQuiet {
@@ -555,19 +572,45 @@ impl<'a> Worker<'a> {
                             table: material.to_string(),
                         });
                     }
-                    stored
+                    value::keep_better(&mut best, value::from_child(stored));
                 }
-                Child::Moved(child) => self.value(child)?,
-            };
-            let v = value::from_child(stored);
-            best = Some(best.map_or(v, |b| value::better(b, v)));
+                Child::Moved(child) => {
+                    self.settle(&mut batch, &mut best)?;
+                    let stored = self.value(child)?;
+                    value::keep_better(&mut best, value::from_child(stored));
+                }
+            }
             Ok::<(), Fault>(())
         })?;
+        self.settle(&mut batch, &mut best)?;
         Ok(match best {
             Some(v) => v,
             None if in_check => value::CHECKMATED,
             None => value::DRAW,
         })
+    }
+
+    /// Reads the values of the quiet children in `batch` from the half, then takes them into
+    /// `best` in order; empties the batch.
+    fn settle(&self, batch: &mut Batch, best: &mut Option<u32>) -> Result<(), Fault> {
+        let n = batch.len;
+        batch.len = 0;
+        let mut values = [0u16; BATCH];
+        for (v, &at) in values.iter_mut().zip(&batch.at[..n]) {
+            *v = self.half.values[at];
+        }
+        for (k, &stored) in values[..n].iter().enumerate() {
+            if u32::from(stored) == value::ILLEGAL {
+                let (from, to) = batch.moves[k];
+                return Err(Fault::IllegalQuiet {
+                    from,
+                    to,
+                    table: self.material.to_string(),
+                });
+            }
+            value::keep_better(best, value::from_child(u32::from(stored)));
+        }
+        Ok(())
     }
 
     /// The value of a legal position: derived if it has an en-passant right (no table holds
@@ -625,6 +668,34 @@ impl<'a> Worker<'a> {
     }
 }
 
+/// Quiet children waiting to be read out of the half: at most this many at once.
+const BATCH: usize = 32;
+
+/// Quiet children waiting to be read: their places in the half and their moves.
+struct Batch {
+    at: [usize; BATCH],
+    moves: [(u8, u8); BATCH],
+    len: usize,
+}
+
+impl Default for Batch {
+    fn default() -> Batch {
+        Batch {
+            at: [0; BATCH],
+            moves: [(0, 0); BATCH],
+            len: 0,
+        }
+    }
+}
+
+impl Batch {
+    fn push(&mut self, at: usize, from: u8, to: u8) {
+        self.at[self.len] = at;
+        self.moves[self.len] = (from, to);
+        self.len += 1;
+    }
+}
+
 /// The tables of one folder, opened on first use, and a cache of their slices.
 struct Library<'a> {
     dir: &'a Path,
@@ -664,7 +735,9 @@ impl<'a> Library<'a> {
         if !file.exists() {
             return Err(VerifyError::MissingTable { file });
         }
-        let table = Table::open(&file)?;
+        // Positioned reads, no memory map: the pages of a large table do not count as this
+        // process's memory, and every value is read once or a few times.
+        let table = Table::open_pread(&file)?;
         let meta = table.meta();
         match meta.metric {
             Metric::Dtm => {}
@@ -796,6 +869,11 @@ mod value {
         } else {
             a
         }
+    }
+
+    /// `best` becomes the better of itself and `v` (`v` if it was `None`).
+    pub(super) fn keep_better(best: &mut Option<u32>, v: u32) {
+        *best = Some(best.map_or(v, |b| better(b, v)));
     }
 
     /// A value in words: `"win in 7 plies"`.

@@ -129,6 +129,33 @@ fn child_place(c: &Position) -> Result<Location, String> {
 }
 
 #[test]
+fn attacks_by_table_agree_with_attacks_by_scan() {
+    // Every square, both colours, on positions with every kind of man, pawns of both colours
+    // and men next to the board's edges.
+    let mut positions: Vec<Position> = PERFT.iter().map(|&(f, _)| fen(f)).collect();
+    for (material, seed) in [("KQRBNvKQRBN", 1), ("KPPPvKPPP", 2), ("KQNPvKRBP", 3)] {
+        positions.extend(random_positions(material, 500, seed));
+    }
+    let mut attacked = 0;
+    for pos in &positions {
+        for sq in (0..128u8).filter(|s| s & 0x88 == 0) {
+            for by in [Color::White, Color::Black] {
+                let table = pos.attacked(sq, by);
+                assert_eq!(
+                    table,
+                    pos.attacked_by_scan(sq, by),
+                    "{} {} by {by:?}",
+                    pos.fen(),
+                    board::square_name(sq)
+                );
+                attacked += usize::from(table);
+            }
+        }
+    }
+    assert!(attacked > 10_000, "{attacked}");
+}
+
+#[test]
 fn the_quick_children_are_the_plain_ones() {
     // Positions of every kind of material (pawnless with like men, with pawns of both sides,
     // colours swapped when not normalized), their children too, and the perft positions (en

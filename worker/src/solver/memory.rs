@@ -3,37 +3,12 @@
 //! The passes read and write a slice's values at random: a king move jumps by the stride of the
 //! king-pair field, hundreds of kilobytes away. With 4 KiB pages nearly every such access misses
 //! the TLB; with 2 MiB pages (Linux transparent huge pages, which this machine kind grants on
-//! `madvise`) far fewer do.
+//! `madvise`) far fewer do. The measured gain is in the commit that brought this file (KQRvKR
+//! passes); the advice itself is `zermelo_storage::advise_huge_pages`.
 
 use std::sync::atomic::AtomicU8;
 
-/// Arrays smaller than this stay on normal pages (a huge page would mostly be wasted).
-const HUGE_FROM_BYTES: usize = 8 << 20;
-
-/// Asks the kernel to back the whole capacity of `v` with huge pages, before it is touched.
-fn advise_huge_pages<T>(v: &Vec<T>) {
-    let bytes = v.capacity() * std::mem::size_of::<T>();
-    if bytes < HUGE_FROM_BYTES {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let page = 4096usize;
-        let start = v.as_ptr() as usize;
-        let aligned = start.next_multiple_of(page);
-        let len = (start + bytes).saturating_sub(aligned) / page * page;
-        if len == 0 {
-            return;
-        }
-        // Safety: the range lies inside the allocation `v` owns (start rounded up, end rounded
-        // down to pages), and MADV_HUGEPAGE only changes how the kernel backs it, never its
-        // contents or validity; a refusal is harmless and ignored. Measured gain: see the commit
-        // that brought this file (KQRvKR passes).
-        unsafe {
-            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-        }
-    }
-}
+use zermelo_storage::advise_huge_pages;
 
 /// `n` bytes set to 0, on huge pages when large.
 pub(crate) fn atomic_u8s(n: usize) -> Vec<AtomicU8> {
