@@ -2,9 +2,17 @@
 //!
 //! Nothing here comes from `zermelo_chess`: squares are 0x88 numbers (`rank * 16 + file`, a
 //! square is on the board iff `square & 0x88 == 0`), the board is an array of 128 cells, and
-//! moves are found by stepping through offset lists. It is slow next to bitboards and meant to
-//! be: the verifier wants a second opinion that shares no code, and no cleverness, with the
-//! solver.
+//! moves are found by stepping through offset lists. The verifier wants a second opinion that
+//! shares no code and no tricks with the solver (which works on bitboards and by retrograde
+//! passes), so this stays a mailbox generator.
+//!
+//! Two generators give the same children: [`Position::for_each_child`] is the plain one (each
+//! child a copy, every move's legality checked in full), kept for the tests; the verifier runs
+//! [`Position::for_each_child_quick`], which changes the board in place, checks a move only
+//! when it can be illegal (a king move against a map of the attacked squares, a move while in
+//! check or of a pinned man in full) and finds attacks through the 0x88 difference table. The
+//! tests hold the two to the same children on many positions, the quick one to the published
+//! perft counts, and the table of attacks to the plain outward scan.
 
 use std::fmt::Write as _;
 
@@ -231,19 +239,12 @@ impl Position {
     fn men_of(&self, color: Color) -> ([u8; MAX_SIDE_MEN], usize) {
         let mut out = [0u8; MAX_SIDE_MEN];
         let mut n = 0;
-        for rank in 0..8u8 {
-            let at = usize::from(rank) * 16;
-            let mut row = u64::from_le_bytes(self.board[at..at + 8].try_into().expect("eight cells"));
-            while row != 0 {
-                let file = (row.trailing_zeros() / 8) as u8;
-                let c = (row >> (file * 8)) as u8;
-                if cell_color(c) == color {
-                    out[n] = rank * 16 + file;
-                    n += 1;
-                }
-                row &= !(0xff << (file * 8));
+        self.for_each_man(|c, _, sq| {
+            if c == color {
+                out[n] = sq88(sq);
+                n += 1;
             }
-        }
+        });
         (out, n)
     }
 

@@ -35,12 +35,23 @@
 //! neither a win nor a loss in any number of plies is a draw, stored or true. So a table that
 //! passes, over successors that pass, is exact.
 //!
+//! # Memory and order of work
+//!
+//! A slice is checked in two phases, one per side to move. A move that stays in the slice (no
+//! capture, no pawn move) hands the move to the other side, so while the positions with White
+//! to move are checked their children in the slice all have Black to move, and the reverse. A
+//! phase therefore holds the other half of the slice (2 bytes an index, on huge pages) and reads
+//! the half it checks from the file a unit at a time; the successor slices of other tables are
+//! read whole into a shared cache of about 1 GiB. A 6-man pawnless table such as KRNvKNN
+//! (3.8 G indices a side) needs about 7.6 GB for its half, where holding the whole slice would
+//! take twice that.
+//!
 //! # Determinism
 //!
-//! The work is cut into units (a slice, or a range of 65,536 indices of a large slice) taken in
-//! order by `threads` scoped threads. A failure in unit u stops the units after u but lets the
-//! ones before it finish, and the failure of the lowest unit wins: the report names the first
-//! wrong index in (slice, index) order whatever the thread count.
+//! The work is cut into units (up to 65,536 indices of one half of a slice) taken in order by
+//! `threads` scoped threads, phase after phase. A failure in unit u stops the units after u but
+//! lets the ones before it finish, and the failure of the lowest unit wins: the report names
+//! the first wrong index in (slice, index) order whatever the thread count.
 
 mod board;
 mod index;
