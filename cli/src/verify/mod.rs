@@ -364,6 +364,14 @@ struct Half {
     start: u64,
 }
 
+impl Half {
+    /// Where index `index` of the slice is in `values`, if this half holds it.
+    fn place(&self, index: u64) -> Option<usize> {
+        let at = index.checked_sub(self.start)?;
+        (at < self.values.len() as u64).then_some(at as usize)
+    }
+}
+
 /// What the threads share.
 struct Shared<'a> {
     library: &'a Library<'a>,
@@ -443,7 +451,7 @@ enum Fault {
         table: String,
     },
     /// The quiet child moving a man from `from` to `to` (squares 0..64) is stored as illegal
-    /// in this table (its FEN is written once the parent is whole again).
+    /// in this table (`derive` turns it into `IllegalSuccessor` once the parent is whole again).
     IllegalQuiet {
         from: u8,
         to: u8,
@@ -516,14 +524,7 @@ impl<'a> Worker<'a> {
                         successor_material: table,
                     })
                 }
-                Err(Fault::IllegalQuiet { from, to, table }) => {
-                    return Err(VerifyError::IllegalSuccessor {
-                        material: self.material.to_string(),
-                        fen: pos.fen(),
-                        successor: pos.after_quiet_move(from, to).fen(),
-                        successor_material: table,
-                    })
-                }
+                Err(Fault::IllegalQuiet { .. }) => unreachable!("derive names its quiet children"),
             };
             if derived != stored {
                 return Err(self.mismatch(pos.fen(), stored, derived));
@@ -542,9 +543,21 @@ impl<'a> Worker<'a> {
     }
 
     /// The value of a legal position from its children. `pos` is changed while its children
-    /// are visited and is whole again on return; a quiet child that faults is reported as
-    /// [`Fault::IllegalQuiet`], for the caller to name.
+    /// are visited and is whole again on return.
     fn derive(&mut self, pos: &mut Position) -> Result<u32, Fault> {
+        // A quiet child has no position while the parent is changed: it is named once the
+        // parent is whole again.
+        self.derive_in_place(pos).map_err(|fault| match fault {
+            Fault::IllegalQuiet { from, to, table } => Fault::IllegalSuccessor {
+                successor: pos.after_quiet_move(from, to).fen(),
+                table,
+            },
+            other => other,
+        })
+    }
+
+    /// [`derive`](Worker::derive), a faulty quiet child reported as [`Fault::IllegalQuiet`].
+    fn derive_in_place(&mut self, pos: &mut Position) -> Result<u32, Fault> {
         let frame = QuietFrame::new(pos);
         // Quiet children held in the half are read in batches, in order: their reads do not
         // wait on each other.
@@ -563,11 +576,8 @@ impl<'a> Worker<'a> {
                         unreachable!("a quiet child has a piece")
                     };
                     if material == self.material && key == self.key {
-                        if let Some(at) = index
-                            .checked_sub(self.half.start)
-                            .filter(|&i| i < self.half.values.len() as u64)
-                        {
-                            batch.push(at as usize, from, to);
+                        if let Some(at) = self.half.place(index) {
+                            batch.push(at, from, to);
                             if batch.len == BATCH {
                                 self.settle(&mut batch, &mut best)?;
                             }
@@ -628,14 +638,7 @@ impl<'a> Worker<'a> {
     /// it), else read.
     fn value(&mut self, pos: &Position) -> Result<u32, Fault> {
         if pos.ep().is_some() {
-            let mut pos = pos.clone();
-            return match self.derive(&mut pos) {
-                Err(Fault::IllegalQuiet { from, to, table }) => Err(Fault::IllegalSuccessor {
-                    successor: pos.after_quiet_move(from, to).fen(),
-                    table,
-                }),
-                other => other,
-            };
+            return self.derive(&mut pos.clone());
         }
         let (material, key, index) = match locate(pos) {
             Location::BareKings => return Ok(value::DRAW),
@@ -654,11 +657,8 @@ impl<'a> Worker<'a> {
     /// The value stored at `index` of slice `key` of `material`.
     fn stored(&mut self, material: Material, key: [u64; 2], index: u64) -> Result<u32, Fault> {
         if material == self.material && key == self.key {
-            if let Some(&v) = index
-                .checked_sub(self.half.start)
-                .and_then(|i| self.half.values.get(i as usize))
-            {
-                return Ok(u32::from(v));
+            if let Some(at) = self.half.place(index) {
+                return Ok(u32::from(self.half.values[at]));
             }
             // The half being checked (no child lands there: a move keeping the slice changes
             // the side to move, one changing the pawns leaves it for good), read from the file.
