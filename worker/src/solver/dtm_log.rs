@@ -60,7 +60,7 @@ impl DtmLog {
 
     /// Records the positions decided at `ply` (plies ascend from call to call): the encoding of
     /// every segment, in order.
-    pub(super) fn record(&mut self, ply: u32, encoded: Vec<Vec<u8>>) -> std::io::Result<()> {
+    pub(super) fn record(&mut self, ply: u32, encoded: &[Vec<u8>]) -> std::io::Result<()> {
         debug_assert!(self.plies.last().is_none_or(|p| p.ply < ply));
         let total: usize = encoded.iter().map(Vec::len).sum();
         if total == 0 {
@@ -70,7 +70,7 @@ impl DtmLog {
         let mut starts = Vec::with_capacity(encoded.len() + 1);
         starts.push(0);
         for e in encoded {
-            data.extend_from_slice(&e);
+            data.extend_from_slice(e);
             starts.push(data.len() as u64);
         }
         let at = self.bytes;
@@ -115,7 +115,7 @@ impl DtmLog {
                     &buf[..]
                 }
             };
-            decode(bytes, |offset| f(offset, p.ply));
+            for_each_offset(bytes, |offset| f(offset, p.ply));
         }
         Ok(())
     }
@@ -163,7 +163,7 @@ impl SegmentEncoder {
         if self.out.len() > self.len.div_ceil(64) * 8 {
             // Denser than the bitmap: switch to it.
             let mut words = vec![0u64; self.len.div_ceil(64)];
-            decode(&self.out, |o| words[o / 64] |= 1 << (o % 64));
+            for_each_offset(&self.out, |o| words[o / 64] |= 1 << (o % 64));
             self.raw = Some(words);
         }
     }
@@ -184,7 +184,7 @@ impl SegmentEncoder {
 }
 
 /// Calls `f` with every offset of an encoded segment, ascending.
-fn decode(bytes: &[u8], mut f: impl FnMut(usize)) {
+pub(super) fn for_each_offset(bytes: &[u8], mut f: impl FnMut(usize)) {
     let Some((&tag, rest)) = bytes.split_first() else {
         return;
     };
@@ -261,9 +261,9 @@ mod tests {
         // per 3 bits is more than 1 bit each): stored raw.
         let dense: Vec<usize> = (2..SEG_INDICES).step_by(3).collect();
         let mut log = DtmLog::new(spill);
-        log.record(0, segments(n, &sparse)).unwrap();
-        log.record(1, segments(n, &[])).unwrap();
-        log.record(3, segments(n, &dense)).unwrap();
+        log.record(0, &segments(n, &sparse)).unwrap();
+        log.record(1, &segments(n, &[])).unwrap();
+        log.record(3, &segments(n, &dense)).unwrap();
         let mut seen: Vec<(usize, u32)> = Vec::new();
         for s in 0..n.div_ceil(SEG_INDICES) {
             log.for_each_in_segment(s, |o, p| seen.push((s * SEG_INDICES + o, p)))

@@ -2,6 +2,8 @@
 //! and un-moves of a placement computed on the index (only the moving man's field changes).
 //! Shared by the passes (`retrograde`) and the exits of slices with pawns (`pawn_exits`).
 
+use std::ops::ControlFlow;
+
 use zermelo_chess::attacks::{attacks, king_attacks, pawn_attacks};
 use zermelo_chess::index::{
     group_rank, king_pair_field, on_triangle, pawnless_symmetry, ManField, Placement, SliceIndexer,
@@ -122,7 +124,8 @@ impl Geometry {
 
     /// Calls `f` with the index of `d` with man `k` moved to each square of `targets` and `turn`
     /// to move, by arithmetic on the index: only the man's field changes. Skips a square that
-    /// puts the kings side by side, or for a king of a pawnless slice out of table form.
+    /// puts the kings side by side, or for a king of a pawnless slice out of table form. Stops
+    /// when `f` breaks.
     #[inline]
     pub(super) fn for_each_shift(
         &self,
@@ -130,8 +133,8 @@ impl Geometry {
         k: usize,
         targets: Bitboard,
         turn: Color,
-        f: &mut impl FnMut(u64),
-    ) {
+        f: &mut impl FnMut(u64) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let field = self.fields[k];
         let stride = field.stride;
         let now = d.squares[k];
@@ -149,14 +152,14 @@ impl Geometry {
                     king_pair_field(self.pawnless, wk, to)
                 };
                 if let Some(new) = pair {
-                    f(base.wrapping_add(new * stride));
+                    f(base.wrapping_add(new * stride))?;
                 }
             }
         } else if field.len == 1 {
             // A lone man: its field is its square.
             let base = base.wrapping_sub(now.u8() as u64 * stride);
             for to in targets {
-                f(base.wrapping_add(to.u8() as u64 * stride));
+                f(base.wrapping_add(to.u8() as u64 * stride))?;
             }
         } else {
             let group = &d.squares[field.first..field.first + field.len];
@@ -165,16 +168,21 @@ impl Geometry {
             moved[..field.len].copy_from_slice(group);
             for to in targets {
                 moved[k - field.first] = to;
-                f(base.wrapping_add(group_rank(&moved[..field.len]) * stride));
+                f(base.wrapping_add(group_rank(&moved[..field.len]) * stride))?;
             }
         }
+        ControlFlow::Continue(())
     }
 
     /// Calls `f` with the index of every position reached from `d` by a move inside the slice
-    /// (a man other than a pawn to an empty square). Some may be illegal (the mover's king left
-    /// in check): their value is 0.
+    /// (a man other than a pawn to an empty square), until `f` breaks (then it breaks too). Some
+    /// may be illegal (the mover's king left in check): their value is 0.
     #[inline]
-    pub(super) fn for_each_move(&self, d: &Decoded, mut f: impl FnMut(u64)) {
+    pub(super) fn for_each_move(
+        &self,
+        d: &Decoded,
+        mut f: impl FnMut(u64) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let them = d.turn.other();
         for k in self.side(d.turn) {
             let now = d.squares[k];
@@ -197,14 +205,15 @@ impl Geometry {
                         *s = t[s.index()];
                     }
                     if let Some(s) = self.ix.index_of(&q[..self.n], them) {
-                        f(s);
+                        f(s)?;
                     }
                 }
-                self.for_each_shift(d, k, in_form, them, &mut f);
+                self.for_each_shift(d, k, in_form, them, &mut f)?;
             } else {
-                self.for_each_shift(d, k, targets, them, &mut f);
+                self.for_each_shift(d, k, targets, them, &mut f)?;
             }
         }
+        ControlFlow::Continue(())
     }
 
     /// Calls `f` with the index of every stored position from which a move inside the slice
@@ -212,13 +221,17 @@ impl Geometry {
     /// to move in `j` in check there): their value is 0.
     #[inline]
     pub(super) fn for_each_unmove(&self, j: u64, d: &Decoded, mut f: impl FnMut(u64)) {
+        let mut f = |p| {
+            f(p);
+            ControlFlow::Continue(())
+        };
         let mover = d.turn.other();
         // The position itself: every man of the mover may have come from any empty square it
         // attacks; the index changes in that man's field only.
         for k in self.side(mover) {
             let now = d.squares[k];
             let targets = attacks(self.men[k], now, d.occupied) & !d.occupied;
-            self.for_each_shift(d, k, targets, mover, &mut f);
+            let _ = self.for_each_shift(d, k, targets, mover, &mut f);
         }
         if !self.pawnless {
             return;
@@ -276,7 +289,7 @@ impl Geometry {
                 let mut q = z;
                 q[king] = before;
                 if let Some(p) = self.ix.index_of(&q[..n], mover) {
-                    f(p);
+                    let _ = f(p);
                 }
             }
         }

@@ -13,7 +13,8 @@
 //!    placement and read by index from the successor slices' arrays, mates found); every other
 //!    position starts undecided, with no exit.
 //! 2. *Retrograde passes*, one per ply `n`, from the positions decided at exactly `n` plies
-//!    (the frontier: [`S_FRONTIER`], found by scanning the chunks flagged for it), by un-moves
+//!    (the frontier: set final, and recorded in the log, by scanning the chunks flagged for
+//!    it; then read back from the log's encoding), by un-moves
 //!    computed on the index (no `Position` is built):
 //!    * `n` even (lost in `n`): every undecided predecessor wins in `n + 1`;
 //!    * `n` odd (won in `n`): every predecessor that may still lose is marked *changed*; then each
@@ -34,6 +35,7 @@
 //! later ply, when it is not set yet.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -46,9 +48,9 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Piece, Square};
 
-use super::dtm_log::{DtmLog, SegmentEncoder, SEG_INDICES};
+use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, Decoded, Geometry};
-use super::memory::{atomic_u8s, release_bytes};
+use super::memory::{atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, LANES_LOW};
 use super::par::for_each_chunk;
 use super::pawn_exits::{value_in, Exits, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
@@ -62,9 +64,6 @@ const S_DRAW: u8 = 1;
 const S_WON: u8 = 2;
 /// Lost for the side to move, final (its ply is in the log).
 const S_LOST: u8 = 3;
-/// Decided at the ply of the pass being run: its frontier, to un-move from (then [`S_WON`] or
-/// [`S_LOST`]).
-const S_FRONTIER: u8 = 4;
 /// Decided at the ply after the pass being run: the next frontier.
 const S_NEXT: u8 = 5;
 /// `8..=11`: undecided and may still be lost, with the two flags below.
@@ -144,8 +143,6 @@ struct State {
     changed: Vec<AtomicU8>,
     /// Per chunk: 1 if it holds an [`S_NEXT`] index.
     next: Vec<AtomicU8>,
-    /// Per chunk: 1 if it holds an [`S_FRONTIER`] index.
-    in_frontier: Vec<AtomicU8>,
     /// Largest distance assigned so far (final or pending): the passes run up to it.
     horizon: AtomicU32,
 }
@@ -157,7 +154,6 @@ impl State {
         State {
             bytes: atomic_u8s(n),
             next: flags(),
-            in_frontier: flags(),
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
@@ -391,48 +387,58 @@ pub fn solve_slice_into(
             return Err(SolveError::TooDeep(*key));
         }
         // The frontier: the positions decided in the last pass, and those decided at this ply
-        // other than through it (scan the chunks flagged for it). Recorded in the log.
+        // other than through it (scan the chunks flagged for it), set final here. Recorded in
+        // the log, and un-moved from below.
         let scan_all =
             plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
         let segments = n.div_ceil(SEG_INDICES);
         let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::default()).collect();
         let in_frontier = AtomicU64::new(0);
+        let now = decided(plies);
+        // A segment is scanned by one thread, which alone writes its bytes meanwhile.
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
                 let first = s * SEG_INDICES;
                 let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
                 let chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
+                let mut any = 0u64;
                 for c in chunks {
-                    let pending =
-                        plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                    let pending = scan_all
+                        || plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
                     let next = st.next[c].swap(0, Relaxed) != 0;
-                    if !pending && !next && !scan_all {
+                    if !pending && !next {
                         continue;
                     }
-                    let mut any = 0u64;
-                    for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
+                    // Only S_NEXT, and when pending the codes above S_NO_LOSS, can join.
+                    let maybe = |w| {
+                        let m = lanes_equal(w, S_NEXT);
+                        if pending {
+                            m | lanes_above(w, S_NO_LOSS)
+                        } else {
+                            m
+                        }
+                    };
+                    let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+                    for_each_flagged(&st.bytes, chunk, maybe, |i| {
                         let v = st.get(i);
-                        if v == S_NEXT || (pending || scan_all) && st.waits_for(i, v) == Some(plies) {
-                            st.set(i, S_FRONTIER);
+                        if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
+                            st.set(i, now);
                             enc.push(i - first);
                             any += 1;
                         }
-                    }
-                    if any > 0 {
-                        st.in_frontier[c].store(1, Relaxed);
-                        in_frontier.fetch_add(any, Relaxed);
-                    }
+                    });
                 }
+                in_frontier.fetch_add(any, Relaxed);
                 *encoded[s].lock().expect("segment lock") = enc.finish();
             }
             Ok::<(), SolveError>(())
         })?;
-        let encoded = encoded
+        let encoded: Vec<Vec<u8>> = encoded
             .into_iter()
             .map(|e| e.into_inner().expect("segment lock"))
             .collect();
-        log.record(plies, encoded).map_err(SolveError::Scratch)?;
+        log.record(plies, &encoded).map_err(SolveError::Scratch)?;
         if n >= SPILL_FROM {
             debug!(
                 slice = %key,
@@ -442,20 +448,13 @@ pub fn solve_slice_into(
                 "pass"
             );
         }
-        // Un-move from the frontier.
+        // Un-move from the frontier, read back from its encoding.
         let lost_here = plies.is_multiple_of(2);
-        let now = decided(plies);
-        for_each_chunk(st.in_frontier.len(), 8, threads, |chunks| {
-            for c in chunks {
-                if st.in_frontier[c].swap(0, Relaxed) == 0 {
-                    continue;
-                }
-                for j in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
-                    if st.get(j) != S_FRONTIER {
-                        continue;
-                    }
-                    st.set(j, now);
-                    let j = j as u64;
+        for_each_chunk(segments, 1, threads, |range| {
+            for s in range {
+                let first = s * SEG_INDICES;
+                for_each_offset(&encoded[s], |o| {
+                    let j = (first + o) as u64;
                     let d = g.decode(j).expect("a decided index is a position");
                     g.for_each_unmove(j, &d, |p| {
                         let p = p as usize;
@@ -470,23 +469,28 @@ pub fn solve_slice_into(
                             st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
                         }
                     });
-                }
+                });
             }
             Ok::<(), SolveError>(())
         })?;
         if !lost_here {
-            // Verify the changed positions: lost if every inside move leads to a win.
+            // Verify the changed positions: lost if every inside move leads to a win. A group
+            // of chunks is verified by one thread, which alone writes its bytes meanwhile.
+            let changed = |w: u64| lanes_equal(w & (LANES_LOW * !F_LOSS_EXIT as u64), S_MAY_LOSE | F_CHANGED);
             for_each_chunk(st.changed.len(), 4, threads, |chunks| {
                 for c in chunks {
                     if st.changed[c].swap(0, Relaxed) == 0 {
                         continue;
                     }
-                    for i in (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n) {
+                    let mut result = Ok(());
+                    let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+                    for_each_flagged(&st.bytes, chunk, changed, |i| {
                         let v = st.get(i);
-                        if may_lose(v) && v & F_CHANGED != 0 {
-                            verify(&ctx, &st, i, v, plies)?;
+                        if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
+                            result = verify(&ctx, &st, i, v, plies);
                         }
-                    }
+                    });
+                    result?;
                 }
                 Ok::<(), SolveError>(())
             })?;
@@ -509,10 +513,9 @@ pub fn solve_slice_into(
         pending,
         changed,
         next,
-        in_frontier,
         ..
     } = st;
-    drop((pending, changed, next, in_frontier));
+    drop((pending, changed, next));
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
     for first in (0..segments).step_by(batch) {
@@ -527,7 +530,7 @@ pub fn solve_slice_into(
                     .map(|b| {
                         let b = b.load(Relaxed);
                         debug_assert!(
-                            b < S_FRONTIER || undecided(b),
+                            b <= S_LOST || undecided(b),
                             "a position waits for a ply the passes never reached"
                         );
                         if b == S_ILLEGAL {
@@ -605,14 +608,17 @@ struct Context<'a> {
 fn verify(ctx: &Context<'_>, st: &State, i: usize, v: u8, plies: u32) -> Result<(), SolveError> {
     let g = ctx.g;
     let d = g.decode(i as u64).expect("a changed index is a position");
-    let mut all_won = true;
-    g.for_each_move(&d, |s| {
-        if all_won {
+    let all_won = g
+        .for_each_move(&d, |s| {
             let w = st.get(s as usize);
             // An illegal successor is not a move.
-            all_won = w == S_WON || w == S_ILLEGAL;
-        }
-    });
+            if w == S_WON || w == S_ILLEGAL {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        })
+        .is_continue();
     if !all_won {
         st.set(i, v & !F_CHANGED);
         return Ok(());
