@@ -18,7 +18,7 @@ pub const DEFAULT_BLOCK_VALUES: u32 = 1 << 16;
 /// The largest block a reader accepts (2 MiB raw), which bounds the memory one block can take.
 pub const MAX_BLOCK_VALUES: u32 = 1 << 20;
 /// The zstd level of the canonical table bytes (see `FORMAT.md`, "Compression level").
-pub const DEFAULT_ZSTD_LEVEL: i32 = 9;
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// The longest material name, in bytes.
 pub const MAX_MATERIAL_LEN: usize = 31;
 
