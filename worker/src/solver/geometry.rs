@@ -68,6 +68,12 @@ impl Geometry {
         k == 0 || k == self.black_king
     }
 
+    /// The man whose field is the lowest of the index, when it is a lone man (not a king, no
+    /// like man beside it): then the 64 indices from a multiple of 64 differ only in its square.
+    pub(super) fn line_man(&self) -> Option<usize> {
+        (0..self.n).find(|&k| !self.is_king(k) && self.fields[k].stride == 1 && self.fields[k].len == 1)
+    }
+
     /// The placement at `i`, or `None` if two men (pawns included) share a square.
     #[inline]
     pub(super) fn decode(&self, i: u64) -> Option<Decoded> {

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use tracing::debug;
-use zermelo_chess::attacks::attacks;
+use zermelo_chess::attacks::{attacks, between, pawn_attacks};
 use zermelo_chess::index::{
     king_pair_field, pawnless_symmetry, SliceIndexer, KING_PAIRS_PAWNFUL, SYMMETRY_TABLE,
 };
@@ -360,17 +360,10 @@ pub fn solve_slice_into(
     // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
     // does not change the result.
     match promotion_order(&g) {
-        None => for_each_chunk(n, chunk, threads, |range| {
-            for i in range {
-                init_index(&ctx, &st, i)?;
-            }
-            Ok::<(), SolveError>(())
-        })?,
+        None => for_each_chunk(n, chunk, threads, |range| init_range(&ctx, &st, range))?,
         Some(units) => for_each_chunk(units.len(), 1, threads, |range| {
             for u in &units[range] {
-                for i in u.clone() {
-                    init_index(&ctx, &st, i)?;
-                }
+                init_range(&ctx, &st, u.clone())?;
             }
             Ok::<(), SolveError>(())
         })?,
@@ -668,6 +661,100 @@ fn exits_by_moves(ctx: &Context<'_>, d: &Decoded) -> Result<(Exits, bool, bool),
         }
     }
     Ok((exits, inside, moves.is_empty()))
+}
+
+/// Init of the indices of `range`: by lines of 64 when the lowest field is a lone man (the
+/// range then starts and ends on multiples of 64), else index by index.
+fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> Result<(), SolveError> {
+    match ctx.g.line_man() {
+        Some(l) => {
+            debug_assert!(range.start % 64 == 0 && range.len() % 64 == 0);
+            for base in range.step_by(64) {
+                init_line(ctx, st, l, base)?;
+            }
+        }
+        None => {
+            for i in range {
+                init_index(ctx, st, i)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Init of the 64 indices from `base` (a multiple of 64), which differ only in the square of man
+/// `l` (the lone man of the lowest field). For all 64 at once, with one bitboard per question
+/// (the squares of `l` for which the answer is yes), it finds the illegal ones (left 0) and the
+/// plain ones: legal, not in check and with no exit, so undecided with no exit
+/// ([`S_MAY_LOSE`], what [`init_index`] would set). The others go through [`init_index`].
+fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(), SolveError> {
+    let g = ctx.g;
+    let p = g.ix.placement(base as u64);
+    let (us, sq) = (p.turn, &p.squares);
+    let them = us.other();
+    let mut occ = g.pawns[0] | g.pawns[1];
+    for k in (0..g.n).filter(|&k| k != l) {
+        if occ.contains(sq[k]) {
+            return Ok(()); // Two other men share a square on the whole line.
+        }
+        occ = occ.with(sq[k]);
+    }
+    let (our_king, their_king) = match us {
+        Color::White => (sq[0], sq[g.black_king]),
+        Color::Black => (sq[g.black_king], sq[0]),
+    };
+    let lp = g.men[l];
+    // The squares of man `l` with which a man of `by` attacks `target` (a square of another
+    // man): `l` itself from the squares a like man on `target` sees; another man if it attacks
+    // `target` without `l` and `l` is not between them (a new man blocks, never opens a line).
+    let attacked = |target: Square, by: Color| -> Bitboard {
+        if (pawn_attacks(by.other(), target) & g.pawns[by.index()]).any() {
+            return Bitboard::ALL;
+        }
+        let mut s = if lp.color == by {
+            attacks(lp, target, occ)
+        } else {
+            Bitboard::EMPTY
+        };
+        for k in g.side(by).filter(|&k| k != l) {
+            if attacks(g.men[k], sq[k], occ).contains(target) {
+                s |= !between(sq[k], target);
+            }
+        }
+        s
+    };
+    let legal = !occ & !attacked(their_king, us);
+    if legal.is_empty() {
+        return Ok(());
+    }
+    // In check, or with a possible exit (a pawn of ours; a man of ours attacking a man of
+    // theirs that is not the king): what `init_index` looks at move by move.
+    let looked_at = if g.pawns[us.index()].any() {
+        Bitboard::ALL
+    } else {
+        let mut s = attacked(our_king, them);
+        let mut victims = g.pawns[them.index()];
+        for k in g.side(them).filter(|&k| k != l && !g.is_king(k)) {
+            victims = victims.with(sq[k]);
+        }
+        for v in victims {
+            s |= attacked(v, us);
+        }
+        if lp.color == them {
+            // `l` is a victim itself: wherever a man of ours attacks it.
+            for k in g.side(us) {
+                s |= attacks(g.men[k], sq[k], occ);
+            }
+        }
+        s
+    };
+    for q in legal & looked_at {
+        init_index(ctx, st, base + q.index())?;
+    }
+    for q in legal & !looked_at {
+        st.set(base + q.index(), S_MAY_LOSE);
+    }
+    Ok(())
 }
 
 /// Looks at one index before the passes: illegal (left 0), decided (no move inside the slice),
