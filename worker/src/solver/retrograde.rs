@@ -50,7 +50,9 @@ use zermelo_chess::{Bitboard, Color, Piece, Square};
 
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, Decoded, Geometry};
-use super::memory::{atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, LANES_LOW};
+use super::memory::{
+    atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred, LANES_LOW,
+};
 use super::par::for_each_chunk;
 use super::pawn_exits::{value_in, Exits, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
@@ -441,29 +443,34 @@ pub fn solve_slice_into(
                 "pass"
             );
         }
-        // Un-move from the frontier, read back from its encoding.
+        // Un-move from the frontier, read back from its encoding. What an un-move does to its
+        // predecessor does not depend on the order: predecessors are queued and prefetched a
+        // few at a time, so that their reads overlap.
         let lost_here = plies.is_multiple_of(2);
+        let mark = |p: usize| {
+            let v = st.get(p);
+            if lost_here {
+                // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
+                if undecided(v) {
+                    st.set_next(p, plies + 1);
+                }
+            } else if may_lose(v) && v & F_CHANGED == 0 {
+                st.set(p, v | F_CHANGED);
+                st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
+            }
+        };
         for_each_chunk(segments, 1, threads, |range| {
+            let mut mark = mark;
+            let mut queue = Deferred::new();
             for s in range {
                 let first = s * SEG_INDICES;
                 for_each_offset(&encoded[s], |o| {
                     let j = (first + o) as u64;
                     let d = g.decode(j).expect("a decided index is a position");
-                    g.for_each_unmove(j, &d, |p| {
-                        let p = p as usize;
-                        let v = st.get(p);
-                        if lost_here {
-                            // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
-                            if undecided(v) {
-                                st.set_next(p, plies + 1);
-                            }
-                        } else if may_lose(v) && v & F_CHANGED == 0 {
-                            st.set(p, v | F_CHANGED);
-                            st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
-                        }
-                    });
+                    g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
                 });
             }
+            queue.drain(&mut mark);
             Ok::<(), SolveError>(())
         })?;
         if !lost_here {
