@@ -32,7 +32,7 @@ pub(super) struct Decoded {
     pub(super) squares: [Square; 8],
     pub(super) turn: Color,
     /// The index without its side to move (`index % per_side`).
-    fields: u64,
+    pub(super) fields: u64,
     /// Every man's square, pawns included.
     pub(super) occupied: Bitboard,
 }

@@ -35,6 +35,12 @@ impl Exits {
 pub(super) struct PawnExits<'a> {
     material: Material,
     successors: Vec<(SliceKey, SliceValuesRef<'a>, SliceIndexer)>,
+    /// The plain pushes (no capture, no promotion) whose slice is stored as it is (not
+    /// mirrored): `(from, to, the slice, its values)`. The men stay on their squares and the slice has
+    /// the same men, so the position after the push has the same index there, the other side
+    /// to move: no placement to rebuild.
+    pushes: Vec<(Square, Square, SliceKey, SliceValuesRef<'a>)>,
+    per_side: u64,
 }
 
 /// A position after a move that leaves the slice, as the mover left it (any orientation).
@@ -61,9 +67,41 @@ impl<'a> PawnExits<'a> {
             let values = succ.slice_values(&s)?;
             successors.push((s, values, SliceIndexer::new(s)));
         }
+        let mut pushes = Vec::new();
+        for us in [Color::White, Color::Black] {
+            let forward = |s: Square| s.u8() as i32 + if us == Color::White { 8 } else { -8 };
+            for from in g.pawns[us.index()] {
+                let one = forward(from);
+                let two = forward(Square::new(one as u8));
+                let mut targets = vec![one];
+                if from.relative_rank(us) == 1 {
+                    targets.push(two);
+                }
+                for to in targets.into_iter().map(|t| Square::new(t as u8)) {
+                    if to.relative_rank(us) == 7 || (g.pawns[0] | g.pawns[1]).contains(to) {
+                        continue;
+                    }
+                    let mut after = *key;
+                    let pawns = if us == Color::White {
+                        &mut after.white_pawns
+                    } else {
+                        &mut after.black_pawns
+                    };
+                    *pawns = pawns.without(from).with(to);
+                    if after.canonical() != (after, false) {
+                        continue;
+                    }
+                    if let Some((_, values, _)) = successors.iter().find(|(k, _, _)| *k == after) {
+                        pushes.push((from, to, after, *values));
+                    }
+                }
+            }
+        }
         Some(PawnExits {
             material: key.material,
             successors,
+            pushes,
+            per_side: g.ix.per_side(),
         })
     }
 
@@ -169,6 +207,17 @@ impl<'a> PawnExits<'a> {
                     // An enemy pawn beside it may take en passant: ask the source.
                     exits.add(self.by_position(g, d, from, to, succ)?);
                     continue;
+                }
+                if captured.is_none() && pawns == their_pawns {
+                    if let Some(&(_, _, slice, values)) =
+                        self.pushes.iter().find(|p| p.0 == from && p.1 == to)
+                    {
+                        let index = d.fields + them.index() as u64 * self.per_side;
+                        let v = Value::from_raw(values.get(index)?)
+                            .ok_or(SolveError::BadSuccessor { slice, index })?;
+                        exits.add(v.after_move());
+                        continue;
+                    }
                 }
                 if to.relative_rank(us) == 7 {
                     for role in Role::PROMOTIONS {
