@@ -66,25 +66,34 @@ impl DtmLog {
         if total == 0 {
             return Ok(());
         }
-        let mut data = Vec::with_capacity(total);
+        // The segments are appended one by one (no copy of the whole ply: at its widest a
+        // ply's encoding is a few percent of the slice's state).
         let mut starts = Vec::with_capacity(encoded.len() + 1);
+        let mut len = 0u64;
         starts.push(0);
         for e in encoded {
-            data.extend_from_slice(e);
-            starts.push(data.len() as u64);
+            len += e.len() as u64;
+            starts.push(len);
         }
         let at = self.bytes;
         match &mut self.store {
-            Store::Memory(bytes) => bytes.extend_from_slice(&data),
+            Store::Memory(bytes) => {
+                bytes.reserve(total);
+                for e in encoded {
+                    bytes.extend_from_slice(e);
+                }
+            }
             Store::File(file) => {
                 let file = match file {
                     Some(f) => f,
                     None => file.insert(tempfile::tempfile()?),
                 };
-                file.write_all(&data)?;
+                for e in encoded {
+                    file.write_all(e)?;
+                }
             }
         }
-        self.bytes += data.len() as u64;
+        self.bytes += len;
         self.plies.push(Ply { ply, at, starts });
         Ok(())
     }
