@@ -165,6 +165,14 @@ const UNIT_INDICES: u64 = 1 << 16;
 /// Values kept in the slice cache beyond the ones in use (1 GiB).
 const CACHE_VALUES: u64 = 1 << 29;
 
+/// Successor slices of more values than this (32 MiB of them) are read a block at a time, not
+/// whole: see [`Successor`]. This crate's tests make it small, so that their tables go that way.
+const WHOLE_VALUES: u64 = if cfg!(test) { 1 << 12 } else { 1 << 24 };
+
+/// Blocks of large successor slices a worker (a thread) keeps: 32 MiB at the default 65,536
+/// values a block. This crate's tests make it small, so that blocks are evicted.
+const WORKER_BLOCKS: usize = if cfg!(test) { 3 } else { 256 };
+
 /// Verifies the table of `material` (any case, any order within a side) in `dir`, reading the
 /// tables it leads into from the same folder. `progress(done, total)` is called, from any
 /// thread, after each unit of work with the indices checked so far.
@@ -438,8 +446,29 @@ struct Worker<'a> {
     key: [u64; 2],
     decoder: Decoder,
     half: &'a Half,
-    /// Successor slices read so far for this slice.
-    successors: FxHashMap<(Material, [u64; 2]), Arc<Vec<u16>>>,
+    /// Successor slices met so far for this slice.
+    successors: FxHashMap<(Material, [u64; 2]), Successor>,
+    /// Blocks read of the large ones: by slice and block of its table, with their last use.
+    blocks: FxHashMap<(Material, [u64; 2], u64), (Vec<u16>, u64)>,
+    /// Use counter of `blocks`, for evicting the least recently used.
+    tick: u64,
+}
+
+/// A successor slice as a worker reads it: whole (shared through the library's cache), or, when
+/// larger than [`WHOLE_VALUES`], a block at a time into the worker's own few blocks. A pawnful
+/// table's promotions lead into whole pawnless tables (four 484 MB KxxvKR tables for KRPvKR;
+/// tens of GB for a 6-man one), of which the values near the king pairs in hand are needed.
+/// A block read this way has its checksum checked; the slice's content hash, which needs the
+/// whole slice, is checked when that table is verified itself.
+enum Successor {
+    Whole(Arc<Vec<u16>>),
+    Blocks {
+        table: Arc<Table>,
+        slice: usize,
+        /// The slice's first value in the table's value stream, and its number of values.
+        first: u64,
+        count: u64,
+    },
 }
 
 /// Why a child's value could not be read.
@@ -474,6 +503,8 @@ impl<'a> Worker<'a> {
             decoder: Decoder::new(&material, key),
             half,
             successors: FxHashMap::default(),
+            blocks: FxHashMap::default(),
+            tick: 0,
         }
     }
 
@@ -668,14 +699,49 @@ impl<'a> Worker<'a> {
                 .expect("the slice being checked is in its table");
             return Ok(u32::from(table.value(slice, index).map_err(VerifyError::from)?));
         }
-        let values = match self.successors.get(&(material, key)) {
+        let successor = match self.successors.get(&(material, key)) {
             Some(v) => v,
             None => {
-                let v = self.library.slice(material, key)?;
+                let v = self.library.successor(material, key)?;
                 self.successors.entry((material, key)).or_insert(v)
             }
         };
-        Ok(u32::from(values[index as usize]))
+        let (table, slice, first, count) = match successor {
+            Successor::Whole(values) => return Ok(u32::from(values[index as usize])),
+            Successor::Blocks {
+                table,
+                slice,
+                first,
+                count,
+            } => (table, *slice, *first, *count),
+        };
+        debug_assert!(index < count);
+        // The block of the table holding the value, cut to the slice.
+        let bv = u64::from(table.block_values());
+        let block = (first + index) / bv;
+        let start = (block * bv).max(first) - first;
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some((values, used)) = self.blocks.get_mut(&(material, key, block)) {
+            *used = tick;
+            return Ok(u32::from(values[(index - start) as usize]));
+        }
+        let end = ((block + 1) * bv).min(first + count) - first;
+        let values = table
+            .read_range(slice, start, end - start)
+            .map_err(VerifyError::from)?;
+        let value = u32::from(values[(index - start) as usize]);
+        if self.blocks.len() >= WORKER_BLOCKS {
+            let oldest = self
+                .blocks
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| *k)
+                .expect("the blocks are full");
+            self.blocks.remove(&oldest);
+        }
+        self.blocks.insert((material, key, block), (values, tick));
+        Ok(value)
     }
 }
 
@@ -770,6 +836,37 @@ impl<'a> Library<'a> {
         let table = Arc::new(table);
         tables.insert(material, Arc::clone(&table));
         Ok(table)
+    }
+
+    /// Successor slice `key` of `material` (normalized): whole if small, else its place in its
+    /// table (see [`Successor`]), checked to have the right length.
+    fn successor(&self, material: Material, key: [u64; 2]) -> Result<Successor, VerifyError> {
+        let expected = 2 * material.per_side();
+        if expected <= WHOLE_VALUES {
+            return Ok(Successor::Whole(self.slice(material, key)?));
+        }
+        let table = self.table(material)?;
+        let name = material.to_string();
+        let slice = table.find_slice(key).ok_or(VerifyError::MissingSlice {
+            material: name.clone(),
+            key: Pawns(key),
+        })?;
+        let entry = &table.slices()[slice];
+        if entry.count != expected {
+            return Err(VerifyError::WrongSliceSize {
+                material: name,
+                key: Pawns(key),
+                count: entry.count,
+                expected,
+            });
+        }
+        let (first, count) = (entry.first_value(), entry.count);
+        Ok(Successor::Blocks {
+            table,
+            slice,
+            first,
+            count,
+        })
     }
 
     /// The values of slice `key` of `material` (normalized), checked to have the right length.

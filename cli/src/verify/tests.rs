@@ -1364,6 +1364,31 @@ fn a_wrong_distance_is_caught() {
     }
 }
 
+/// A successor read a block at a time (in these tests every slice over 4,096 values, with
+/// three blocks kept per worker) is read right: KPvK's promotions lead into KQvK, KRvK, KBvK and
+/// KNvK; with every legal KQvK position made a draw, a KPvK win through a queen's promotion no
+/// longer derives.
+#[test]
+fn large_successors_are_read_by_blocks() {
+    assert!(2 * Material::parse("KQvK").unwrap().per_side() > super::WHOLE_VALUES);
+    let dir = folder(&["KPvK"]);
+    verify(dir.path(), "KPvK", 2).unwrap();
+    let drawn: Vec<([u64; 2], Vec<u16>)> = table("KQvK")
+        .into_iter()
+        .map(|(key, values)| (key, values.iter().map(|&v| v.min(value::DRAW as u16)).collect()))
+        .collect();
+    write(dir.path(), "KQvK", &drawn);
+    for threads in [1, 2] {
+        match verify(dir.path(), "KPvK", threads) {
+            Err(VerifyError::Mismatch { stored, derived, .. }) => {
+                assert!(stored.starts_with("win"), "{stored}");
+                assert_ne!(stored, derived);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_draw_made_a_win_is_caught() {
     let key = [0, 0];
