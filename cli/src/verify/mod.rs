@@ -449,10 +449,13 @@ struct Worker<'a> {
     /// Successor slices met so far for this slice.
     successors: FxHashMap<(Material, [u64; 2]), Successor>,
     /// Blocks read of the large ones: by slice and block of its table, with their last use.
-    blocks: FxHashMap<(Material, [u64; 2], u64), (Vec<u16>, u64)>,
+    blocks: FxHashMap<BlockKey, (Vec<u16>, u64)>,
     /// Use counter of `blocks`, for evicting the least recently used.
     tick: u64,
 }
+
+/// A block of a successor slice's table: the slice's material and pawns, the block's number.
+type BlockKey = (Material, [u64; 2], u64);
 
 /// A successor slice as a worker reads it: whole (shared through the library's cache), or, when
 /// larger than [`WHOLE_VALUES`], a block at a time into the worker's own few blocks. A pawnful

@@ -105,6 +105,61 @@ pub(crate) fn for_each_flagged(
     }
 }
 
+/// Asks the processor to bring the line of `bytes[i]` into its cache, without waiting for it.
+#[inline(always)]
+pub(crate) fn prefetch(bytes: &[AtomicU8], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // Safety: a prefetch never faults and changes no memory, whatever the address; the address
+    // is computed without dereferencing (`wrapping_add`).
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().wrapping_add(i) as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, i);
+}
+
+/// Work on random indices of a state array, done a few steps after it is queued: each index is
+/// prefetched when queued, so the reads of the indices in the queue overlap instead of each
+/// waiting on memory in turn. Only for work whose result does not depend on its order.
+pub(crate) struct Deferred {
+    ring: [usize; DEFERRED],
+    n: usize,
+}
+
+/// Indices in flight in a [`Deferred`] (a power of two).
+const DEFERRED: usize = 32;
+
+impl Deferred {
+    pub(crate) fn new() -> Deferred {
+        Deferred {
+            ring: [0; DEFERRED],
+            n: 0,
+        }
+    }
+
+    /// Queues index `i` of `bytes`; runs `f` on the oldest queued index when the queue is full.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, bytes: &[AtomicU8], i: usize, f: &mut impl FnMut(usize)) {
+        prefetch(bytes, i);
+        let slot = &mut self.ring[self.n % DEFERRED];
+        if self.n >= DEFERRED {
+            f(*slot);
+        }
+        *slot = i;
+        self.n += 1;
+    }
+
+    /// Runs `f` on every queued index.
+    pub(crate) fn drain(&mut self, f: &mut impl FnMut(usize)) {
+        let first = self.n.saturating_sub(DEFERRED);
+        for k in first..self.n {
+            f(self.ring[k % DEFERRED]);
+        }
+        self.n = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,60 +215,5 @@ mod tests {
                 assert_eq!(seen, expected, "{start}..{end}");
             }
         }
-    }
-}
-
-/// Asks the processor to bring the line of `bytes[i]` into its cache, without waiting for it.
-#[inline(always)]
-pub(crate) fn prefetch(bytes: &[AtomicU8], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // Safety: a prefetch never faults and changes no memory, whatever the address; the address
-    // is computed without dereferencing (`wrapping_add`).
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().wrapping_add(i) as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, i);
-}
-
-/// Work on random indices of a state array, done a few steps after it is queued: each index is
-/// prefetched when queued, so the reads of the indices in the queue overlap instead of each
-/// waiting on memory in turn. Only for work whose result does not depend on its order.
-pub(crate) struct Deferred {
-    ring: [usize; DEFERRED],
-    n: usize,
-}
-
-/// Indices in flight in a [`Deferred`] (a power of two).
-const DEFERRED: usize = 32;
-
-impl Deferred {
-    pub(crate) fn new() -> Deferred {
-        Deferred {
-            ring: [0; DEFERRED],
-            n: 0,
-        }
-    }
-
-    /// Queues index `i` of `bytes`; runs `f` on the oldest queued index when the queue is full.
-    #[inline(always)]
-    pub(crate) fn push(&mut self, bytes: &[AtomicU8], i: usize, f: &mut impl FnMut(usize)) {
-        prefetch(bytes, i);
-        let slot = &mut self.ring[self.n % DEFERRED];
-        if self.n >= DEFERRED {
-            f(*slot);
-        }
-        *slot = i;
-        self.n += 1;
-    }
-
-    /// Runs `f` on every queued index.
-    pub(crate) fn drain(&mut self, f: &mut impl FnMut(usize)) {
-        let first = self.n.saturating_sub(DEFERRED);
-        for k in first..self.n {
-            f(self.ring[k % DEFERRED]);
-        }
-        self.n = 0;
     }
 }

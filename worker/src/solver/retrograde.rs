@@ -675,7 +675,7 @@ fn exits_by_moves(ctx: &Context<'_>, d: &Decoded) -> Result<(Exits, bool, bool),
 fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> Result<(), SolveError> {
     match ctx.g.line_man() {
         Some(l) => {
-            debug_assert!(range.start % 64 == 0 && range.len() % 64 == 0);
+            debug_assert!(range.start.is_multiple_of(64) && range.len().is_multiple_of(64));
             for base in range.step_by(64) {
                 init_line(ctx, st, l, base)?;
             }
