@@ -36,9 +36,9 @@ pub(super) struct PawnExits<'a> {
     material: Material,
     successors: Vec<(SliceKey, SliceValuesRef<'a>, SliceIndexer)>,
     /// The plain pushes (no capture, no promotion) whose slice is stored as it is (not
-    /// mirrored): `(from, to, the slice, its values)`. The men stay on their squares and the slice has
-    /// the same men, so the position after the push has the same index there, the other side
-    /// to move: no placement to rebuild.
+    /// mirrored): `(from, to, the slice, its values)`. The men stay on their squares and the
+    /// slice has the same men, so the position after the push has the same index there, the
+    /// other side to move: no placement to rebuild.
     pushes: Vec<(Square, Square, SliceKey, SliceValuesRef<'a>)>,
     per_side: u64,
 }
