@@ -849,20 +849,8 @@ impl<'a> Library<'a> {
             return Ok(Successor::Whole(self.slice(material, key)?));
         }
         let table = self.table(material)?;
-        let name = material.to_string();
-        let slice = table.find_slice(key).ok_or(VerifyError::MissingSlice {
-            material: name.clone(),
-            key: Pawns(key),
-        })?;
+        let slice = checked_slice(&table, material, key)?;
         let entry = &table.slices()[slice];
-        if entry.count != expected {
-            return Err(VerifyError::WrongSliceSize {
-                material: name,
-                key: Pawns(key),
-                count: entry.count,
-                expected,
-            });
-        }
         let (first, count) = (entry.first_value(), entry.count);
         Ok(Successor::Blocks {
             table,
@@ -890,27 +878,32 @@ impl<'a> Library<'a> {
             return Ok(Arc::clone(values));
         }
         let table = self.table(material)?;
-        let name = material.to_string();
-        let i = table.find_slice(key).ok_or(VerifyError::MissingSlice {
-            material: name.clone(),
-            key: Pawns(key),
-        })?;
-        let values = table.read_slice(i)?;
-        let expected = 2 * material.per_side();
-        if values.len() as u64 != expected {
-            return Err(VerifyError::WrongSliceSize {
-                material: name,
-                key: Pawns(key),
-                count: values.len() as u64,
-                expected,
-            });
-        }
-        let values = Arc::new(values);
+        let values = Arc::new(table.read_slice(checked_slice(&table, material, key)?)?);
         *filled = Some(Arc::clone(&values));
         drop(filled);
-        lock(&self.cache).added(expected, (material, key));
+        lock(&self.cache).added(values.len() as u64, (material, key));
         Ok(values)
     }
+}
+
+/// The place of slice `key` in the table of `material`, checked to hold as many values as the
+/// material's slices have.
+fn checked_slice(table: &Table, material: Material, key: [u64; 2]) -> Result<usize, VerifyError> {
+    let name = material.to_string();
+    let slice = table.find_slice(key).ok_or(VerifyError::MissingSlice {
+        material: name.clone(),
+        key: Pawns(key),
+    })?;
+    let (count, expected) = (table.slices()[slice].count, 2 * material.per_side());
+    if count != expected {
+        return Err(VerifyError::WrongSliceSize {
+            material: name,
+            key: Pawns(key),
+            count,
+            expected,
+        });
+    }
+    Ok(slice)
 }
 
 impl SliceCache {
