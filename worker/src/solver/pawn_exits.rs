@@ -41,6 +41,25 @@ pub(super) struct PawnExits<'a> {
     /// other side to move: no placement to rebuild.
     pushes: Vec<(Square, Square, SliceKey, SliceValuesRef<'a>)>,
     per_side: u64,
+    /// For each man of the slice (indexed like [`Geometry::men`]) that is not a king: where
+    /// its capture by a man (the pawns unchanged) leads, worked out once instead of per
+    /// position. `None` for kings, for a capture that leaves bare kings, or a successor
+    /// without values by index.
+    captures: [Option<ManCapture>; 8],
+}
+
+/// Where the capture of one man by another man leads in a slice with pawns (the pawns stay):
+/// the successor slice, its orientation and where this slice's men go among its men.
+#[derive(Clone, Copy)]
+struct ManCapture {
+    /// The successor's place in `successors`.
+    at: usize,
+    /// Colours swapped (ranks mirrored), and files mirrored, to reach the stored slice.
+    flip: bool,
+    mirror: bool,
+    /// For each man of this slice, its place among the successor's men (the captured man:
+    /// none, `usize::MAX`).
+    to_successor: [usize; 8],
 }
 
 /// A position after a move that leaves the slice, as the mover left it (any orientation).
@@ -97,12 +116,92 @@ impl<'a> PawnExits<'a> {
                 }
             }
         }
+        let mut captures = [None; 8];
+        for (m, slot) in captures.iter_mut().enumerate().take(g.n) {
+            if g.is_king(m) {
+                continue;
+            }
+            let material = key.material.without(g.men[m].color, g.men[m].role);
+            if material.is_bare_kings() {
+                continue;
+            }
+            let flip = !material.is_normalized();
+            let raw = if flip {
+                SliceKey {
+                    material: material.flipped(),
+                    white_pawns: key.black_pawns.flip_rank(),
+                    black_pawns: key.white_pawns.flip_rank(),
+                }
+            } else {
+                SliceKey { material, ..*key }
+            };
+            let (slice, mirror) = if raw.material.has_pawns() {
+                raw.canonical()
+            } else {
+                (raw, false)
+            };
+            let Some(at) = successors.iter().position(|(k, _, _)| *k == slice) else {
+                continue;
+            };
+            let six = &successors[at].2;
+            let smen = six.men();
+            let mut taken = [false; 8];
+            let mut to_successor = [usize::MAX; 8];
+            for j in (0..g.n).filter(|&j| j != m) {
+                let p = g.men[j];
+                let p = if flip {
+                    Piece::new(p.color.other(), p.role)
+                } else {
+                    p
+                };
+                let at = (0..smen.len())
+                    .find(|&i| !taken[i] && smen[i] == p)
+                    .expect("the successor has every man but the captured one");
+                taken[at] = true;
+                to_successor[j] = at;
+            }
+            *slot = Some(ManCapture {
+                at,
+                flip,
+                mirror,
+                to_successor,
+            });
+        }
         Some(PawnExits {
             material: key.material,
             successors,
             pushes,
             per_side: g.ix.per_side(),
+            captures,
         })
+    }
+
+    /// The value after man `k` of `d` takes man `m` on `to` (the pawns unchanged), read through
+    /// the capture's precomputed successor; `None` if it has none (see `captures`).
+    #[inline]
+    fn man_capture(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        k: usize,
+        m: usize,
+        to: Square,
+    ) -> Option<Result<Value, SolveError>> {
+        let c = self.captures[m].as_ref()?;
+        let (_, values, six) = &self.successors[c.at];
+        let mut sq = [Square::A1; 8];
+        for j in (0..g.n).filter(|&j| j != m) {
+            let mut s = if j == k { to } else { d.squares[j] };
+            if c.flip {
+                s = s.flip_rank();
+            }
+            if c.mirror {
+                s = s.flip_file();
+            }
+            sq[c.to_successor[j]] = s;
+        }
+        let turn = if c.flip { d.turn } else { d.turn.other() };
+        Some(value_in(*values, six, &mut sq[..g.n - 1], turn))
     }
 
     /// The exits of the legal position `d`, and whether it has a legal move inside the slice
@@ -152,6 +251,10 @@ impl<'a> PawnExits<'a> {
                     (Some(m), their_pawns, self.material.without(them, g.men[m].role))
                 };
                 if !safe(king, occupied, pawns, captured) {
+                    continue;
+                }
+                if let Some(v) = captured.and_then(|m| self.man_capture(g, d, k, m, to)) {
+                    exits.add(v?.after_move());
                     continue;
                 }
                 let mut after = self.after(g, d, material, captured, Some((k, to)));
