@@ -5,6 +5,10 @@
 //! the TLB; with 2 MiB pages (Linux transparent huge pages, which this machine kind grants on
 //! `madvise`) far fewer do. The measured gain is in the commit that brought this file (KQRvKR
 //! passes); the advice itself is `zermelo_storage::advise_huge_pages`.
+//!
+//! Also the two ways the passes go over the state faster: scans that test eight bytes at a
+//! time ([`for_each_flagged`], with the lane tests [`lanes_equal`] and [`lanes_above`]), and
+//! random work queued a few steps behind a prefetch ([`Deferred`]).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
