@@ -34,7 +34,7 @@
 //! loads and stores (plain moves on x86); the only locked operation sets a chunk's bit for a
 //! later ply, when it is not set yet. The scans for the frontier and for changed positions read
 //! eight bytes at a time as one atomic word, over chunks whose bytes only the scanning thread
-//! writes during that phase (see [`for_each_flagged`]), so the wide reads never race a write.
+//! writes during that phase (see `memory::for_each_flagged`), so the wide reads never race a write.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
