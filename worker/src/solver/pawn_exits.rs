@@ -49,17 +49,85 @@ pub(super) struct PawnExits<'a> {
 }
 
 /// Where the capture of one man by another man leads in a slice with pawns (the pawns stay):
-/// the successor slice, its orientation and where this slice's men go among its men.
+/// the successor slice (its place in `successors`) and how this slice's men go there.
 #[derive(Clone, Copy)]
 struct ManCapture {
-    /// The successor's place in `successors`.
     at: usize,
-    /// Colours swapped (ranks mirrored), and files mirrored, to reach the stored slice.
+    map: CaptureMap,
+}
+
+/// How the men of a slice go into the slice that the capture of one of them (a man, not a pawn)
+/// leads into, worked out once per slice: colours swapped (ranks mirrored) and files mirrored
+/// to reach the stored slice, and each man's place among the successor's men.
+#[derive(Clone, Copy)]
+pub(super) struct CaptureMap {
+    captured: usize,
     flip: bool,
     mirror: bool,
     /// For each man of this slice, its place among the successor's men (the captured man:
     /// none, `usize::MAX`).
     to_successor: [usize; 8],
+}
+
+impl CaptureMap {
+    /// The map for the capture of man `captured` of `g` into a slice whose men are
+    /// `successor_men`.
+    pub(super) fn new(
+        g: &Geometry,
+        captured: usize,
+        flip: bool,
+        mirror: bool,
+        successor_men: &[Piece],
+    ) -> CaptureMap {
+        let mut taken = [false; 8];
+        let mut to_successor = [usize::MAX; 8];
+        for j in (0..g.n).filter(|&j| j != captured) {
+            let p = g.men[j];
+            let p = if flip {
+                Piece::new(p.color.other(), p.role)
+            } else {
+                p
+            };
+            let at = (0..successor_men.len())
+                .find(|&i| !taken[i] && successor_men[i] == p)
+                .expect("the successor has every man but the captured one");
+            taken[at] = true;
+            to_successor[j] = at;
+        }
+        CaptureMap {
+            captured,
+            flip,
+            mirror,
+            to_successor,
+        }
+    }
+
+    /// The value, for the side to move after it, of the capture by man `k` of `d` on `to`, read
+    /// from the successor's `values` (indexer `six`).
+    #[inline]
+    pub(super) fn value(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        k: usize,
+        to: Square,
+        values: SliceValuesRef<'_>,
+        six: &SliceIndexer,
+    ) -> Result<Value, SolveError> {
+        let mut sq = [Square::A1; 8];
+        for j in (0..g.n).filter(|&j| j != self.captured) {
+            let mut s = if j == k { to } else { d.squares[j] };
+            if self.flip {
+                s = s.flip_rank();
+            }
+            if self.mirror {
+                s = s.flip_file();
+            }
+            sq[self.to_successor[j]] = s;
+        }
+        let turn = if self.flip { d.turn } else { d.turn.other() };
+        value_in(values, six, &mut sq[..g.n - 1], turn)
+    }
 }
 
 /// A position after a move that leaves the slice, as the mover left it (any orientation).
@@ -143,29 +211,8 @@ impl<'a> PawnExits<'a> {
             let Some(at) = successors.iter().position(|(k, _, _)| *k == slice) else {
                 continue;
             };
-            let six = &successors[at].2;
-            let smen = six.men();
-            let mut taken = [false; 8];
-            let mut to_successor = [usize::MAX; 8];
-            for j in (0..g.n).filter(|&j| j != m) {
-                let p = g.men[j];
-                let p = if flip {
-                    Piece::new(p.color.other(), p.role)
-                } else {
-                    p
-                };
-                let at = (0..smen.len())
-                    .find(|&i| !taken[i] && smen[i] == p)
-                    .expect("the successor has every man but the captured one");
-                taken[at] = true;
-                to_successor[j] = at;
-            }
-            *slot = Some(ManCapture {
-                at,
-                flip,
-                mirror,
-                to_successor,
-            });
+            let map = CaptureMap::new(g, m, flip, mirror, successors[at].2.men());
+            *slot = Some(ManCapture { at, map });
         }
         Some(PawnExits {
             material: key.material,
@@ -189,19 +236,7 @@ impl<'a> PawnExits<'a> {
     ) -> Option<Result<Value, SolveError>> {
         let c = self.captures[m].as_ref()?;
         let (_, values, six) = &self.successors[c.at];
-        let mut sq = [Square::A1; 8];
-        for j in (0..g.n).filter(|&j| j != m) {
-            let mut s = if j == k { to } else { d.squares[j] };
-            if c.flip {
-                s = s.flip_rank();
-            }
-            if c.mirror {
-                s = s.flip_file();
-            }
-            sq[c.to_successor[j]] = s;
-        }
-        let turn = if c.flip { d.turn } else { d.turn.other() };
-        Some(value_in(*values, six, &mut sq[..g.n - 1], turn))
+        Some(c.map.value(g, d, k, to, *values, six))
     }
 
     /// The exits of the legal position `d`, and whether it has a legal move inside the slice

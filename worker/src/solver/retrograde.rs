@@ -48,7 +48,7 @@ use zermelo_chess::index::{
 };
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
-use zermelo_chess::{Bitboard, Color, Piece, Square};
+use zermelo_chess::{Bitboard, Color, Square};
 
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, Decoded, Geometry};
@@ -56,7 +56,7 @@ use super::memory::{
     atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred, LANES_LOW,
 };
 use super::par::for_each_chunk;
-use super::pawn_exits::{value_in, Exits, PawnExits};
+use super::pawn_exits::{CaptureMap, Exits, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
 
 // The state byte of an index.
@@ -267,13 +267,9 @@ impl State {
 /// Where a capture of one man of a pawnless slice leads: the successor slice and how this
 /// slice's men map onto its men.
 struct CaptureExit<'a> {
-    /// The successor's values and indexer; `None` when only the kings remain (a draw).
-    target: Option<(SliceValuesRef<'a>, SliceIndexer)>,
-    /// The successor's material is stored with the colours swapped.
-    flip: bool,
-    /// For each man of this slice, its place among the successor's men (the captured man has
-    /// none: `usize::MAX`).
-    to_successor: [usize; 8],
+    /// The successor's values, indexer and how the men go there; `None` when only the kings
+    /// remain (a draw).
+    target: Option<(SliceValuesRef<'a>, SliceIndexer, CaptureMap)>,
 }
 
 /// The exits by capture of every man of a pawnless slice that is not a king (indexed like
@@ -296,34 +292,15 @@ fn capture_exits<'a>(
         let piece = g.men[m];
         let rest = key.material.without(piece.color, piece.role);
         let (stored, flip) = rest.normalized();
-        let mut to_successor = [usize::MAX; 8];
         let mut target = None;
         if !rest.is_bare_kings() {
             let skey = SliceKey::pawnless(stored);
             let values = succ.slice_values(&skey)?;
             let six = SliceIndexer::new(skey);
-            let smen = six.men();
-            let mut taken = [false; 8];
-            for k in (0..g.n).filter(|&k| k != m) {
-                let p = g.men[k];
-                let p = if flip {
-                    Piece::new(p.color.other(), p.role)
-                } else {
-                    p
-                };
-                let slot = (0..smen.len())
-                    .find(|&s| !taken[s] && smen[s] == p)
-                    .expect("the successor has every man but the captured one");
-                taken[slot] = true;
-                to_successor[k] = slot;
-            }
-            target = Some((values, six));
+            let map = CaptureMap::new(g, m, flip, false, six.men());
+            target = Some((values, six, map));
         }
-        out.push(Some(CaptureExit {
-            target,
-            flip,
-            to_successor,
-        }));
+        out.push(Some(CaptureExit { target }));
     }
     Some(out)
 }
@@ -920,15 +897,7 @@ fn exits_by_captures(
                 .expect("a man that is not a king has a capture exit");
             let v = match &exit.target {
                 None => Value::Draw,
-                Some((values, six)) => {
-                    let mut sq = [Square::A1; 8];
-                    for j in (0..g.n).filter(|&j| j != m) {
-                        let s = if j == k { to } else { d.squares[j] };
-                        sq[exit.to_successor[j]] = if exit.flip { s.flip_rank() } else { s };
-                    }
-                    let turn = if exit.flip { us } else { them };
-                    value_in(*values, six, &mut sq[..g.n - 1], turn)?
-                }
+                Some((values, six, map)) => map.value(g, d, k, to, *values, six)?,
             }
             .after_move();
             exits.add(v);
