@@ -124,7 +124,8 @@ pub fn run_cluster_comparison(
     let names: Vec<String> = materials.iter().map(|m| m.to_string()).collect();
     let (self0, children0) = (cpu_seconds(libc::RUSAGE_SELF), cpu_seconds(libc::RUSAGE_CHILDREN));
     let start = Instant::now();
-    let run = crate::cluster::run_cluster(workers, &names, &cluster_dir, per_worker, None)
+    let memory = crate::memory::default_budget() / workers.max(1) as u64;
+    let run = crate::cluster::run_cluster(workers, &names, &cluster_dir, per_worker, memory, None)
         .map_err(|e| e.message)?;
     let cluster = Side {
         wall: start.elapsed().as_secs_f64(),

@@ -13,7 +13,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
-use zermelo_worker::solver::{SEG_INDICES, SPILL_FROM};
+use zermelo_worker::solver::{slice_state_bytes, thread_bytes};
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
 use zermelo_worker::{solve_slice_into, SolveError};
@@ -61,13 +61,11 @@ const PART_LEVEL: i32 = 1;
 
 /// What building one material on `threads` threads holds in memory at its peak, in bytes, with
 /// `by_slice` set when its slices may be solved one per thread at once:
-/// - the solver's state, a byte a position and per-chunk summaries (1/64 byte), for each slice
-///   solved at once: one, or with pawns and `by_slice` up to one per thread; with it, the log of
-///   plies of a slice under [`SPILL_FROM`] positions (at most a byte a position; a larger
-///   slice's goes to a temporary file);
-/// - per thread, the values of one segment being written out of the state (up to
-///   [`SEG_INDICES`] values of 2 bytes), the table writer's blocks ([`WRITER_BYTES`]) and the
-///   cache of blocks it reads successor tables through ([`READER_BYTES`]).
+/// - the solver's state ([`slice_state_bytes`]) for each slice solved at once: one, or with
+///   pawns and `by_slice` up to one per thread;
+/// - per thread, the solver's buffers ([`thread_bytes`]), the table writer's blocks
+///   ([`WRITER_BYTES`]) and the cache of blocks it reads successor tables through
+///   ([`READER_BYTES`]).
 ///
 /// No table's values are held whole: the tables a build reads, and the slices of its own
 /// material already solved (a pawn push leads into another slice), are read from their files a
@@ -82,10 +80,9 @@ pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool) -> Mem
     } else {
         1
     };
-    let log = if largest < SPILL_FROM as u64 { largest } else { 0 };
-    let per_thread = 2 * largest.min(SEG_INDICES as u64) + WRITER_BYTES + READER_BYTES;
+    let per_thread = thread_bytes(largest) + WRITER_BYTES + READER_BYTES;
     MemoryNeed {
-        bytes: at_once * (largest + largest / 64 + log) + threads.max(1) as u64 * per_thread,
+        bytes: at_once * slice_state_bytes(largest) + threads.max(1) as u64 * per_thread,
         largest,
         at_once,
         per_thread,

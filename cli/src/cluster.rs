@@ -131,6 +131,7 @@ pub fn worker(
     cache: &Path,
     cache_size: u64,
     threads: usize,
+    memory: u64,
     token: Option<String>,
     tls_ca: Option<Vec<u8>>,
 ) -> Result<u8, ClusterFailure> {
@@ -141,6 +142,7 @@ pub fn worker(
         cache: cache.to_owned(),
         cache_size,
         threads,
+        memory,
         token,
         name: format!("{host}-{}", std::process::id()),
     };
@@ -574,15 +576,17 @@ fn fresh_token() -> String {
 }
 
 /// `zermelo cluster`: a coordinator and `workers` worker processes of this binary on
-/// 127.0.0.1, one job, then everything stopped. Exit 0 when the job is done.
+/// 127.0.0.1 (each with `threads` threads and a memory budget of `memory` bytes), one job, then
+/// everything stopped. Exit 0 when the job is done.
 pub fn cluster(
     workers: usize,
     materials: &[String],
     tables: &Path,
     threads: usize,
+    memory: u64,
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
-    let done = run_cluster(workers, materials, tables, threads, bar)?;
+    let done = run_cluster(workers, materials, tables, threads, memory, bar)?;
     // The slices of tables already complete in `tables` are not solved again: when every table
     // was, the workers upload nothing.
     eprintln!(
@@ -617,6 +621,7 @@ pub fn run_cluster(
     materials: &[String],
     tables: &Path,
     threads: usize,
+    memory: u64,
     bar: Option<ProgressBar>,
 ) -> Result<ClusterRun, ClusterFailure> {
     let scratch = tempfile::Builder::new()
@@ -652,6 +657,7 @@ pub fn run_cluster(
     for i in 0..workers {
         let cache = scratch.path().join(format!("cache-{i}")).display().to_string();
         let t = threads.to_string();
+        let m = memory.to_string();
         children.spawn(
             &format!("worker-{i}"),
             &[
@@ -662,6 +668,8 @@ pub fn run_cluster(
                 &cache,
                 "--threads",
                 &t,
+                "--memory",
+                &m,
             ],
             &token,
         )?;

@@ -175,6 +175,12 @@ enum Command {
         /// Solver threads (default: all cores).
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
+        /// Memory budget, e.g. 16GiB or 512MiB (default: three quarters of the machine's memory,
+        /// or of the container's cgroup limit). A task whose slices need more to solve stops the
+        /// worker with the size they need. Slices are solved into the cache file by file, never
+        /// held whole unless small.
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<ByteSize>,
         /// The cluster token.
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
@@ -276,6 +282,10 @@ enum Command {
         /// Solver threads per worker (default: the cores shared out among the workers).
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
+        /// Memory budget of each worker, e.g. 10GiB (default: three quarters of the machine's
+        /// memory, or of the container's cgroup limit, shared out among the workers).
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<ByteSize>,
     },
     /// Church's co-ordinate (corresponding) squares of a position's pawn configuration: for each
     /// square of the attacking king, the squares of the defending king that hold the draw with the
@@ -720,6 +730,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             cache,
             cache_size,
             threads: t,
+            memory,
             token,
             tls_ca,
         } => {
@@ -729,6 +740,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 &cache,
                 cache_size.0,
                 threads(t)?,
+                memory::budget(memory.map(|m| m.0)),
                 token,
                 ca,
             )?)
@@ -756,6 +768,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             materials,
             tables,
             threads: t,
+            memory,
         } => {
             if workers == 0 {
                 return Err(Failure::input("--workers must be at least 1"));
@@ -765,8 +778,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 Some(_) => threads(t)?,
                 None => (threads(None)? / workers).max(1),
             };
+            let memory = match memory {
+                Some(m) => m.0,
+                None => memory::default_budget() / workers as u64,
+            };
             let bar = progress_bar(show_bar, "cluster");
-            Ok(cluster::cluster(workers, &names, &tables, per_worker, bar)?)
+            Ok(cluster::cluster(
+                workers, &names, &tables, per_worker, memory, bar,
+            )?)
         }
         Command::Squares {
             fen,

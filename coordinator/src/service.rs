@@ -22,23 +22,31 @@ use tokio_stream::Stream;
 use tonic::service::Interceptor;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, error, info, warn};
-use zermelo_chess::index::INDEX_LAYOUT;
+use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::{Material, SliceKey};
 use zermelo_proto as pb;
 use zermelo_proto::coordinator_server::{Coordinator, CoordinatorServer};
-use zermelo_proto::{FramingError, SliceAssembler};
-use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
+use zermelo_proto::{FramingError, SliceFramer};
+use zermelo_storage::{Metric, Table, TableMeta, TableWriter, WriteOptions};
 
 use crate::journal::{JobSpec, Journal, JournalError, Record};
 use crate::metrics::{CounterValues, Counters, Snapshot};
 use crate::plan::{plan, reachable_plan, MaterialPlan};
 use crate::schedule::{
-    self, Action, Event, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult, WorkerId,
+    self, Action, Event, Hash, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult,
+    WorkerId,
 };
-use crate::store::{from_wire, to_wire, SliceStore, StoreError};
+use crate::store::{from_wire, to_wire, IncomingSlice, SliceStore, StoreError};
 
 /// Bytes of slice data per stream chunk (under gRPC's 4 MiB message limit).
 pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// The most wire bytes a slice of `positions` values may announce: zstd's bound for its
+/// `2 * positions` bytes (they never compress to more), with room to spare.
+fn max_wire_bytes(positions: u64) -> u64 {
+    let raw = positions.saturating_mul(2);
+    raw.saturating_add(raw / 128).saturating_add(1 << 20)
+}
 
 /// How the coordinator runs.
 #[derive(Clone, Debug)]
@@ -533,14 +541,25 @@ impl CoordinatorService {
             let i = table
                 .find_slice(key.raw())
                 .expect("the table holds every planned slice");
-            // Checked against the slice's content hash as it is read.
-            let values = table
-                .read_slice(i)
-                .map_err(|source| ServiceError::Table { material, source })?;
+            // Read a block at a time (a slice may be larger than memory), re-encoded for the
+            // wire as it goes; the table checks each block's checksum and the slice's content
+            // hash at its end, and the store checks the values it receives against that hash.
             let hash = table.slices()[i].hash;
-            let positions = values.len() as u64;
-            let data = zermelo_proto::wire::encode_values(&values);
-            self.shared.store.put_blocking(key, positions, &hash, data)?;
+            let positions = table.slices()[i].count;
+            self.shared
+                .store
+                .put_values_blocking(key, positions, &hash, &mut |sink| {
+                    let mut failed = None;
+                    let streamed = table.stream_slice(i, |values| {
+                        if failed.is_none() {
+                            failed = sink(values).err();
+                        }
+                    });
+                    if let Some(e) = failed {
+                        return Err(ServiceError::from(e));
+                    }
+                    streamed.map_err(|source| ServiceError::Table { material, source })
+                })?;
             slices.push(SliceResult {
                 key: *key,
                 hash,
@@ -560,19 +579,11 @@ impl CoordinatorService {
             (ms.plan.clone(), hashes)
         };
         let result = (|| -> Result<u64, ServiceError> {
-            let mut slices: Vec<(SliceKey, Vec<u16>)> = Vec::with_capacity(hashes.len());
+            let mut slices: Vec<(SliceKey, Hash)> = Vec::with_capacity(hashes.len());
             for (key, hash) in mp.slices().zip(&hashes) {
-                let hash = hash.ok_or(ServiceError::NotFinished { key: *key })?;
-                slices.push((*key, self.shared.store.get_blocking(key, &hash)?.1));
+                slices.push((*key, hash.ok_or(ServiceError::NotFinished { key: *key })?));
             }
             slices.sort_by_key(|(k, _)| k.raw());
-            let data: Vec<SliceData<'_>> = slices
-                .iter()
-                .map(|(k, v)| SliceData {
-                    key: k.raw(),
-                    values: v,
-                })
-                .collect();
             let meta = TableMeta {
                 material: material.to_string(),
                 metric: Metric::Dtm,
@@ -582,8 +593,29 @@ impl CoordinatorService {
                 .shared
                 .tables
                 .join(zermelo_storage::table_file_name(&material.to_string()));
-            let summary = write_table_with(&path, &meta, &data, &WriteOptions::default())
-                .map_err(|source| ServiceError::Table { material, source })?;
+            let table_error = |source| ServiceError::Table { material, source };
+            // Each slice is streamed from the store into the table, a piece at a time: no
+            // slice is held whole, however large.
+            let mut writer = TableWriter::create(
+                &path,
+                &meta,
+                slices.len() as u64,
+                mp.positions,
+                &WriteOptions::default(),
+            )
+            .map_err(table_error)?;
+            for (key, hash) in &slices {
+                writer
+                    .begin_slice(key.raw(), SliceIndexer::new(*key).size())
+                    .map_err(table_error)?;
+                self.shared
+                    .store
+                    .for_each_value_blocking(key, hash, &mut |values: &[u16]| {
+                        writer.push_values(values).map_err(table_error)
+                    })?;
+                writer.end_slice().map_err(table_error)?;
+            }
+            let summary = writer.finish().map_err(table_error)?;
             Ok(summary.bytes)
         })();
         let mut state = self.lock();
@@ -1061,23 +1093,49 @@ impl Coordinator for CoordinatorService {
         request: Request<Streaming<pb::UploadSliceChunk>>,
     ) -> Result<Response<pb::UploadSliceResponse>, Status> {
         let mut stream = request.into_inner();
-        let mut assembler = SliceAssembler::new();
+        // Each slice goes to a temporary file in the store as its chunks arrive, decoded and
+        // hashed on the way: an upload of any size takes a few megabytes here.
+        let mut framer = SliceFramer::with_limit(u64::MAX);
+        let mut incoming: Option<(SliceKey, pb::SliceKey, IncomingSlice)> = None;
         let mut stored = Vec::new();
         let mut bytes = 0u64;
         while let Some(message) = stream.message().await? {
             let Some(chunk) = message.chunk else { continue };
             bytes += chunk.data.len() as u64;
             Counters::add(&self.shared.counters.bytes_uploaded, chunk.data.len() as u64);
-            let Some((header, data)) = assembler.push(chunk).map_err(ServiceError::from)? else {
-                continue;
-            };
-            let wire_key = header.key.clone().expect("the assembler checks for a key");
-            let key = from_wire(&wire_key).map_err(ServiceError::from)?;
-            let this = self.clone();
-            let put = tokio::task::spawn_blocking(move || {
-                this.shared
-                    .store
-                    .put_blocking(&key, header.positions, &header.content_hash, data)
+            let piece = framer.push(chunk).map_err(ServiceError::from)?;
+            if let Some(header) = piece.header {
+                let wire_key = header.key.clone().expect("the framer checks for a key");
+                let key = from_wire(&wire_key).map_err(ServiceError::from)?;
+                if header.total_length > max_wire_bytes(header.positions) {
+                    return Err(ServiceError::from(FramingError::TooLarge {
+                        key: key.to_string(),
+                        length: header.total_length,
+                        limit: max_wire_bytes(header.positions),
+                    })
+                    .into());
+                }
+                let this = self.clone();
+                let begun = tokio::task::spawn_blocking(move || {
+                    this.shared
+                        .store
+                        .begin_put_blocking(&key, header.positions, &header.content_hash)
+                })
+                .await
+                .map_err(ServiceError::from)?
+                .map_err(ServiceError::from)?;
+                incoming = Some((key, wire_key, begun));
+            }
+            let (key, wire_key, mut slice) = incoming.take().expect("a slice under way");
+            let complete = piece.complete;
+            let data = piece.data;
+            let put = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
+                slice.push_blocking(&data)?;
+                if complete {
+                    slice.finish_blocking()?;
+                    return Ok(None);
+                }
+                Ok(Some(slice))
             })
             .await
             .map_err(ServiceError::from)?;
@@ -1085,11 +1143,15 @@ impl Coordinator for CoordinatorService {
                 warn!(%key, error = %e, "corrupt upload refused");
                 Counters::add(&self.shared.counters.uploads_refused, 1);
             }
-            put.map_err(ServiceError::from)?;
-            debug!(%key, "slice stored");
-            stored.push(wire_key);
+            match put.map_err(ServiceError::from)? {
+                Some(slice) => incoming = Some((key, wire_key, slice)),
+                None => {
+                    debug!(%key, "slice stored");
+                    stored.push(wire_key);
+                }
+            }
         }
-        assembler.finish().map_err(ServiceError::from)?;
+        framer.finish().map_err(ServiceError::from)?;
         Ok(Response::new(pb::UploadSliceResponse { stored, bytes }))
     }
 
@@ -1115,11 +1177,15 @@ impl Coordinator for CoordinatorService {
         let this = self.clone();
         tokio::spawn(async move {
             for (key, hash) in wanted {
+                // Checked against its recorded hash (read once, in bounded memory), then sent
+                // a chunk at a time from the file: no slice is held whole, however large.
                 let store = this.clone();
-                let got =
-                    tokio::task::spawn_blocking(move || store.shared.store.get_blocking(&key, &hash)).await;
-                let mut file = match got {
-                    Ok(Ok((file, _))) => file,
+                let got = tokio::task::spawn_blocking(move || {
+                    store.shared.store.open_checked_blocking(&key, &hash)
+                })
+                .await;
+                let (file, positions, length) = match got {
+                    Ok(Ok(opened)) => opened,
                     Ok(Err(e)) => {
                         if matches!(e, StoreError::Corrupt { .. }) {
                             Counters::add(&this.shared.counters.downloads_refused, 1);
@@ -1133,27 +1199,67 @@ impl Coordinator for CoordinatorService {
                     }
                 };
                 let left = &this.shared.corrupt_downloads_left;
-                if !file.data.is_empty()
+                // The test hook: the byte in the middle of the slice's bytes is flipped.
+                let mut corrupt_at = (length > 0
                     && left
                         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                        .is_ok()
-                {
-                    let i = file.data.len() / 2;
-                    file.data[i] ^= 0x20;
-                    warn!(%key, byte = i, "test hook: corrupting a slice download");
-                }
-                let header = pb::SliceHeader {
+                        .is_ok())
+                .then(|| {
+                    warn!(%key, byte = length / 2, "test hook: corrupting a slice download");
+                    length / 2
+                });
+                let mut header = Some(pb::SliceHeader {
                     key: Some(to_wire(&key)),
-                    total_length: file.data.len() as u64,
+                    total_length: length,
                     content_hash: hash.to_vec(),
-                    positions: file.positions,
-                };
-                for chunk in pb::slice_chunks(header, &file.data, CHUNK_BYTES) {
+                    positions,
+                });
+                let mut file = Some(file);
+                let mut sent = 0u64;
+                loop {
+                    let mut f = file.take().expect("the file is given back after each read");
+                    let want = (length - sent).min(CHUNK_BYTES as u64) as usize;
+                    let read = tokio::task::spawn_blocking(move || {
+                        use std::io::Read;
+                        let mut data = vec![0u8; want];
+                        f.read_exact(&mut data).map(|()| (f, data))
+                    })
+                    .await;
+                    let mut data = match read {
+                        Ok(Ok((f, data))) => {
+                            file = Some(f);
+                            data
+                        }
+                        Ok(Err(e)) => {
+                            let e = StoreError::Corrupt {
+                                key,
+                                reason: format!("reading its file: {e}"),
+                            };
+                            let _ = tx.send(Err(ServiceError::from(e).status())).await;
+                            return;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(ServiceError::from(e).status())).await;
+                            return;
+                        }
+                    };
+                    if let Some(at) = corrupt_at.filter(|at| (sent..sent + want as u64).contains(at)) {
+                        data[(at - sent) as usize] ^= 0x20;
+                        corrupt_at = None;
+                    }
+                    sent += want as u64;
+                    let chunk = pb::SliceChunk {
+                        header: header.take(),
+                        data,
+                    };
                     // Counted when queued for the client (a chunk lost to a client that went
                     // away is counted too).
                     Counters::add(&this.shared.counters.bytes_fetched, chunk.data.len() as u64);
                     if tx.send(Ok(chunk)).await.is_err() {
                         return; // the client went away
+                    }
+                    if sent == length {
+                        break;
                     }
                 }
             }
@@ -1502,7 +1608,7 @@ mod tests {
             .await
             .unwrap()
             .into_inner();
-        let mut assembler = SliceAssembler::new();
+        let mut assembler = zermelo_proto::SliceAssembler::new();
         let mut got = Vec::new();
         while let Some(chunk) = stream.message().await.unwrap() {
             got.extend(assembler.push(chunk).unwrap());

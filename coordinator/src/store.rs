@@ -2,13 +2,17 @@
 //! written atomically, its content hash checked on the way in and on the way out, so that a
 //! corrupted copy is never served nor written into a table.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Bitboard, Material, SliceKey};
-use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, WireError};
-use zermelo_storage::slice_hash;
+use zermelo_proto::wire::{
+    decode_values_from, slice_file_name, SliceFile, ValuesDecoder, ValuesEncoder, WireError,
+    SLICE_FILE_HEADER_LEN,
+};
+use zermelo_storage::SliceHasher;
 
 use crate::schedule::Hash;
 
@@ -80,6 +84,9 @@ pub fn to_wire(key: &SliceKey) -> zermelo_proto::SliceKey {
     }
 }
 
+/// Takes a slice's values, a piece at a time.
+pub type ValueSink<'a> = dyn FnMut(&[u16]) -> Result<(), StoreError> + 'a;
+
 /// Finished slices in a directory.
 #[derive(Debug)]
 pub struct SliceStore {
@@ -108,6 +115,47 @@ impl SliceStore {
         hash: &[u8],
         data: Vec<u8>,
     ) -> Result<Hash, StoreError> {
+        let mut incoming = self.begin_put_blocking(key, positions, hash)?;
+        incoming.push_blocking(&data)?;
+        incoming.finish_blocking()
+    }
+
+    /// Stores a slice whose values come in pieces (a table's slice read a block at a time):
+    /// `fill` hands every value, in order, to the sink it is given; they are encoded for the
+    /// wire and checked like an upload. Blocking.
+    pub fn put_values_blocking<E: From<StoreError>>(
+        &self,
+        key: &SliceKey,
+        positions: u64,
+        hash: &[u8],
+        fill: &mut dyn FnMut(&mut ValueSink<'_>) -> Result<(), E>,
+    ) -> Result<Hash, E> {
+        let mut incoming = self.begin_put_blocking(key, positions, hash)?;
+        let io = |source| StoreError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut encoder = ValuesEncoder::new(Vec::new()).map_err(io)?;
+        fill(&mut |values| {
+            encoder.push(values).map_err(io)?;
+            let encoded = encoder.get_mut();
+            incoming.push_blocking(encoded)?;
+            encoded.clear();
+            Ok(())
+        })?;
+        let rest = encoder.finish().map_err(io)?;
+        incoming.push_blocking(&rest)?;
+        Ok(incoming.finish_blocking()?)
+    }
+
+    /// Starts storing a slice whose wire bytes arrive in pieces ([`IncomingSlice`]): checks
+    /// its positions and the form of its hash first. Blocking.
+    pub fn begin_put_blocking(
+        &self,
+        key: &SliceKey,
+        positions: u64,
+        hash: &[u8],
+    ) -> Result<IncomingSlice, StoreError> {
         let expected = SliceIndexer::new(*key).size();
         if positions != expected {
             return Err(StoreError::WrongPositions {
@@ -120,69 +168,199 @@ impl SliceStore {
             key: *key,
             len: hash.len(),
         })?;
-        let values =
-            decode_values(&data, positions).map_err(|source| StoreError::Wire { key: *key, source })?;
-        let found = slice_hash(&key.material.to_string(), key.raw(), &values);
-        if found != announced {
-            return Err(StoreError::HashMismatch {
-                key: *key,
-                announced: hex(&announced),
-                found: hex(&found),
-            });
-        }
-        let bytes = SliceFile {
-            hash: announced,
-            positions,
-            data,
-        }
-        .to_bytes();
         let io = |source| StoreError::Io {
             path: self.dir.clone(),
             source,
         };
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
-        tmp.write_all(&bytes).map_err(io)?;
-        tmp.as_file().sync_data().map_err(io)?;
-        tmp.persist(self.path(key)).map_err(|e| io(e.error))?;
-        Ok(found)
+        let mut file = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
+        let header = SliceFile {
+            hash: announced,
+            positions,
+            data: Vec::new(),
+        };
+        file.write_all(&header.to_bytes()).map_err(io)?;
+        Ok(IncomingSlice {
+            key: *key,
+            announced,
+            target: self.path(key),
+            dir: self.dir.clone(),
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            decoder: ValuesDecoder::new(positions)
+                .map_err(|source| StoreError::Wire { key: *key, source })?,
+            hasher: SliceHasher::new(&key.material.to_string(), key.raw(), positions),
+        })
     }
 
     /// The content hash a stored slice's file claims (not checked against its values: see
-    /// [`get_blocking`](Self::get_blocking)), `None` if it is not stored. Blocking.
+    /// [`open_checked_blocking`](Self::open_checked_blocking)), `None` if it is not stored.
+    /// Blocking.
     pub fn claimed_hash_blocking(&self, key: &SliceKey) -> Option<Hash> {
-        use std::io::Read;
         // The file's header only: magic, hash, positions.
-        let mut header = [0u8; zermelo_proto::wire::SLICE_FILE_HEADER_LEN];
-        std::fs::File::open(self.path(key))
-            .ok()?
-            .read_exact(&mut header)
-            .ok()?;
+        let mut header = [0u8; SLICE_FILE_HEADER_LEN];
+        File::open(self.path(key)).ok()?.read_exact(&mut header).ok()?;
         SliceFile::from_bytes(&header).ok().map(|f| f.hash)
     }
 
-    /// A stored slice, checked against the hash recorded for it: its file (wire bytes and all)
-    /// and its values. Blocking.
-    pub fn get_blocking(&self, key: &SliceKey, recorded: &Hash) -> Result<(SliceFile, Vec<u16>), StoreError> {
+    /// Reads a stored slice's values in pieces, in bounded memory, checking them against the
+    /// hash recorded for it: `sink` gets every value in order, and the call fails (after the
+    /// last piece) if the hash differs. Blocking.
+    pub fn for_each_value_blocking<E: From<StoreError>>(
+        &self,
+        key: &SliceKey,
+        recorded: &Hash,
+        sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (file, positions) = self.open_file(key, recorded)?;
+        let corrupt = |reason: String| StoreError::Corrupt { key: *key, reason };
+        let mut hasher = SliceHasher::new(&key.material.to_string(), key.raw(), positions);
+        let decoded = decode_values_from(std::io::BufReader::new(file), positions, &mut |v: &[u16]| {
+            hasher.update(v);
+            sink(v).map_err(Decoding::Sink)
+        });
+        match decoded {
+            Ok(()) => {}
+            Err(Decoding::Sink(e)) => return Err(e),
+            Err(Decoding::Wire(e)) => return Err(corrupt(e.to_string()).into()),
+            Err(Decoding::Io(e)) => {
+                return Err(StoreError::Io {
+                    path: self.path(key),
+                    source: e,
+                }
+                .into())
+            }
+        }
+        let found = hasher.finalize();
+        if &found != recorded {
+            return Err(corrupt(format!(
+                "content hash {} instead of the recorded {}",
+                hex(&found),
+                hex(recorded)
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// A stored slice's file, its values checked against the hash recorded for it (read once
+    /// in bounded memory), positioned at its wire bytes: with its positions and the number of
+    /// wire bytes. Blocking.
+    pub fn open_checked_blocking(
+        &self,
+        key: &SliceKey,
+        recorded: &Hash,
+    ) -> Result<(File, u64, u64), StoreError> {
+        self.for_each_value_blocking(key, recorded, &mut |_| Ok::<(), StoreError>(()))?;
+        let (file, positions) = self.open_file(key, recorded)?;
         let path = self.path(key);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let len = file
+            .metadata()
+            .map_err(|source| StoreError::Io { path, source })?
+            .len();
+        Ok((file, positions, len - SLICE_FILE_HEADER_LEN as u64))
+    }
+
+    /// A stored slice's file past its header, checked to claim the recorded hash: with its
+    /// positions.
+    fn open_file(&self, key: &SliceKey, recorded: &Hash) -> Result<(File, u64), StoreError> {
+        let path = self.path(key);
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StoreError::Missing { key: *key })
             }
             Err(source) => return Err(StoreError::Io { path, source }),
         };
         let corrupt = |reason: String| StoreError::Corrupt { key: *key, reason };
-        let file = SliceFile::from_bytes(&bytes).map_err(|e| corrupt(e.to_string()))?;
-        let values = decode_values(&file.data, file.positions).map_err(|e| corrupt(e.to_string()))?;
-        let found = slice_hash(&key.material.to_string(), key.raw(), &values);
-        if &found != recorded || file.hash != *recorded {
+        let mut header = [0u8; SLICE_FILE_HEADER_LEN];
+        file.read_exact(&mut header)
+            .map_err(|e| corrupt(format!("its header cannot be read: {e}")))?;
+        let claimed = SliceFile::from_bytes(&header).map_err(|e| corrupt(e.to_string()))?;
+        if claimed.hash != *recorded {
             return Err(corrupt(format!(
-                "content hash {} instead of the recorded {}",
-                hex(&found),
+                "the file claims content hash {} instead of the recorded {}",
+                hex(&claimed.hash),
                 hex(recorded)
             )));
         }
-        Ok((file, values))
+        Ok((file, claimed.positions))
+    }
+}
+
+/// Why [`decode_values_from`] stopped in [`SliceStore::for_each_value_blocking`]: the sink's
+/// own error, or the file's.
+enum Decoding<E> {
+    Sink(E),
+    Wire(WireError),
+    Io(std::io::Error),
+}
+
+impl<E> From<WireError> for Decoding<E> {
+    fn from(e: WireError) -> Self {
+        Decoding::Wire(e)
+    }
+}
+
+impl<E> From<std::io::Error> for Decoding<E> {
+    fn from(e: std::io::Error) -> Self {
+        Decoding::Io(e)
+    }
+}
+
+/// A slice being stored as its wire bytes arrive: they go to a temporary file in the store and
+/// through a decoder at once, so that a slice of any size takes a few megabytes of memory; the
+/// file takes the slice's place in the store only once every byte arrived, the values number
+/// the slice's positions and their hash is the announced one. Dropped unfinished, it leaves
+/// nothing behind.
+pub struct IncomingSlice {
+    key: SliceKey,
+    announced: Hash,
+    target: PathBuf,
+    dir: PathBuf,
+    file: std::io::BufWriter<tempfile::NamedTempFile>,
+    decoder: ValuesDecoder,
+    hasher: SliceHasher,
+}
+
+impl IncomingSlice {
+    /// The next wire bytes. Blocking.
+    pub fn push_blocking(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        let key = self.key;
+        let hasher = &mut self.hasher;
+        self.decoder
+            .push(bytes, &mut |v: &[u16]| {
+                hasher.update(v);
+                Ok::<(), WireError>(())
+            })
+            .map_err(|source| StoreError::Wire { key, source })?;
+        self.file.write_all(bytes).map_err(|source| StoreError::Io {
+            path: self.dir.clone(),
+            source,
+        })
+    }
+
+    /// Checks the whole slice and puts it in the store, replacing a copy already there.
+    /// Blocking.
+    pub fn finish_blocking(self) -> Result<Hash, StoreError> {
+        let key = self.key;
+        self.decoder
+            .finish()
+            .map_err(|source| StoreError::Wire { key, source })?;
+        let found = self.hasher.finalize();
+        if found != self.announced {
+            return Err(StoreError::HashMismatch {
+                key,
+                announced: hex(&self.announced),
+                found: hex(&found),
+            });
+        }
+        let io = |source| StoreError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let file = self.file.into_inner().map_err(|e| io(e.into_error()))?;
+        file.as_file().sync_data().map_err(io)?;
+        file.persist(&self.target).map_err(|e| io(e.error))?;
+        Ok(found)
     }
 }
 
@@ -194,6 +372,7 @@ pub(crate) fn hex(hash: &[u8]) -> String {
 mod tests {
     use super::*;
     use zermelo_proto::wire::encode_values;
+    use zermelo_storage::slice_hash;
 
     fn kpk() -> SliceKey {
         SliceKey::all_of("KPvK".parse().unwrap())[0]
@@ -229,7 +408,7 @@ mod tests {
         assert_eq!(store.claimed_hash_blocking(&k), None);
         store.put_blocking(&k, n, &hash, encode_values(&values)).unwrap();
         assert_eq!(store.claimed_hash_blocking(&k), Some(hash));
-        assert_eq!(store.get_blocking(&k, &hash).unwrap().1, values);
+        assert_eq!(read_all(&store, &k, &hash).unwrap(), values);
         // Damage the stored copy: it is detected, not served.
         let path = store.path(&k);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -242,8 +421,63 @@ mod tests {
         bytes.extend(other.to_bytes());
         std::fs::write(&path, bytes).unwrap();
         assert!(matches!(
-            store.get_blocking(&k, &hash),
+            read_all(&store, &k, &hash),
             Err(StoreError::Corrupt { .. })
         ));
+        assert!(matches!(
+            store.open_checked_blocking(&k, &hash),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+
+    fn read_all(store: &SliceStore, k: &SliceKey, hash: &Hash) -> Result<Vec<u16>, StoreError> {
+        let mut got = Vec::new();
+        store.for_each_value_blocking(k, hash, &mut |v: &[u16]| {
+            got.extend_from_slice(v);
+            Ok::<(), StoreError>(())
+        })?;
+        Ok(got)
+    }
+
+    /// A slice uploaded in pieces is checked as a whole: a stream that stops early, holds too
+    /// many values or hashes to another value is never stored, and leaves no file behind.
+    #[test]
+    fn a_slice_arriving_in_pieces_is_stored_only_whole_and_right() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SliceStore::open(dir.path()).unwrap();
+        let k = kpk();
+        let n = SliceIndexer::new(k).size();
+        let values: Vec<u16> = (0..n).map(|i| (i % 1000) as u16).collect();
+        let hash = slice_hash("KPvK", k.raw(), &values);
+        let wire = encode_values(&values);
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+
+        let mut cut = store.begin_put_blocking(&k, n, &hash).unwrap();
+        cut.push_blocking(&wire[..wire.len() / 2]).unwrap();
+        assert!(cut.finish_blocking().is_err());
+        let mut long = store.begin_put_blocking(&k, n, &hash).unwrap();
+        long.push_blocking(&wire).unwrap();
+        assert!(long.push_blocking(&encode_values(&[1, 2, 3])).is_err());
+        drop(long);
+        let mut other = values.clone();
+        other[17] ^= 1;
+        let mut wrong = store.begin_put_blocking(&k, n, &hash).unwrap();
+        wrong.push_blocking(&encode_values(&other)).unwrap();
+        assert!(matches!(
+            wrong.finish_blocking(),
+            Err(StoreError::HashMismatch { .. })
+        ));
+        assert_eq!(files(), 0, "no slice and no temporary file is left");
+
+        let mut good = store.begin_put_blocking(&k, n, &hash).unwrap();
+        for part in wire.chunks(1000) {
+            good.push_blocking(part).unwrap();
+        }
+        assert_eq!(good.finish_blocking().unwrap(), hash);
+        assert_eq!(read_all(&store, &k, &hash).unwrap(), values);
+        let (mut file, positions, len) = store.open_checked_blocking(&k, &hash).unwrap();
+        let mut served = Vec::new();
+        file.read_to_end(&mut served).unwrap();
+        assert_eq!((positions, len, served), (n, wire.len() as u64, wire));
     }
 }

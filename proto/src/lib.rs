@@ -6,7 +6,8 @@
 //! Besides the generated code ([`v1`], re-exported at the top) this crate holds the protocol
 //! version both sides check at registration ([`PROTOCOL_VERSION`], [`check_version`]) and the
 //! framing of slice streams ([`slice_chunks`] cuts a slice into chunks, [`SliceAssembler`] puts
-//! the chunks of a stream back together and checks their lengths).
+//! the chunks of a stream back together and checks their lengths, [`SliceFramer`] checks them
+//! without holding the bytes).
 //!
 //! ```
 //! use zermelo_proto::{slice_chunks, SliceAssembler, SliceHeader, SliceKey};
@@ -115,14 +116,102 @@ pub enum FramingError {
     TooLarge { key: String, length: u64, limit: u64 },
 }
 
+/// What [`SliceFramer::push`] makes of one chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    /// The header, on the chunk that begins a slice.
+    pub header: Option<SliceHeader>,
+    /// The chunk's bytes of the current slice.
+    pub data: Vec<u8>,
+    /// The slice's last byte arrived with this chunk.
+    pub complete: bool,
+}
+
+/// Follows the framing of a slice stream chunk by chunk without holding its bytes: every chunk
+/// goes to [`push`](Self::push), which checks it against the header's announced length and
+/// says where it belongs; [`finish`](Self::finish) at the end of the stream. For receivers that
+/// write slices to disk as they arrive; [`SliceAssembler`] holds them in memory.
+#[derive(Debug)]
+pub struct SliceFramer {
+    /// The slice being received and its bytes so far.
+    current: Option<(SliceHeader, u64)>,
+    max_slice_bytes: u64,
+}
+
+impl SliceFramer {
+    /// A framer that refuses a header announcing more than `max_slice_bytes`.
+    pub fn with_limit(max_slice_bytes: u64) -> SliceFramer {
+        SliceFramer {
+            current: None,
+            max_slice_bytes,
+        }
+    }
+
+    /// The header of the slice being received, if one is under way.
+    pub fn current(&self) -> Option<&SliceHeader> {
+        self.current.as_ref().map(|(h, _)| h)
+    }
+
+    /// Takes the next chunk.
+    pub fn push(&mut self, chunk: SliceChunk) -> Result<Piece, FramingError> {
+        let mut begun = None;
+        if let Some(header) = chunk.header {
+            if let Some((h, received)) = self.current.take() {
+                return Err(truncated(&h, received));
+            }
+            let key = header.key.as_ref().ok_or(FramingError::MissingKey)?;
+            if header.total_length > self.max_slice_bytes {
+                return Err(FramingError::TooLarge {
+                    key: key_name(key),
+                    length: header.total_length,
+                    limit: self.max_slice_bytes,
+                });
+            }
+            self.current = Some((header.clone(), 0));
+            begun = Some(header);
+        }
+        let Some((header, received)) = self.current.as_mut() else {
+            return Err(FramingError::DataBeforeHeader);
+        };
+        let now = *received + chunk.data.len() as u64;
+        if now > header.total_length {
+            return Err(FramingError::TooLong {
+                key: header.key.as_ref().map(key_name).unwrap_or_default(),
+                expected: header.total_length,
+                received: now,
+            });
+        }
+        *received = now;
+        let complete = now == header.total_length;
+        if complete {
+            self.current = None;
+        }
+        Ok(Piece {
+            header: begun,
+            data: chunk.data,
+            complete,
+        })
+    }
+
+    /// Ends the stream: an error if a slice is still missing bytes.
+    pub fn finish(self) -> Result<(), FramingError> {
+        match &self.current {
+            Some((h, received)) => Err(truncated(h, *received)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Puts the chunks of a slice stream back together: feed every chunk to [`push`](Self::push),
 /// which returns each slice as soon as its last byte arrived, then call
 /// [`finish`](Self::finish) at the end of the stream. Checks lengths only; the receiver checks
 /// the content hash over the decoded values.
 #[derive(Debug)]
 pub struct SliceAssembler {
-    current: Option<(SliceHeader, Vec<u8>)>,
-    max_slice_bytes: u64,
+    framer: SliceFramer,
+    /// The slice being received: its header and bytes so far.
+    header: Option<SliceHeader>,
+    bytes: Vec<u8>,
 }
 
 /// The largest slice [`SliceAssembler::new`] accepts: 1 GiB.
@@ -144,61 +233,39 @@ impl SliceAssembler {
     /// peer cannot make it reserve any amount of memory).
     pub fn with_limit(max_slice_bytes: u64) -> SliceAssembler {
         SliceAssembler {
-            current: None,
-            max_slice_bytes,
+            framer: SliceFramer::with_limit(max_slice_bytes),
+            header: None,
+            bytes: Vec::new(),
         }
     }
 
     /// Takes the next chunk; returns the slices it completes (none or one; a header chunk of an
     /// empty slice completes it at once).
     pub fn push(&mut self, chunk: SliceChunk) -> Result<Option<(SliceHeader, Vec<u8>)>, FramingError> {
-        if let Some(header) = chunk.header {
-            if let Some((h, bytes)) = self.current.take() {
-                return Err(truncated(&h, &bytes));
-            }
-            let key = header.key.as_ref().ok_or(FramingError::MissingKey)?;
-            if header.total_length > self.max_slice_bytes {
-                return Err(FramingError::TooLarge {
-                    key: key_name(key),
-                    length: header.total_length,
-                    limit: self.max_slice_bytes,
-                });
-            }
-            let capacity = header.total_length as usize;
-            self.current = Some((header, Vec::with_capacity(capacity)));
+        let piece = self.framer.push(chunk)?;
+        if let Some(h) = piece.header {
+            self.bytes = Vec::with_capacity(h.total_length as usize);
+            self.header = Some(h);
         }
-        let Some((header, bytes)) = self.current.as_mut() else {
-            return Err(FramingError::DataBeforeHeader);
-        };
-        let received = bytes.len() as u64 + chunk.data.len() as u64;
-        if received > header.total_length {
-            return Err(FramingError::TooLong {
-                key: header.key.as_ref().map(key_name).unwrap_or_default(),
-                expected: header.total_length,
-                received,
-            });
+        self.bytes.extend_from_slice(&piece.data);
+        if !piece.complete {
+            return Ok(None);
         }
-        bytes.extend_from_slice(&chunk.data);
-        if received == header.total_length {
-            return Ok(self.current.take());
-        }
-        Ok(None)
+        let header = self.header.take().expect("a slice under way has a header");
+        Ok(Some((header, std::mem::take(&mut self.bytes))))
     }
 
     /// Ends the stream: an error if a slice is still missing bytes.
     pub fn finish(self) -> Result<(), FramingError> {
-        match &self.current {
-            Some((h, bytes)) => Err(truncated(h, bytes)),
-            None => Ok(()),
-        }
+        self.framer.finish()
     }
 }
 
-fn truncated(header: &SliceHeader, bytes: &[u8]) -> FramingError {
+fn truncated(header: &SliceHeader, received: u64) -> FramingError {
     FramingError::Truncated {
         key: header.key.as_ref().map(key_name).unwrap_or_default(),
         expected: header.total_length,
-        received: bytes.len() as u64,
+        received,
     }
 }
 

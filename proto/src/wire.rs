@@ -21,6 +21,8 @@
 /// a few times.
 pub const WIRE_ZSTD_LEVEL: i32 = 1;
 
+use std::io::{self, Read, Write};
+
 const FILE_MAGIC: [u8; 8] = *b"ZRMLSLC1";
 /// The bytes of a slice file before its wire bytes.
 pub const SLICE_FILE_HEADER_LEN: usize = 8 + 32 + 8;
@@ -59,6 +61,170 @@ pub fn decode_values(bytes: &[u8], positions: u64) -> Result<Vec<u16>, WireError
         .chunks_exact(2)
         .map(|b| u16::from_le_bytes([b[0], b[1]]))
         .collect())
+}
+
+/// [`encode_values`] for values that come in pieces (a slice too big to hold whole): the same
+/// format, one zstd frame over the little-endian `u16`s, written to `W` as it goes.
+pub struct ValuesEncoder<W: Write> {
+    zstd: zstd::stream::write::Encoder<'static, W>,
+    raw: Vec<u8>,
+}
+
+impl<W: Write> ValuesEncoder<W> {
+    pub fn new(out: W) -> io::Result<ValuesEncoder<W>> {
+        Ok(ValuesEncoder {
+            zstd: zstd::stream::write::Encoder::new(out, WIRE_ZSTD_LEVEL)?,
+            raw: Vec::new(),
+        })
+    }
+
+    /// Appends values.
+    pub fn push(&mut self, values: &[u16]) -> io::Result<()> {
+        for piece in values.chunks(1 << 16) {
+            self.raw.clear();
+            self.raw.extend(piece.iter().flat_map(|v| v.to_le_bytes()));
+            self.zstd.write_all(&self.raw)?;
+        }
+        Ok(())
+    }
+
+    /// The writer: the bytes written so far, when it is a buffer to drain.
+    pub fn get_mut(&mut self) -> &mut W {
+        self.zstd.get_mut()
+    }
+
+    /// Ends the frame; gives back the writer.
+    pub fn finish(self) -> io::Result<W> {
+        self.zstd.finish()
+    }
+}
+
+/// Bytes of decoded values [`ValuesDecoder`] holds at most.
+const DECODE_BUFFER: usize = 1 << 20;
+
+/// [`decode_values`] for bytes that come in pieces (an upload, a file read a block at a time),
+/// in bounded memory: the values go to a sink as they are decoded, counted against the
+/// announced number, so a stream that decodes to more than announced is refused as soon as it
+/// passes it.
+pub struct ValuesDecoder {
+    zstd: zstd::stream::raw::Decoder<'static>,
+    out: Vec<u8>,
+    values: Vec<u16>,
+    /// The first byte of a value whose second byte has not been decoded yet.
+    odd: Option<u8>,
+    found: u64,
+    positions: u64,
+    /// The last byte decoded ended a frame.
+    at_frame_end: bool,
+}
+
+impl ValuesDecoder {
+    /// A decoder of `positions` values.
+    pub fn new(positions: u64) -> Result<ValuesDecoder, WireError> {
+        Ok(ValuesDecoder {
+            zstd: zstd::stream::raw::Decoder::new().map_err(|e| WireError::Decompress(e.to_string()))?,
+            out: vec![0; DECODE_BUFFER],
+            values: Vec::with_capacity(DECODE_BUFFER / 2),
+            odd: None,
+            found: 0,
+            positions,
+            at_frame_end: false,
+        })
+    }
+
+    /// Decodes the next bytes, handing the values they complete to `sink`.
+    pub fn push<E: From<WireError>>(
+        &mut self,
+        mut input: &[u8],
+        sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use zstd::stream::raw::Operation;
+        if input.is_empty() {
+            return Ok(());
+        }
+        loop {
+            let status = self
+                .zstd
+                .run_on_buffers(input, &mut self.out)
+                .map_err(|e| WireError::Decompress(e.to_string()))?;
+            input = &input[status.bytes_read..];
+            if status.bytes_read > 0 || status.bytes_written > 0 {
+                self.at_frame_end = status.remaining == 0;
+            } else if !input.is_empty() {
+                return Err(WireError::Decompress("the decoder made no progress".into()).into());
+            }
+            self.emit(status.bytes_written, sink)?;
+            // Done when the input is used up and the decoder had no more output to give.
+            if input.is_empty() && status.bytes_written < self.out.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn emit<E: From<WireError>>(
+        &mut self,
+        len: usize,
+        sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut bytes = &self.out[..len];
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.values.clear();
+        if let Some(first) = self.odd.take() {
+            self.values.push(u16::from_le_bytes([first, bytes[0]]));
+            bytes = &bytes[1..];
+        }
+        let pairs = bytes.chunks_exact(2);
+        self.odd = pairs.remainder().first().copied();
+        self.values
+            .extend(pairs.map(|b| u16::from_le_bytes([b[0], b[1]])));
+        self.found += self.values.len() as u64;
+        if self.found > self.positions {
+            return Err(WireError::WrongCount {
+                expected: self.positions,
+                found: self.found,
+            }
+            .into());
+        }
+        sink(&self.values)
+    }
+
+    /// Ends the stream: an error if it stopped inside a frame or held another number of values
+    /// than announced.
+    pub fn finish(self) -> Result<(), WireError> {
+        if !self.at_frame_end {
+            return Err(WireError::Decompress("the bytes end inside a zstd frame".into()));
+        }
+        if self.odd.is_some() || self.found != self.positions {
+            return Err(WireError::WrongCount {
+                expected: self.positions,
+                found: self.found,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The values of wire bytes read from `source` (a slice file after its header, say), handed to
+/// `sink` in pieces: [`decode_values`] in bounded memory.
+pub fn decode_values_from<E: From<WireError> + From<io::Error>>(
+    mut source: impl Read,
+    positions: u64,
+    sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut decoder = ValuesDecoder::new(positions)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match source.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        decoder.push(&buf[..n], sink)?;
+    }
+    Ok(decoder.finish()?)
 }
 
 /// A slice file: what it claims the content hash is, its positions, and its wire bytes.
@@ -118,5 +284,98 @@ mod tests {
         assert!(decode_values(&wire, 2).is_err());
         assert!(decode_values(&wire[..wire.len() - 1], 3).is_err());
         assert_eq!(SliceFile::from_bytes(b"ZRMLSLC1"), Err(WireError::NotASliceFile));
+    }
+
+    /// Values with long runs and noise, like a slice's.
+    fn sample(n: usize) -> Vec<u16> {
+        let mut x = 12345u64;
+        (0..n)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if (i / 1000) % 3 == 0 {
+                    0
+                } else {
+                    (x >> 52) as u16
+                }
+            })
+            .collect()
+    }
+
+    fn decode_in_pieces(wire: &[u8], positions: u64, piece: usize) -> Result<Vec<u16>, WireError> {
+        let mut got = Vec::new();
+        let mut decoder = ValuesDecoder::new(positions)?;
+        for part in wire.chunks(piece) {
+            decoder.push(part, &mut |v: &[u16]| {
+                got.extend_from_slice(v);
+                Ok::<(), WireError>(())
+            })?;
+        }
+        decoder.finish()?;
+        Ok(got)
+    }
+
+    #[test]
+    fn streaming_matches_the_whole_encoding() {
+        // Over a megabyte of values, so that the decoder's buffer fills and is emptied many times.
+        let values = sample(1_500_000);
+        let mut encoder = ValuesEncoder::new(Vec::new()).unwrap();
+        for part in values.chunks(77_777) {
+            encoder.push(part).unwrap();
+        }
+        let streamed = encoder.finish().unwrap();
+        // Each encoding decodes with the other's decoder.
+        assert_eq!(decode_values(&streamed, values.len() as u64).unwrap(), values);
+        let whole = encode_values(&values);
+        for piece in [1, 4096, 1 << 20, whole.len()] {
+            assert_eq!(
+                decode_in_pieces(&whole, values.len() as u64, piece).unwrap(),
+                values
+            );
+        }
+        let mut got = Vec::new();
+        decode_values_from(&streamed[..], values.len() as u64, &mut |v: &[u16]| {
+            got.extend_from_slice(v);
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })
+        .unwrap();
+        assert_eq!(got, values);
+    }
+
+    #[test]
+    fn streaming_refuses_what_whole_decoding_refuses() {
+        let values = sample(300_000);
+        let wire = encode_values(&values);
+        let n = values.len() as u64;
+        // Too many values: refused as soon as the count passes the announced one.
+        let mut seen = 0u64;
+        let mut decoder = ValuesDecoder::new(10).unwrap();
+        let early = decoder.push(&wire, &mut |v: &[u16]| {
+            seen += v.len() as u64;
+            Ok::<(), WireError>(())
+        });
+        assert!(matches!(early, Err(WireError::WrongCount { expected: 10, .. })));
+        assert_eq!(seen, 0, "no value of an oversized stream reaches the sink");
+        // Too few, cut short, damaged, or not zstd at all.
+        assert!(matches!(
+            decode_in_pieces(&wire, n + 1, 1000),
+            Err(WireError::WrongCount { .. })
+        ));
+        assert!(decode_in_pieces(&wire[..wire.len() - 3], n, 1000).is_err());
+        let mut damaged = wire.clone();
+        let mid = damaged.len() / 2;
+        damaged[mid] ^= 0x55;
+        let got = decode_in_pieces(&damaged, n, 1000);
+        assert!(got.is_err() || got.unwrap() != values);
+        assert!(decode_in_pieces(b"not zstd at all", n, 4).is_err());
+        assert!(
+            decode_in_pieces(b"", 0, 4).is_err(),
+            "no frame is not an empty slice"
+        );
+        assert_eq!(
+            decode_in_pieces(&encode_values(&[]), 0, 4).unwrap(),
+            Vec::<u16>::new()
+        );
     }
 }

@@ -20,7 +20,7 @@ pub fn slice_hash(material: &str, key: SliceKey, values: &[u16]) -> [u8; 32] {
 }
 
 /// [`slice_hash`] fed piece by piece, for slices that arrive in blocks.
-pub(crate) struct SliceHasher {
+pub struct SliceHasher {
     hasher: blake3::Hasher,
 }
 

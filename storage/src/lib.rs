@@ -58,7 +58,7 @@ pub use error::StorageError;
 pub use format::{
     DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FORMAT_VERSION, MAX_BLOCK_VALUES, MAX_MATERIAL_LEN,
 };
-pub use hash::slice_hash;
+pub use hash::{slice_hash, SliceHasher};
 pub use memory::advise_huge_pages;
 pub use reader::ValueReader;
 pub use source::{FileSource, MemorySource, MmapSource, RandomAccess};

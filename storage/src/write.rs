@@ -186,7 +186,7 @@ impl TableWriter {
     pub fn push_slice(&mut self, key: SliceKey, values: &[u16]) -> Result<(), StorageError> {
         self.begin_slice(key, values.len() as u64)?;
         self.push_values(values)?;
-        self.end_slice()
+        self.end_slice().map(|_| ())
     }
 
     /// Starts a slice of `count` values that arrive in pieces ([`push_values`](Self::push_values),
@@ -249,8 +249,9 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Closes the open slice, which must have received every value declared for it.
-    pub fn end_slice(&mut self) -> Result<(), StorageError> {
+    /// Closes the open slice, which must have received every value declared for it; returns its
+    /// content hash.
+    pub fn end_slice(&mut self) -> Result<[u8; 32], StorageError> {
         self.check_usable()?;
         let Some(open) = self.open.take() else {
             return Err(self.invalid("no slice is open"));
@@ -263,13 +264,14 @@ impl TableWriter {
                 open.key, open.count
             )));
         }
+        let hash = open.hasher.finalize();
         self.slices.push(SliceEntry {
             key: open.key,
             count: open.count,
-            hash: open.hasher.finalize(),
+            hash,
             first: open.first,
         });
-        Ok(())
+        Ok(hash)
     }
 
     fn invalid(&self, what: &str) -> StorageError {

@@ -157,6 +157,39 @@ fn cluster_of_two_workers_builds_kpk_byte_identical_to_solve() {
     );
 }
 
+/// A worker whose `--memory` cannot hold a task's slices says so, with the size needed, and
+/// stops; `zermelo cluster` then fails with that message instead of running out of memory.
+#[test]
+fn a_worker_refuses_a_task_over_its_memory_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let args = [
+        "cluster",
+        "--workers",
+        "1",
+        "--threads",
+        "1",
+        "--memory",
+        "1MiB",
+        "KQvK",
+        "--tables",
+        dir.to_str().unwrap(),
+    ];
+    let mut cluster = Proc::spawn(&args, tmp.path().join("cluster.log"), &[]);
+    let status = cluster.wait(Duration::from_secs(60));
+    let log = cluster.log();
+    assert!(!status.success(), "the cluster finished within 1 MiB:\n{log}");
+    assert!(
+        log.contains("needs about") && log.contains("more than this worker's budget of 1.0 MiB"),
+        "{log}"
+    );
+    assert!(
+        table_files(&dir).is_empty(),
+        "a table was written: {:?}",
+        table_files(&dir)
+    );
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",

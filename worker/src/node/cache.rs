@@ -33,8 +33,8 @@ use std::sync::Mutex;
 use memmap2::Mmap;
 use tracing::{info, warn};
 use zermelo_chess::SliceKey;
-use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, SLICE_FILE_HEADER_LEN};
-use zermelo_storage::slice_hash;
+use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, ValuesEncoder, SLICE_FILE_HEADER_LEN};
+use zermelo_storage::{slice_hash, SliceHasher};
 
 use crate::tables::SliceValues;
 
@@ -327,6 +327,43 @@ impl SliceCache {
         Ok(())
     }
 
+    /// Starts a slice file whose values come in pieces (a slice as it is solved), so that a
+    /// slice of any size takes a few megabytes of memory: see [`NewSlice`]. Blocking.
+    pub fn create_blocking(&self, key: &SliceKey, positions: u64) -> Result<NewSlice<'_>, CacheError> {
+        let err = |source| CacheError {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)
+            .map_err(err)?;
+        // The header's place: written at the end, when the hash is known.
+        tmp.write_all(&[0; SLICE_FILE_HEADER_LEN]).map_err(err)?;
+        let encoder = ValuesEncoder::new(std::io::BufWriter::with_capacity(1 << 20, tmp)).map_err(err)?;
+        Ok(NewSlice {
+            cache: self,
+            key: *key,
+            positions,
+            pushed: 0,
+            encoder,
+            hasher: SliceHasher::new(&key.material.to_string(), key.raw(), positions),
+        })
+    }
+
+    /// A cached slice's file, positioned at its wire bytes, with its header (its `data` empty)
+    /// and the number of wire bytes: for sending it. Not checked against its hash (the caller
+    /// wrote it, or checks it). `None` if it is not cached. Blocking.
+    pub fn file_blocking(&self, key: &SliceKey) -> Option<(std::fs::File, SliceFile, u64)> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(self.path(key)).ok()?;
+        let len = file.metadata().ok()?.len();
+        let mut head = [0u8; SLICE_FILE_HEADER_LEN];
+        file.read_exact(&mut head).ok()?;
+        let header = SliceFile::from_bytes(&head).ok()?;
+        Some((file, header, len - SLICE_FILE_HEADER_LEN as u64))
+    }
+
     /// Evicts least recently used files until the cache is within its budget, never the files
     /// of `pinned` (the slices the task in hand needs). Returns what was evicted, oldest first;
     /// each eviction is logged. Blocking.
@@ -376,6 +413,67 @@ impl SliceCache {
             );
         }
         evicted
+    }
+}
+
+/// A slice file being written into the cache from values that come in pieces: encoded and
+/// hashed as they come, into a temp file that takes the slice's name once every value is in
+/// ([`finish`](Self::finish)). Dropped unfinished, it leaves nothing behind.
+pub struct NewSlice<'a> {
+    cache: &'a SliceCache,
+    key: SliceKey,
+    positions: u64,
+    pushed: u64,
+    encoder: ValuesEncoder<std::io::BufWriter<tempfile::NamedTempFile>>,
+    hasher: SliceHasher,
+}
+
+impl NewSlice<'_> {
+    /// The next values.
+    pub fn push(&mut self, values: &[u16]) -> Result<(), CacheError> {
+        self.pushed += values.len() as u64;
+        self.hasher.update(values);
+        self.encoder.push(values).map_err(|source| CacheError {
+            path: self.cache.dir.clone(),
+            source,
+        })
+    }
+
+    /// Writes the header, renames the file into place; returns the slice's content hash and the
+    /// file's length. Does not evict. An error if the values pushed are not the positions
+    /// announced.
+    pub fn finish(self) -> Result<([u8; 32], u64), CacheError> {
+        use std::io::{Seek, SeekFrom};
+        let err = |source| CacheError {
+            path: self.cache.dir.clone(),
+            source,
+        };
+        if self.pushed != self.positions {
+            return Err(err(std::io::Error::other(format!(
+                "slice {}: {} values written, not {}",
+                self.key, self.pushed, self.positions
+            ))));
+        }
+        let hash = self.hasher.finalize();
+        let mut tmp = self
+            .encoder
+            .finish()
+            .map_err(err)?
+            .into_inner()
+            .map_err(|e| err(e.into_error()))?;
+        let header = SliceFile {
+            hash,
+            positions: self.positions,
+            data: Vec::new(),
+        };
+        tmp.seek(SeekFrom::Start(0)).map_err(err)?;
+        tmp.write_all(&header.to_bytes()).map_err(err)?;
+        let len = tmp.as_file().metadata().map_err(err)?.len();
+        let name = SliceCache::name(&self.key);
+        tmp.persist(self.cache.dir.join(&name))
+            .map_err(|e| err(e.error))?;
+        self.cache.lock().touch(&name, len);
+        Ok((hash, len))
     }
 }
 
@@ -560,5 +658,50 @@ mod tests {
         }
         assert_eq!(cache.counters().damaged, 3);
         assert_eq!(cache.bytes(), 0);
+    }
+
+    /// A slice written in pieces is the file [`SliceCache::put_blocking`] would hold for it (the
+    /// same header and values; its hash is the slice's), counted in the cache's bytes; one
+    /// dropped before its end, or given the wrong number of values, leaves nothing.
+    #[test]
+    fn a_slice_written_in_pieces_is_a_whole_checked_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SliceCache::open_blocking(dir.path(), 1 << 30).unwrap();
+        let key = SliceKey::pawnless("KQvK".parse().unwrap());
+        let values: Vec<u16> = (0..300_000u32).map(|i| (i % 517) as u16).collect();
+        let mut new = cache.create_blocking(&key, values.len() as u64).unwrap();
+        for part in values.chunks(40_000) {
+            new.push(part).unwrap();
+        }
+        let (hash, len) = new.finish().unwrap();
+        assert_eq!(hash, slice_hash("KQvK", key.raw(), &values));
+        assert_eq!(
+            cache.get_blocking(&key).as_deref().map(|v| &v[..]),
+            Some(&values[..])
+        );
+        assert_eq!(cache.bytes(), len);
+        let (mut file, header, data_len) = cache.file_blocking(&key).unwrap();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut data).unwrap();
+        assert_eq!((header.hash, header.positions), (hash, values.len() as u64));
+        assert_eq!(data_len, data.len() as u64);
+        assert_eq!(decode_values(&data, values.len() as u64).unwrap(), values);
+
+        let other = SliceKey::pawnless("KRvK".parse().unwrap());
+        let mut short = cache.create_blocking(&other, 10).unwrap();
+        short.push(&[1; 9]).unwrap();
+        assert!(short.finish().is_err());
+        let mut dropped = cache.create_blocking(&other, 10).unwrap();
+        dropped.push(&[1; 5]).unwrap();
+        drop(dropped);
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [SliceCache::name(&key)],
+            "only the finished slice's file is left"
+        );
     }
 }

@@ -1,10 +1,12 @@
-//! The worker as a gRPC client of the coordinator: registers, then loops: lease a task, bring
-//! its successor slices into memory (from the local [`SliceCache`], memory-mapped and
-//! hash-checked, else fetched from the coordinator, hash-checked on arrival and fetched again on
-//! a mismatch), keep the cache within its budget (never evicting what the task in hand needs),
-//! solve its slices with [`solve_slice`] on the blocking pool, upload them with their content
-//! hashes, complete the task. It heartbeats its lease while it works and drops the work of a
-//! lease it lost.
+//! The worker as a gRPC client of the coordinator: registers, then loops: lease a task, check
+//! that its slices can be solved within the worker's memory budget ([`task_memory`]), bring its
+//! successor slices into memory (from the local [`SliceCache`], memory-mapped and hash-checked,
+//! else fetched from the coordinator, hash-checked on arrival and fetched again on a mismatch),
+//! keep the cache within its budget (never evicting what the task in hand needs), solve its
+//! slices with [`solve_slice_into`] on the blocking pool, each written into a cache file as its
+//! values come out of the solver (never held whole, unless small enough to keep for the next
+//! tasks), upload them from those files a chunk at a time with their content hashes, complete
+//! the task. It heartbeats its lease while it works and drops the work of a lease it lost.
 //!
 //! Stopping (the `shutdown` future of [`run`] resolving) drops whatever is in flight: a slice is
 //! stored by the coordinator only once all its bytes arrived and its hash checked, so a stop in
@@ -21,18 +23,19 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
+use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Bitboard, Material, SliceKey};
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
 use zermelo_proto::coordinator_client::CoordinatorClient;
-use zermelo_proto::wire::{decode_values, encode_values, SliceFile};
+use zermelo_proto::wire::{decode_values, SliceFile};
 use zermelo_proto::SliceAssembler;
 use zermelo_storage::slice_hash;
 
 use super::cache::{CacheError, SliceCache};
 use super::wire::key_to_wire;
 use crate::solver::par::for_each_chunk;
-use crate::solver::{solve_slice, SolveError};
+use crate::solver::{slice_state_bytes, solve_slice_into, thread_bytes, SolveError};
 use crate::tables::{SliceMap, SliceValues};
 
 /// Bytes of slice data per upload chunk.
@@ -54,6 +57,9 @@ pub struct WorkerConfig {
     pub cache_size: u64,
     /// Threads to solve with.
     pub threads: usize,
+    /// The memory budget in bytes: a task whose slices cannot be solved within it (see
+    /// [`task_memory`]) stops the worker with an error naming what it needs.
+    pub memory: u64,
     /// The cluster token.
     pub token: Option<String>,
     /// A name for the coordinator's logs.
@@ -86,6 +92,34 @@ pub enum WorkerError {
     Solve(#[from] SolveError),
     #[error("a blocking task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error(
+        "slice {slice} needs about {} of memory to solve here ({}), more than this worker's budget of {}: give the worker a larger --memory, fewer --threads, or run it on a machine with more memory",
+        human(*.needed), .what, human(*.budget)
+    )]
+    OverBudget {
+        slice: SliceKey,
+        needed: u64,
+        what: String,
+        budget: u64,
+    },
+    #[error("slice {0}, solved, is no longer in the cache to upload")]
+    Vanished(SliceKey),
+}
+
+/// Bytes in binary units, for messages.
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }
 
 impl WorkerError {
@@ -99,6 +133,7 @@ impl WorkerError {
                 | WorkerError::Refused(_)
                 | WorkerError::Unauthenticated(_)
                 | WorkerError::Cache(_)
+                | WorkerError::OverBudget { .. }
         )
     }
 }
@@ -250,12 +285,61 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// One solved slice, ready to upload.
+/// One solved slice, written to the cache, ready to upload from there.
 struct Solved {
     key: SliceKey,
-    values: SliceValues,
+    positions: u64,
     hash: [u8; 32],
-    wire: Vec<u8>,
+    /// Its values, when small enough to keep in memory for the next tasks (see
+    /// [`keep_limit`]).
+    values: Option<SliceValues>,
+}
+
+/// Bytes of a zstd stream's buffers and the file buffer of a slice being written to the cache.
+const ENCODER_BYTES: u64 = 4 << 20;
+
+/// The largest solved slice (in bytes of values) a worker with `budget` bytes keeps in memory
+/// for the next tasks, which often lead into it; larger ones are read from the cache when
+/// needed.
+fn keep_limit(budget: u64) -> u64 {
+    budget / 16
+}
+
+/// What solving `slices` (`threads` threads; one slice per thread when they are many) holds in
+/// memory at its peak, in bytes, with the successors of `successors` held whole: per slice
+/// solved at once, the solver's state ([`slice_state_bytes`]) and its file's encoder
+/// ([`ENCODER_BYTES`]); per thread, the solver's buffers ([`thread_bytes`]); the successors'
+/// values (2 bytes a position); the solved slices kept in memory ([`keep_limit`]). With a
+/// description of the parts, for a refusal.
+pub fn task_memory(
+    slices: &[SliceKey],
+    successors: &BTreeSet<SliceKey>,
+    threads: usize,
+    budget: u64,
+) -> (u64, String) {
+    let size = |k: &SliceKey| SliceIndexer::new(*k).size();
+    let largest = slices.iter().map(size).max().unwrap_or(0);
+    let at_once = if threads > 1 && slices.len() >= 2 * threads {
+        threads as u64
+    } else {
+        1
+    };
+    let solver =
+        at_once * (slice_state_bytes(largest) + ENCODER_BYTES) + threads as u64 * thread_bytes(largest);
+    let held: u64 = successors.iter().map(|k| 2 * size(k)).sum();
+    let kept: u64 = slices
+        .iter()
+        .map(|k| 2 * size(k))
+        .filter(|&b| b <= keep_limit(budget))
+        .sum();
+    let what = format!(
+        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {} successor slice(s) held whole: {}; solved slices kept: {}",
+        human(solver),
+        successors.len(),
+        human(held),
+        human(kept)
+    );
+    (solver + held + kept, what)
 }
 
 impl Worker {
@@ -342,6 +426,23 @@ impl Worker {
             lost.clone(),
         )));
 
+        let threads = self.config.threads.max(1);
+        let budget = self.config.memory;
+        let (needed, what) = task_memory(&slices, &successors, threads, budget);
+        if needed > budget {
+            let slice = *slices
+                .iter()
+                .max_by_key(|k| SliceIndexer::new(**k).size())
+                .expect("a task has slices");
+            return Err(WorkerError::OverBudget {
+                slice,
+                needed,
+                what,
+                budget,
+            });
+        }
+        debug!(needed, budget, "the task fits the memory budget");
+
         self.memory.retain(|k| successors.contains(k));
         self.pinned = successors.iter().chain(&slices).copied().collect();
         self.bring_successors(&successors).await?;
@@ -349,14 +450,15 @@ impl Worker {
         // The solver may read slices beyond the task's successors (an en-passant capture is
         // valued by looking one move further, into a successor's successor, which is finished
         // too): those are fetched when the solver asks for them and the slice is solved again.
-        let threads = self.config.threads.max(1);
         let mut solved: Vec<Solved> = Vec::with_capacity(slices.len());
         let mut to_solve = slices.clone();
+        let keep = keep_limit(budget);
         for round in 0.. {
             let memory = std::mem::take(&mut self.memory);
             let batch = to_solve.clone();
+            let cache = self.cache.clone();
             let (memory, outcome) = tokio::task::spawn_blocking(move || {
-                let outcome = solve_all_blocking(&batch, &memory, threads);
+                let outcome = solve_all_blocking(&batch, &memory, threads, &cache, keep);
                 (memory, outcome)
             })
             .await?;
@@ -385,55 +487,67 @@ impl Worker {
             return Ok(());
         }
 
-        // Keep what was solved: later tasks lead into it.
+        // Keep what was solved and small: later tasks lead into it. The rest is read from the
+        // cache when needed.
         for s in &solved {
-            self.memory.insert(s.key, s.values.clone());
+            if let Some(values) = &s.values {
+                self.memory.insert(s.key, values.clone());
+            }
         }
         let cache = self.cache.clone();
         let pinned = self.pinned.clone();
-        let files: Vec<(SliceKey, SliceFile)> = solved
-            .iter()
-            .map(|s| {
-                (
-                    s.key,
-                    SliceFile {
-                        hash: s.hash,
-                        positions: s.values.len() as u64,
-                        data: s.wire.clone(),
-                    },
-                )
-            })
-            .collect();
-        tokio::task::spawn_blocking(move || -> Result<(), CacheError> {
-            files.iter().try_for_each(|(k, f)| cache.put_blocking(k, f))?;
-            cache.evict_blocking(&pinned);
-            Ok(())
-        })
-        .await??;
+        tokio::task::spawn_blocking(move || cache.evict_blocking(&pinned)).await?;
 
-        // Upload, then complete.
-        let mut chunks = Vec::new();
-        for s in &solved {
-            let header = pb::SliceHeader {
-                key: Some(key_to_wire(&s.key)),
-                total_length: s.wire.len() as u64,
-                content_hash: s.hash.to_vec(),
-                positions: s.values.len() as u64,
-            };
-            for chunk in pb::slice_chunks(header, &s.wire, CHUNK_BYTES) {
-                let lease_id = if chunks.is_empty() { task.lease_id } else { 0 };
-                chunks.push(pb::UploadSliceChunk {
-                    lease_id,
-                    chunk: Some(chunk),
+        // Upload from the cache files, a chunk at a time, then complete.
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadSliceChunk>(4);
+        let cache = self.cache.clone();
+        let files: Vec<(SliceKey, [u8; 32])> = solved.iter().map(|s| (s.key, s.hash)).collect();
+        let lease_id = task.lease_id;
+        let producer = tokio::task::spawn_blocking(move || -> Result<(), WorkerError> {
+            use std::io::Read;
+            let mut first = true;
+            for (key, hash) in files {
+                let (mut file, header, length) =
+                    cache.file_blocking(&key).ok_or(WorkerError::Vanished(key))?;
+                if header.hash != hash {
+                    return Err(WorkerError::Vanished(key));
+                }
+                let mut header = Some(pb::SliceHeader {
+                    key: Some(key_to_wire(&key)),
+                    total_length: length,
+                    content_hash: hash.to_vec(),
+                    positions: header.positions,
                 });
+                let mut sent = 0u64;
+                while sent < length {
+                    let want = (length - sent).min(CHUNK_BYTES as u64) as usize;
+                    let mut data = vec![0u8; want];
+                    file.read_exact(&mut data).map_err(|source| CacheError {
+                        path: cache.path(&key),
+                        source,
+                    })?;
+                    sent += want as u64;
+                    let chunk = pb::UploadSliceChunk {
+                        lease_id: if first { lease_id } else { 0 },
+                        chunk: Some(pb::SliceChunk {
+                            header: header.take(),
+                            data,
+                        }),
+                    };
+                    first = false;
+                    if tx.blocking_send(chunk).is_err() {
+                        return Ok(()); // the upload stopped; its error says why
+                    }
+                }
             }
-        }
+            Ok(())
+        });
         let uploaded = self
             .client
-            .upload_slice(tokio_stream::iter(chunks))
-            .await
-            .map_err(rpc("uploading slices"))?
-            .into_inner();
+            .upload_slice(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await;
+        producer.await??;
+        let uploaded = uploaded.map_err(rpc("uploading slices"))?.into_inner();
         debug!(slices = uploaded.stored.len(), bytes = uploaded.bytes, "uploaded");
         let request = pb::CompleteTaskRequest {
             worker_id,
@@ -443,7 +557,7 @@ impl Worker {
                 .map(|s| pb::SolvedSlice {
                     key: Some(key_to_wire(&s.key)),
                     content_hash: s.hash.to_vec(),
-                    positions: s.values.len() as u64,
+                    positions: s.positions,
                 })
                 .collect(),
         };
@@ -643,30 +757,42 @@ async fn heartbeat(mut client: Client, worker_id: u64, lease: u64, every: Durati
     }
 }
 
-/// Solves the slices of a task against the successors in `memory`, with their hashes and wire
-/// bytes; a slice whose solve asks for a slice not in `memory` is returned as (slice, the slice
-/// it asked for) instead. Many small slices go one to a thread; otherwise each slice uses every
-/// thread. Blocking.
+/// Solves the slices of a task against the successors in `memory`, each written to `cache` as
+/// it is solved (its values kept in memory too when they take at most `keep` bytes); a slice
+/// whose solve asks for a slice not in `memory` is returned as (slice, the slice it asked for)
+/// instead. Many small slices go one to a thread; otherwise each slice uses every thread.
+/// Blocking.
 #[allow(clippy::type_complexity)]
 fn solve_all_blocking(
     slices: &[SliceKey],
     memory: &SliceMap,
     threads: usize,
-) -> Result<(Vec<Solved>, Vec<(SliceKey, SliceKey)>), SolveError> {
-    let one = |key: &SliceKey, threads: usize| -> Result<Result<Solved, SliceKey>, SolveError> {
+    cache: &SliceCache,
+    keep: u64,
+) -> Result<(Vec<Solved>, Vec<(SliceKey, SliceKey)>), WorkerError> {
+    let one = |key: &SliceKey, threads: usize| -> Result<Result<Solved, SliceKey>, WorkerError> {
         let _span = info_span!("slice", slice = %key).entered();
-        let values = match solve_slice(key, memory, threads) {
-            Ok(v) => v,
+        let positions = SliceIndexer::new(*key).size();
+        let mut file = cache.create_blocking(key, positions)?;
+        let mut kept = (2 * positions <= keep).then(|| Vec::with_capacity(positions as usize));
+        let solved = solve_slice_into(key, memory, threads, &mut |values| {
+            file.push(values).map_err(|e| SolveError::Output(Box::new(e)))?;
+            if let Some(kept) = kept.as_mut() {
+                kept.extend_from_slice(values);
+            }
+            Ok(())
+        });
+        match solved {
+            Ok(()) => {}
             Err(SolveError::MissingSuccessor(t)) if !memory.contains(&t) => return Ok(Err(t)),
-            Err(e) => return Err(e),
-        };
-        let hash = slice_hash(&key.material.to_string(), key.raw(), &values);
-        let wire = encode_values(&values);
+            Err(e) => return Err(e.into()),
+        }
+        let (hash, _) = file.finish()?;
         Ok(Ok(Solved {
             key: *key,
-            values: values.into(),
+            positions,
             hash,
-            wire,
+            values: kept.map(SliceValues::from),
         }))
     };
     let results: Vec<Result<Solved, SliceKey>> = if threads > 1 && slices.len() >= 2 * threads {
@@ -677,7 +803,7 @@ fn solve_all_blocking(
                 let s = one(&slices[i], 1)?;
                 out.lock().expect("results lock")[i] = Some(s);
             }
-            Ok::<(), SolveError>(())
+            Ok::<(), WorkerError>(())
         })?;
         out.into_inner()
             .expect("results lock")
@@ -723,6 +849,7 @@ fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zermelo_proto::wire::encode_values;
 
     #[test]
     fn a_fetched_slice_with_a_wrong_hash_is_refused() {

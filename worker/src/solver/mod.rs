@@ -19,6 +19,25 @@ use zermelo_chess::{Position, Value};
 pub use dtm_log::SEG_INDICES;
 pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
 
+/// Bytes the solver holds for one slice of `positions` positions, apart from its threads'
+/// buffers ([`thread_bytes`]): its state, a byte a position and per-chunk summaries (1/64 byte),
+/// and the log of its plies when that stays in memory (at most a byte a position, for slices
+/// under [`SPILL_FROM`] positions; a larger slice's goes to a temporary file).
+pub fn slice_state_bytes(positions: u64) -> u64 {
+    let log = if positions < SPILL_FROM as u64 {
+        positions
+    } else {
+        0
+    };
+    positions + positions / 64 + log
+}
+
+/// Bytes each solving thread holds for a slice of `positions` positions: the values of one
+/// segment being written out of the state (up to [`SEG_INDICES`] values of 2 bytes).
+pub fn thread_bytes(positions: u64) -> u64 {
+    2 * positions.min(SEG_INDICES as u64)
+}
+
 /// Values of positions outside the slice being solved.
 pub trait Successors: Sync {
     /// The value, for the side to move, of a legal position reached by a move that leaves the
