@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::Serialize;
 use tracing::{info, info_span};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::slice::SliceKey;
@@ -141,12 +142,7 @@ pub fn build(
             how.push((false, 0));
             continue;
         }
-        let need = material_memory(mp, threads, true);
-        if need.bytes <= memory {
-            how.push((true, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
-            continue;
-        }
-        let need = material_memory(mp, threads, false);
+        let (by_slice, need) = fit(mp, threads, memory);
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
@@ -157,7 +153,7 @@ pub fn build(
                 budget: memory,
             });
         }
-        how.push((false, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
+        how.push((by_slice, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
     }
     let total = plan.positions();
     let mut done = 0u64;
@@ -205,6 +201,144 @@ pub fn build(
         });
     }
     Ok(outcomes)
+}
+
+/// How a material is built within `memory` bytes on `threads` threads: its slices one per
+/// thread at once when that fits (true), else one at a time with every thread; with what that
+/// needs (more than `memory` when even one at a time does not fit).
+fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (bool, MemoryNeed) {
+    let need = material_memory(mp, threads, true);
+    if need.bytes <= memory {
+        return (true, need);
+    }
+    (false, material_memory(mp, threads, false))
+}
+
+/// Positions a thread solves per second, for [`plan_build`]'s estimate: measured on this
+/// project's reference machine (2 cores) building 5-man tables alone (KQRvKR 5.1 M, KRPvKR
+/// 5.4 M on one thread; README, "Performance"). Larger tables run slower per position, as their
+/// state outgrows the caches.
+pub const POSITIONS_PER_THREAD_SECOND: f64 = 5.0e6;
+/// Bytes of table file per position, for [`plan_build`]'s estimate: KQRvKR's and KRPvKR's
+/// tables at the default compression (0.27 and 0.33).
+pub const TABLE_BYTES_PER_POSITION: f64 = 0.33;
+
+/// One material of [`BuildPlan`].
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannedMaterial {
+    pub material: String,
+    pub slices: usize,
+    pub positions: u64,
+    /// Positions of its largest slice.
+    pub largest_slice: u64,
+    /// Its table is already complete and valid: it is not built again.
+    pub complete: bool,
+    /// Peak memory of building it ([`material_memory`]), bytes; 0 when complete.
+    pub memory_bytes: u64,
+    /// Slices solved at once.
+    pub slices_at_once: u64,
+    /// It fits the budget.
+    pub fits: bool,
+}
+
+/// What `zermelo solve` would build, with estimates, without building it (`--plan-only`).
+#[derive(Clone, Debug, Serialize)]
+pub struct BuildPlan {
+    /// Leaf-first: every material after those it converts into.
+    pub materials: Vec<PlannedMaterial>,
+    /// Positions of the materials to build.
+    pub positions: u64,
+    /// The largest memory need of a material to build (materials are built one at a time).
+    pub memory_bytes: u64,
+    /// The budget it was checked against.
+    pub budget_bytes: u64,
+    /// Every material to build fits the budget.
+    pub fits: bool,
+    /// Estimated bytes of the table files to write ([`TABLE_BYTES_PER_POSITION`]).
+    pub disk_bytes: u64,
+    /// Estimated seconds ([`POSITIONS_PER_THREAD_SECOND`] a thread).
+    pub seconds: f64,
+    pub threads: usize,
+}
+
+/// The plan of [`build`] with the same arguments: every material, whether its table is already
+/// complete, and for those to build the memory they need against `memory`; with estimates of
+/// disk and time. Reads the tables directory (if there is one), writes nothing.
+pub fn plan_build(targets: &[Material], dir: &Path, threads: usize, memory: u64) -> BuildPlan {
+    let tables = TableDir::new(dir).pread();
+    let plan: Plan = plan(targets);
+    let mut materials = Vec::new();
+    for mp in &plan.materials {
+        let complete = is_complete(&tables, mp);
+        let (_, need) = fit(mp, threads, memory);
+        materials.push(PlannedMaterial {
+            material: mp.material.to_string(),
+            slices: mp.slice_count(),
+            positions: mp.positions,
+            largest_slice: need.largest,
+            complete,
+            memory_bytes: if complete { 0 } else { need.bytes },
+            slices_at_once: need.at_once,
+            fits: complete || need.bytes <= memory,
+        });
+    }
+    let positions = materials
+        .iter()
+        .filter(|m| !m.complete)
+        .map(|m| m.positions)
+        .sum::<u64>();
+    BuildPlan {
+        positions,
+        memory_bytes: materials.iter().map(|m| m.memory_bytes).max().unwrap_or(0),
+        budget_bytes: memory,
+        fits: materials.iter().all(|m| m.fits),
+        disk_bytes: (positions as f64 * TABLE_BYTES_PER_POSITION) as u64,
+        seconds: positions as f64 / (POSITIONS_PER_THREAD_SECOND * threads.max(1) as f64),
+        threads,
+        materials,
+    }
+}
+
+/// The plan in a few lines for stderr.
+pub fn describe_build_plan(p: &BuildPlan) -> String {
+    let to_build: Vec<&PlannedMaterial> = p.materials.iter().filter(|m| !m.complete).collect();
+    let mut out = format!(
+        "plan: {} materials to build ({} already complete), {} positions\n",
+        to_build.len(),
+        p.materials.len() - to_build.len(),
+        p.positions
+    );
+    for m in &to_build {
+        out += &format!(
+            "  {:<10} {:>4} slice(s), {:>14} positions, memory {}{}\n",
+            m.material,
+            m.slices,
+            m.positions,
+            human_bytes(m.memory_bytes),
+            if m.fits { "" } else { " (over the budget)" }
+        );
+    }
+    out += &format!(
+        "estimate: memory {} (budget {}{}), disk {}, about {} on {} thread(s)\n",
+        human_bytes(p.memory_bytes),
+        human_bytes(p.budget_bytes),
+        if p.fits { "" } else { ", NOT enough" },
+        human_bytes(p.disk_bytes),
+        human_seconds(p.seconds),
+        p.threads
+    );
+    out
+}
+
+/// Seconds in the largest units that matter: `45 s`, `12 min`, `3.4 h`.
+fn human_seconds(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 5400.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
 }
 
 /// True if the material's table is in the directory with exactly the planned slices and a good

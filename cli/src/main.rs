@@ -60,6 +60,11 @@ enum Command {
         /// before any work, with the size it needs.
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,
+        /// Print the plan (every material, whether its table is already complete, the memory
+        /// each one to build needs against the budget, estimates of disk and time) as JSON on
+        /// stdout, a summary on stderr, and stop. Exit 0 if it fits the budget, 1 if not.
+        #[arg(long)]
+        plan_only: bool,
     },
     /// Print, for each FEN, the value of the position and of every move as one JSON line
     /// (lichess tablebase API shape). FENs come from the arguments, or one per line on stdin.
@@ -439,9 +444,21 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             tables,
             threads: t,
             memory,
+            plan_only,
         } => {
             let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
+            if plan_only {
+                let plan = zermelo_cli::build::plan_build(
+                    &materials,
+                    &tables,
+                    threads,
+                    memory::budget(memory.map(|m| m.0)),
+                );
+                eprint!("{}", zermelo_cli::build::describe_build_plan(&plan));
+                println!("{}", serde_json::to_string(&plan).expect("a plan serializes"));
+                return Ok(if plan.fits { 0 } else { 1 });
+            }
             let bar = progress_bar(show_bar, "solving");
             let report = |done: u64, total: u64, m: &Material| {
                 if let Some(b) = &bar {

@@ -180,3 +180,72 @@ fn a_build_killed_midway_leaves_nothing_behind_after_the_next() {
         std::fs::read(reference.join("KPvKP.zmt")).unwrap()
     );
 }
+
+/// `solve --plan-only` says what a build would do without doing it: every material with its
+/// positions (KQvK's counted by hand: 2 sides x 462 king pairs x 64 queen squares), what is
+/// already complete, and whether the memory it needs fits the budget
+/// (exit 1 when not); it writes nothing.
+#[test]
+fn plan_only_reports_sizes_memory_and_what_is_complete_and_writes_nothing() {
+    use crate::common::{run, stderr, stdout};
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("none");
+    let o = run(&[
+        "solve",
+        "--plan-only",
+        "KPvK",
+        "--tables",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!empty.exists(), "--plan-only created the tables directory");
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let row = |plan: &serde_json::Value, m: &str| {
+        plan["materials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["material"] == m)
+            .unwrap_or_else(|| panic!("{m} missing from {plan}"))
+            .clone()
+    };
+    assert_eq!(row(&plan, "KQvK")["positions"], 2 * 462 * 64);
+    assert_eq!(row(&plan, "KPvK")["slices"], 24);
+    assert_eq!(plan["materials"].as_array().unwrap().len(), 5);
+    let kpk = row(&plan, "KPvK")["positions"].as_u64().unwrap();
+    assert_eq!(plan["positions"], kpk + 4 * 2 * 462 * 64);
+    assert!(
+        stderr(&o).contains("5 materials to build (0 already complete)"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = run(&[
+        "solve",
+        "--plan-only",
+        "--memory",
+        "1MiB",
+        "KPvK",
+        "--tables",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("NOT enough"), "{}", stderr(&o));
+    assert_eq!(
+        row(&serde_json::from_str(&stdout(&o)).unwrap(), "KQvK")["fits"],
+        false
+    );
+
+    let built = tables_with(&["KPvK"]);
+    let o = run(&[
+        "solve",
+        "--plan-only",
+        "KPvK",
+        "--tables",
+        built.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(plan["positions"], 0);
+    assert_eq!(row(&plan, "KPvK")["complete"], true);
+}
