@@ -190,6 +190,69 @@ fn a_worker_refuses_a_task_over_its_memory_budget() {
     );
 }
 
+/// Workers with a small `--memory` read large successor slices a block at a time from a table
+/// form in their cache (made from the slice file they solved, or fetched straight into it)
+/// instead of holding them whole, and the tables are still byte-identical to `zermelo solve`'s.
+/// With 64 MiB, a slice over 4 MiB of values is large: KRvKP's pawn promotes into KQvKR, KRvKR,
+/// KRvKB and KRvKN, of 2 x 462 x 62 x 61 positions (7 MB of values) each.
+#[test]
+fn workers_on_a_small_budget_read_large_successors_by_block_with_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut coord, url) = coordinator(tmp.path());
+    let env = [
+        ("ZERMELO_TOKEN", "right"),
+        ("ZERMELO_LOG", "zermelo_worker=debug,info"),
+    ];
+    let workers: Vec<Proc> = (0..2)
+        .map(|i| {
+            worker_with(
+                &url,
+                &tmp.path().join(format!("cache-{i}")),
+                tmp.path().join(format!("worker-{i}.log")),
+                &["--memory", "64MiB"],
+                &env,
+            )
+        })
+        .collect();
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KRvKP"],
+        &[],
+        Duration::from_secs(300),
+        &[&coord, &workers[0], &workers[1]],
+    );
+    let solve_dir = tables_with(&["KRvKP"]);
+    let tables = [
+        "KBvK", "KNvK", "KPvK", "KQvK", "KQvKR", "KRvK", "KRvKB", "KRvKN", "KRvKP", "KRvKR",
+    ];
+    for t in tables {
+        let name = format!("{t}.zmt");
+        assert!(
+            std::fs::read(tmp.path().join("tables").join(&name)).unwrap()
+                == std::fs::read(solve_dir.join(&name)).unwrap(),
+            "{name} differs between the cluster and `zermelo solve`"
+        );
+    }
+    let logs: String = workers.iter().map(|w| w.log()).collect();
+    assert!(
+        logs.contains("a large successor is read a block at a time"),
+        "no large successor read by block:\n{logs}"
+    );
+    let table_forms = (0..2)
+        .flat_map(|i| std::fs::read_dir(tmp.path().join(format!("cache-{i}"))).unwrap())
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".slice.zmt")
+        })
+        .count();
+    assert!(table_forms > 0, "no table form in the caches");
+    let _ = coord.child.kill();
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",

@@ -28,13 +28,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 use tracing::{info, warn};
+use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::SliceKey;
 use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, ValuesEncoder, SLICE_FILE_HEADER_LEN};
-use zermelo_storage::{slice_hash, SliceHasher};
+use zermelo_storage::{slice_hash, Metric, SliceHasher, Table, TableMeta, TableWriter, WriteOptions};
+
+/// The end of the name of a slice's table form: `KRNvKNN-0000000000000000-0000000000000000.slice.zmt`.
+const TABLE_SUFFIX: &str = ".zmt";
 
 use crate::tables::SliceValues;
 
@@ -199,7 +203,7 @@ impl SliceCache {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            if !name.ends_with(".slice") {
+            if !name.ends_with(".slice") && !name.ends_with(TABLE_SUFFIX) {
                 continue;
             }
             let Ok(meta) = entry.metadata() else { continue };
@@ -261,6 +265,108 @@ impl SliceCache {
     /// The path of a slice's file.
     pub fn path(&self, key: &SliceKey) -> PathBuf {
         self.dir.join(Self::name(key))
+    }
+
+    /// The name of a slice's table form (see [`table_blocking`](Self::table_blocking)).
+    fn table_name(key: &SliceKey) -> String {
+        format!("{}{TABLE_SUFFIX}", Self::name(key))
+    }
+
+    /// A large slice's table form: a table file of that one slice, in the cache, read a block
+    /// at a time ([`Table::open_pread`]: no map, so what it reads is not resident) instead of
+    /// held whole. `None` if there is none, or it is not a table of exactly that slice (then
+    /// it is removed). Blocking.
+    pub fn table_blocking(&self, key: &SliceKey) -> Option<Arc<Table>> {
+        let name = Self::table_name(key);
+        let path = self.dir.join(&name);
+        if !path.exists() {
+            return None;
+        }
+        let checked = Table::open_pread(&path).map_err(|e| e.to_string()).and_then(|t| {
+            let one = t.slices().len() == 1
+                && t.slices()[0].key == key.raw()
+                && t.slices()[0].count == SliceIndexer::new(*key).size()
+                && t.meta().material == key.material.to_string()
+                && t.meta().index_layout == INDEX_LAYOUT;
+            if one {
+                Ok(t)
+            } else {
+                Err("not a table of that slice alone".to_string())
+            }
+        });
+        match checked {
+            Ok(table) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                self.lock().touch(&name, table.file_len());
+                Some(Arc::new(table))
+            }
+            Err(reason) => {
+                self.damaged.fetch_add(1, Ordering::Relaxed);
+                warn!(%key, %reason, path = %path.display(), "cached table of a slice is damaged: removing it");
+                let _ = std::fs::remove_file(&path);
+                self.lock().forget(&name);
+                None
+            }
+        }
+    }
+
+    /// Starts a large slice's table form from values that come in pieces (a slice fetched as it
+    /// arrives, or decoded from its slice file): see [`NewTable`]. Blocking.
+    pub fn create_table_blocking(&self, key: &SliceKey, positions: u64) -> Result<NewTable<'_>, CacheError> {
+        let meta = TableMeta {
+            material: key.material.to_string(),
+            metric: Metric::Dtm,
+            index_layout: INDEX_LAYOUT,
+        };
+        let options = WriteOptions {
+            durable: false,
+            ..WriteOptions::default()
+        };
+        let path = self.dir.join(Self::table_name(key));
+        let storage = |e: zermelo_storage::StorageError| CacheError {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let mut writer = TableWriter::create(&path, &meta, 1, positions, &options).map_err(storage)?;
+        writer.begin_slice(key.raw(), positions).map_err(storage)?;
+        Ok(NewTable {
+            cache: self,
+            key: *key,
+            path,
+            writer,
+        })
+    }
+
+    /// A large slice's table form made from its slice file in the cache (a slice this worker
+    /// solved), decoded a piece at a time and checked against the hash in the file. `None` if
+    /// the slice file is missing or damaged (then it is removed, and the slice fetched).
+    /// Blocking.
+    pub fn table_from_slice_file_blocking(&self, key: &SliceKey) -> Result<Option<Arc<Table>>, CacheError> {
+        let Some((file, header, _)) = self.file_blocking(key) else {
+            return Ok(None);
+        };
+        let mut table = self.create_table_blocking(key, header.positions)?;
+        type AnyError = Box<dyn std::error::Error + Send + Sync>;
+        let decoded = zermelo_proto::wire::decode_values_from(
+            std::io::BufReader::new(file),
+            header.positions,
+            &mut |v: &[u16]| table.push(v).map_err(AnyError::from),
+        );
+        let made = match decoded {
+            Ok(()) => table.finish(&header.hash)?,
+            Err(reason) => Err(reason.to_string()),
+        };
+        match made {
+            Ok(t) => Ok(Some(t)),
+            Err(reason) => {
+                self.damaged.fetch_add(1, Ordering::Relaxed);
+                warn!(%key, %reason, "cached slice is damaged: removing it, it is fetched again");
+                let name = Self::name(key);
+                let _ = std::fs::remove_file(self.dir.join(&name));
+                self.lock().forget(&name);
+                Ok(None)
+            }
+        }
     }
 
     /// A cached slice's values, read through a memory map and checked against the content hash
@@ -368,7 +474,10 @@ impl SliceCache {
     /// of `pinned` (the slices the task in hand needs). Returns what was evicted, oldest first;
     /// each eviction is logged. Blocking.
     pub fn evict_blocking(&self, pinned: &BTreeSet<SliceKey>) -> Vec<Evicted> {
-        let pinned: BTreeSet<String> = pinned.iter().map(Self::name).collect();
+        let pinned: BTreeSet<String> = pinned
+            .iter()
+            .flat_map(|k| [Self::name(k), Self::table_name(k)])
+            .collect();
         let mut index = self.lock();
         if index.bytes <= self.budget {
             return Vec::new();
@@ -474,6 +583,53 @@ impl NewSlice<'_> {
             .map_err(|e| err(e.error))?;
         self.cache.lock().touch(&name, len);
         Ok((hash, len))
+    }
+}
+
+/// A large slice's table form being written into the cache from values that come in pieces:
+/// the table file takes its name once every value is in and their content hash is the one
+/// expected ([`finish`](Self::finish)). Dropped unfinished, it leaves nothing behind.
+pub struct NewTable<'a> {
+    cache: &'a SliceCache,
+    key: SliceKey,
+    path: PathBuf,
+    writer: TableWriter,
+}
+
+impl NewTable<'_> {
+    /// The next values.
+    pub fn push(&mut self, values: &[u16]) -> Result<(), CacheError> {
+        self.writer.push_values(values).map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: zermelo_storage::StorageError) -> CacheError {
+        CacheError {
+            path: self.path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        }
+    }
+
+    /// Ends the table if its values hash to `expected` and opens it; `Ok(Err(reason))` (and
+    /// nothing left behind) if they do not, or are not all there.
+    pub fn finish(mut self, expected: &[u8; 32]) -> Result<Result<Arc<Table>, String>, CacheError> {
+        let hash = match self.writer.end_slice() {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if hash != *expected {
+            return Ok(Err(format!("slice {}: content hash mismatch", self.key)));
+        }
+        let (cache, path) = (self.cache, self.path.clone());
+        let storage = |e: zermelo_storage::StorageError| CacheError {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let summary = self.writer.finish().map_err(storage)?;
+        let table = Table::open_pread(&path).map_err(storage)?;
+        cache
+            .lock()
+            .touch(&SliceCache::table_name(&self.key), summary.bytes);
+        Ok(Ok(Arc::new(table)))
     }
 }
 

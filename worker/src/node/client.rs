@@ -28,15 +28,17 @@ use zermelo_chess::{Bitboard, Material, SliceKey};
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
 use zermelo_proto::coordinator_client::CoordinatorClient;
+use zermelo_proto::wire::ValuesDecoder;
 use zermelo_proto::wire::{decode_values, SliceFile};
-use zermelo_proto::SliceAssembler;
+use zermelo_proto::{SliceAssembler, SliceFramer};
 use zermelo_storage::slice_hash;
+use zermelo_storage::Table;
 
-use super::cache::{CacheError, SliceCache};
+use super::cache::{CacheError, NewTable, SliceCache};
 use super::wire::key_to_wire;
 use crate::solver::par::for_each_chunk;
 use crate::solver::{slice_state_bytes, solve_slice_into, thread_bytes, SolveError};
-use crate::tables::{SliceMap, SliceValues};
+use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 
 /// Bytes of slice data per upload chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
@@ -306,11 +308,12 @@ fn keep_limit(budget: u64) -> u64 {
 }
 
 /// What solving `slices` (`threads` threads; one slice per thread when they are many) holds in
-/// memory at its peak, in bytes, with the successors of `successors` held whole: per slice
-/// solved at once, the solver's state ([`slice_state_bytes`]) and its file's encoder
-/// ([`ENCODER_BYTES`]); per thread, the solver's buffers ([`thread_bytes`]); the successors'
-/// values (2 bytes a position); the solved slices kept in memory ([`keep_limit`]). With a
-/// description of the parts, for a refusal.
+/// memory at its peak, in bytes, reading `successors`: per slice solved at once, the solver's
+/// state ([`slice_state_bytes`]) and its file's encoder ([`ENCODER_BYTES`]); per thread, the
+/// solver's buffers ([`thread_bytes`]); the small successors' values, held whole (2 bytes a
+/// position; small as in [`keep_limit`]), and for the large ones, read a block at a time from
+/// their table form in the cache, each thread's cache of blocks ([`READER_BYTES`]); the solved
+/// slices kept in memory. With a description of the parts, for a refusal.
 pub fn task_memory(
     slices: &[SliceKey],
     successors: &BTreeSet<SliceKey>,
@@ -326,20 +329,29 @@ pub fn task_memory(
     };
     let solver =
         at_once * (slice_state_bytes(largest) + ENCODER_BYTES) + threads as u64 * thread_bytes(largest);
-    let held: u64 = successors.iter().map(|k| 2 * size(k)).sum();
+    let whole = |k: &&SliceKey| 2 * size(k) <= keep_limit(budget);
+    let held: u64 = successors.iter().filter(whole).map(|k| 2 * size(k)).sum();
+    let large = successors.len() - successors.iter().filter(whole).count();
+    // Large successors are read a block at a time through each thread's cache of blocks.
+    let readers = if large > 0 {
+        threads as u64 * READER_BYTES
+    } else {
+        0
+    };
     let kept: u64 = slices
         .iter()
         .map(|k| 2 * size(k))
         .filter(|&b| b <= keep_limit(budget))
         .sum();
     let what = format!(
-        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {} successor slice(s) held whole: {}; solved slices kept: {}",
+        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {} successor slice(s) held whole: {}; {large} read a block at a time: {}; solved slices kept: {}",
         human(solver),
-        successors.len(),
+        successors.len() - large,
         human(held),
+        human(readers),
         human(kept)
     );
-    (solver + held + kept, what)
+    (solver + held + readers + kept, what)
 }
 
 impl Worker {
@@ -579,13 +591,20 @@ impl Worker {
         Ok(())
     }
 
-    /// Puts every successor in memory: from the cache if it is there intact, else fetched.
+    /// Makes every successor readable: a small one held in memory (from the cache if it is
+    /// there intact, else fetched), a large one (over [`keep_limit`]) read a block at a time
+    /// from its table form in the cache (made from its slice file if this worker solved it,
+    /// else fetched straight into it).
     async fn bring_successors(&mut self, successors: &BTreeSet<SliceKey>) -> Result<(), WorkerError> {
-        let wanted: Vec<SliceKey> = successors
+        let limit = keep_limit(self.config.memory);
+        let (large, wanted): (Vec<SliceKey>, Vec<SliceKey>) = successors
             .iter()
             .filter(|k| !self.memory.contains(k))
             .copied()
-            .collect();
+            .partition(|k| 2 * SliceIndexer::new(*k).size() > limit);
+        for key in large {
+            self.bring_large(key).await?;
+        }
         if wanted.is_empty() {
             return Ok(());
         }
@@ -627,6 +646,42 @@ impl Worker {
         Ok(())
     }
 
+    /// Makes a large successor readable a block at a time from its table form in the cache.
+    async fn bring_large(&mut self, key: SliceKey) -> Result<(), WorkerError> {
+        let cache = self.cache.clone();
+        let local = tokio::task::spawn_blocking(move || -> Result<_, CacheError> {
+            match cache.table_blocking(&key) {
+                Some(table) => Ok(Some(table)),
+                None => cache.table_from_slice_file_blocking(&key),
+            }
+        })
+        .await??;
+        let table = match local {
+            Some(table) => table,
+            None => {
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    match fetch_into_table(&mut self.client, &self.cache, key).await? {
+                        Ok(table) => break table,
+                        Err(reason) => {
+                            self.damaged_arrivals += 1;
+                            let damaged = self.damaged_arrivals;
+                            warn!(%key, %reason, damaged, "a fetched slice is damaged: fetching it again");
+                            if attempt >= FETCH_ATTEMPTS {
+                                return Err(WorkerError::Corrupt { key, reason });
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        debug!(%key, "a large successor is read a block at a time from the cache");
+        self.memory
+            .insert_table(key, table)
+            .map_err(|e| WorkerError::Solve(e.into()))
+    }
+
     /// Fetches slices; returns those that arrived intact (written to the cache) and those that
     /// did not, with why.
     async fn fetch(
@@ -651,6 +706,93 @@ impl Worker {
         })
         .await??;
         Ok((good, bad))
+    }
+}
+
+/// Fetches a large slice straight into its table form in `cache`, decoded and written as its
+/// bytes arrive (a few megabytes of memory, whatever its size): the table, or why the bytes
+/// that arrived are not the slice (then nothing is left behind).
+async fn fetch_into_table(
+    client: &mut Client,
+    cache: &Arc<SliceCache>,
+    key: SliceKey,
+) -> Result<Result<Arc<Table>, String>, WorkerError> {
+    type AnyError = Box<dyn std::error::Error + Send + Sync>;
+    let request = pb::FetchSliceRequest {
+        keys: vec![key_to_wire(&key)],
+    };
+    let mut stream = client
+        .fetch_slice(request)
+        .await
+        .map_err(rpc("fetching slices"))?
+        .into_inner();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<pb::SliceChunk>(4);
+    let cache = cache.clone();
+    let writer = tokio::task::spawn_blocking(move || -> Result<Result<Arc<Table>, String>, WorkerError> {
+        let mut framer = SliceFramer::with_limit(u64::MAX);
+        let mut current: Option<(NewTable<'_>, ValuesDecoder, [u8; 32])> = None;
+        let mut done = None;
+        while let Some(chunk) = rx.blocking_recv() {
+            let piece = match framer.push(chunk) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            if let Some(header) = piece.header {
+                let sent = header.key.as_ref().map(key_from_wire).transpose()?;
+                let hash: Option<[u8; 32]> = header.content_hash.as_slice().try_into().ok();
+                let (Some(hash), true) = (hash, sent == Some(key) && done.is_none()) else {
+                    return Ok(Err("the coordinator sent another slice".into()));
+                };
+                if header.positions != SliceIndexer::new(key).size() {
+                    return Ok(Err(format!("{} positions announced", header.positions)));
+                }
+                let table = cache.create_table_blocking(&key, header.positions)?;
+                let decoder = ValuesDecoder::new(header.positions).map_err(|e| WorkerError::Rpc {
+                    what: "fetching slices",
+                    status: Status::internal(e.to_string()),
+                })?;
+                current = Some((table, decoder, hash));
+            }
+            let (table, decoder, _) = current.as_mut().expect("the framer puts a header first");
+            let pushed = decoder.push(&piece.data, &mut |v: &[u16]| {
+                table.push(v).map_err(AnyError::from)
+            });
+            if let Err(e) = pushed {
+                return Ok(Err(e.to_string()));
+            }
+            if piece.complete {
+                let (table, decoder, hash) = current.take().expect("a slice under way");
+                if let Err(e) = decoder.finish() {
+                    return Ok(Err(e.to_string()));
+                }
+                done = Some(table.finish(&hash)?);
+            }
+        }
+        if let Err(e) = framer.finish() {
+            return Ok(Err(e.to_string()));
+        }
+        done.ok_or(WorkerError::NotSent(key))
+    });
+    let mut failed = None;
+    loop {
+        match stream.message().await {
+            Ok(Some(chunk)) => {
+                if tx.send(chunk).await.is_err() {
+                    break; // the writer stopped: its result says why
+                }
+            }
+            Ok(None) => break,
+            Err(status) => {
+                failed = Some(status);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let written = writer.await?;
+    match failed {
+        Some(status) => Err(rpc("fetching slices")(status)),
+        None => written,
     }
 }
 
