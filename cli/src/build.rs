@@ -216,9 +216,14 @@ fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (bool, MemoryNeed) {
 
 /// Positions a thread solves per second, for [`plan_build`]'s estimate: measured on this
 /// project's reference machine (2 cores) building 5-man tables alone (KQRvKR 5.1 M, KRPvKR
-/// 5.4 M on one thread; README, "Performance"). Larger tables run slower per position, as their
-/// state outgrows the caches.
+/// 5.4 M on one thread; README, "Performance").
 pub const POSITIONS_PER_THREAD_SECOND: f64 = 5.0e6;
+/// The same for materials whose largest slice is over [`LARGE_SLICE`] positions (256 M; the
+/// largest measured at the rate above is KQRvKR's 242 M), whose state outgrows the caches:
+/// KRNvKNN (7.6 G positions in one slice) ran at 4.4 M a second on 2 threads.
+pub const LARGE_POSITIONS_PER_THREAD_SECOND: f64 = 2.2e6;
+/// See [`LARGE_POSITIONS_PER_THREAD_SECOND`].
+pub const LARGE_SLICE: u64 = 1 << 28;
 /// Bytes of table file per position, for [`plan_build`]'s estimate: KQRvKR's and KRPvKR's
 /// tables at the default compression (0.27 and 0.33).
 pub const TABLE_BYTES_PER_POSITION: f64 = 0.33;
@@ -256,7 +261,8 @@ pub struct BuildPlan {
     pub fits: bool,
     /// Estimated bytes of the table files to write ([`TABLE_BYTES_PER_POSITION`]).
     pub disk_bytes: u64,
-    /// Estimated seconds ([`POSITIONS_PER_THREAD_SECOND`] a thread).
+    /// Estimated seconds ([`POSITIONS_PER_THREAD_SECOND`] a thread, or
+    /// [`LARGE_POSITIONS_PER_THREAD_SECOND`] for a material of large slices).
     pub seconds: f64,
     pub threads: usize,
 }
@@ -282,18 +288,25 @@ pub fn plan_build(targets: &[Material], dir: &Path, threads: usize, memory: u64)
             fits: complete || need.bytes <= memory,
         });
     }
-    let positions = materials
-        .iter()
-        .filter(|m| !m.complete)
-        .map(|m| m.positions)
-        .sum::<u64>();
+    let to_build = || materials.iter().filter(|m| !m.complete);
+    let positions = to_build().map(|m| m.positions).sum::<u64>();
+    let thread_seconds: f64 = to_build()
+        .map(|m| {
+            let rate = if m.largest_slice > LARGE_SLICE {
+                LARGE_POSITIONS_PER_THREAD_SECOND
+            } else {
+                POSITIONS_PER_THREAD_SECOND
+            };
+            m.positions as f64 / rate
+        })
+        .sum();
     BuildPlan {
         positions,
         memory_bytes: materials.iter().map(|m| m.memory_bytes).max().unwrap_or(0),
         budget_bytes: memory,
         fits: materials.iter().all(|m| m.fits),
         disk_bytes: (positions as f64 * TABLE_BYTES_PER_POSITION) as u64,
-        seconds: positions as f64 / (POSITIONS_PER_THREAD_SECOND * threads.max(1) as f64),
+        seconds: thread_seconds / threads.max(1) as f64,
         threads,
         materials,
     }
