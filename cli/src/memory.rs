@@ -1,22 +1,7 @@
 //! Memory budgets and sizes for people: the budget a build or an analysis may use, and bytes as
 //! `129.9 KiB`.
 
-/// Bytes for messages, in the largest binary unit that keeps a number of at least 1, with one
-/// decimal: `129.9 KiB`, `17.8 GiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < units.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
-    }
-}
+pub use zermelo_worker::node::cache::human_bytes;
 
 /// Used when neither the machine's memory nor a container limit can be read.
 const FALLBACK_BUDGET: u64 = 8 << 30;

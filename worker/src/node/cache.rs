@@ -8,7 +8,7 @@
 //! use std::collections::BTreeSet;
 //! use zermelo_chess::SliceKey;
 //! use zermelo_proto::wire::{encode_values, SliceFile};
-//! use zermelo_worker::cache::{ByteSize, SliceCache};
+//! use zermelo_worker::node::cache::{ByteSize, SliceCache};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let budget: ByteSize = "1MiB".parse()?;
@@ -50,7 +50,7 @@ pub const DEFAULT_CACHE_BYTES: u64 = 4 << 30;
 /// `TB` (powers of 1000); the unit's case does not matter, a space before it is allowed.
 ///
 /// ```
-/// use zermelo_worker::cache::ByteSize;
+/// use zermelo_worker::node::cache::ByteSize;
 /// assert_eq!("512MiB".parse::<ByteSize>().unwrap(), ByteSize(512 << 20));
 /// assert_eq!("2 GiB".parse::<ByteSize>().unwrap(), ByteSize(2 << 30));
 /// assert_eq!("1500".parse::<ByteSize>().unwrap(), ByteSize(1500));
@@ -115,6 +115,23 @@ impl fmt::Display for ByteSize {
             }
         }
         write!(f, "{}", self.0)
+    }
+}
+
+/// Bytes for messages, in the largest binary unit that keeps a number of at least 1, with one
+/// decimal: `129.9 KiB`, `17.8 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
     }
 }
 

@@ -34,7 +34,7 @@ use zermelo_proto::{SliceAssembler, SliceFramer};
 use zermelo_storage::slice_hash;
 use zermelo_storage::Table;
 
-use super::cache::{CacheError, NewTable, SliceCache};
+use super::cache::{human_bytes, CacheError, NewTable, SliceCache};
 use super::wire::key_to_wire;
 use crate::solver::par::for_each_chunk;
 use crate::solver::{slice_state_bytes, solve_slice_into, thread_bytes, SolveError};
@@ -96,7 +96,7 @@ pub enum WorkerError {
     Join(#[from] tokio::task::JoinError),
     #[error(
         "slice {slice} needs about {} of memory to solve here ({}), more than this worker's budget of {}: give the worker a larger --memory, fewer --threads, or run it on a machine with more memory",
-        human(*.needed), .what, human(*.budget)
+        human_bytes(*.needed), .what, human_bytes(*.budget)
     )]
     OverBudget {
         slice: SliceKey,
@@ -108,21 +108,6 @@ pub enum WorkerError {
     Vanished(SliceKey),
 }
 
-/// Bytes in binary units, for messages.
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
 
 impl WorkerError {
     /// Errors that stop the worker for good (the others are retried after a pause).
@@ -345,11 +330,11 @@ pub fn task_memory(
         .sum();
     let what = format!(
         "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {} successor slice(s) held whole: {}; {large} read a block at a time: {}; solved slices kept: {}",
-        human(solver),
+        human_bytes(solver),
         successors.len() - large,
-        human(held),
-        human(readers),
-        human(kept)
+        human_bytes(held),
+        human_bytes(readers),
+        human_bytes(kept)
     );
     (solver + held + readers + kept, what)
 }
