@@ -14,6 +14,8 @@ use zermelo_coordinator::service::{serve_with_metrics, ServiceConfig, TlsIdentit
 use zermelo_proto as pb;
 use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 
+use crate::memory::human_bytes;
+
 /// A failed command: the exit code and one line for stderr.
 #[derive(Debug)]
 pub struct ClusterFailure {
@@ -456,6 +458,8 @@ pub fn submit(
 struct Children {
     procs: Vec<(String, Child)>,
     logs: PathBuf,
+    /// The peak resident memory of each child stopped, in bytes, by name.
+    peaks: Vec<(String, u64)>,
 }
 
 impl Children {
@@ -498,18 +502,26 @@ impl Children {
 
     /// Stops the children, workers first (the coordinator last), each with SIGTERM and up to
     /// `grace` to exit, then SIGKILL.
+    /// Records each one's peak resident memory ([`Children::peaks`]).
     fn stop(&mut self, grace: Duration) {
-        for (_, child) in self.procs.iter_mut().rev() {
+        for (name, child) in self.procs.iter_mut().rev() {
             terminate(child);
             let deadline = Instant::now() + grace;
+            let mut peak = None;
             while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
+                if let Some(p) = reap(child, false) {
+                    peak = Some(p);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = child.kill();
-            let _ = child.wait();
+            if peak.is_none() {
+                let _ = child.kill();
+                peak = reap(child, true);
+            }
+            if let Some(Some(bytes)) = peak {
+                self.peaks.push((name.clone(), bytes));
+            }
         }
         self.procs.clear();
     }
@@ -538,6 +550,41 @@ impl Children {
 impl Drop for Children {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(2));
+    }
+}
+
+/// Reaps a child that has exited (waiting for it if `block`): `Some` once it is reaped, with
+/// its peak resident memory in bytes when the system gives it. A child already reaped (by
+/// [`Children::check`]) counts as reaped, without a figure.
+fn reap(child: &mut Child, block: bool) -> Option<Option<u64>> {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+            return Some(None);
+        };
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value; wait4 only writes `status` and `usage`.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let flags = if block { 0 } else { libc::WNOHANG };
+        // SAFETY: `pid` is our own child, reaped only here (or by `check`, after which wait4
+        // fails with ECHILD and nothing is read), so it cannot name another process.
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if r == pid {
+            return Some(Some(usage.ru_maxrss as u64 * 1024));
+        }
+        if r < 0 {
+            return Some(None); // already reaped
+        }
+        None
+    }
+    #[cfg(not(unix))]
+    {
+        let done = if block {
+            child.wait().ok()
+        } else {
+            child.try_wait().ok().flatten()
+        };
+        done.map(|_| None)
     }
 }
 
@@ -599,6 +646,12 @@ pub fn cluster(
         done.bytes_uploaded,
         done.bytes_fetched
     );
+    let peaks: Vec<String> = done
+        .peaks
+        .iter()
+        .map(|(name, bytes)| format!("{name} {}", human_bytes(*bytes)))
+        .collect();
+    eprintln!("zermelo: peak memory: {}", peaks.join(", "));
     Ok(0)
 }
 
@@ -612,6 +665,8 @@ pub struct ClusterRun {
     /// Slice bytes the workers fetched from the coordinator.
     pub bytes_fetched: u64,
     pub seconds: f64,
+    /// The peak resident memory of each process (coordinator, worker-0, ...), bytes.
+    pub peaks: Vec<(String, u64)>,
 }
 
 /// Runs a coordinator and `workers` worker processes of this binary on 127.0.0.1 for one job
@@ -637,6 +692,7 @@ pub fn run_cluster(
     let mut children = Children {
         procs: Vec::new(),
         logs: logs.clone(),
+        peaks: Vec::new(),
     };
     let listen = format!("127.0.0.1:{port}");
     let state = scratch.path().join("state");
@@ -712,6 +768,7 @@ pub fn run_cluster(
             bytes_uploaded: totals.bytes_uploaded,
             bytes_fetched: totals.bytes_fetched,
             seconds,
+            peaks: Vec::new(),
         })
     });
     drop(rt);
@@ -719,8 +776,10 @@ pub fn run_cluster(
         b.finish_and_clear();
     }
     match outcome {
-        Ok(done) => {
+        Ok(mut done) => {
             children.stop(Duration::from_secs(5));
+            done.peaks = std::mem::take(&mut children.peaks);
+            done.peaks.sort();
             Ok(done)
         }
         Err(mut e) => {

@@ -214,6 +214,9 @@ pub struct SliceAssembler {
     bytes: Vec<u8>,
 }
 
+/// The most bytes [`SliceAssembler`] reserves on a header's word alone.
+const RESERVE_AHEAD: u64 = 16 << 20;
+
 /// The largest slice [`SliceAssembler::new`] accepts: 1 GiB.
 pub const MAX_SLICE_BYTES: u64 = 1 << 30;
 
@@ -244,7 +247,9 @@ impl SliceAssembler {
     pub fn push(&mut self, chunk: SliceChunk) -> Result<Option<(SliceHeader, Vec<u8>)>, FramingError> {
         let piece = self.framer.push(chunk)?;
         if let Some(h) = piece.header {
-            self.bytes = Vec::with_capacity(h.total_length as usize);
+            // Reserved as announced up to a few chunks: a peer's header alone cannot make this
+            // side reserve a large buffer; more grows as the bytes arrive.
+            self.bytes = Vec::with_capacity(h.total_length.min(RESERVE_AHEAD) as usize);
             self.header = Some(h);
         }
         self.bytes.extend_from_slice(&piece.data);

@@ -148,6 +148,15 @@ fn assert_same_tables(cluster: &Path, solve: &Path, materials: &[&str]) {
 fn cluster_of_two_workers_builds_kpk_byte_identical_to_solve() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster_dir = cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    // Each process's peak memory is reported (read by the parent as it reaps it).
+    let log = std::fs::read_to_string(tmp.path().join("cluster.log")).unwrap();
+    let peaks = log
+        .lines()
+        .find_map(|l| l.strip_prefix("zermelo: peak memory: "))
+        .unwrap_or_else(|| panic!("no peak memory line:\n{log}"));
+    for name in ["coordinator ", "worker-0 ", "worker-1 "] {
+        assert!(peaks.contains(name) && peaks.contains("MiB"), "{peaks}");
+    }
     let solve_dir = tmp.path().join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
     assert_same_tables(

@@ -15,4 +15,5 @@ mod determinism;
 mod kpk;
 mod materials;
 mod memory;
+mod six_men;
 mod squares;

@@ -108,7 +108,6 @@ pub enum WorkerError {
     Vanished(SliceKey),
 }
 
-
 impl WorkerError {
     /// Errors that stop the worker for good (the others are retried after a pause).
     pub fn is_fatal(&self) -> bool {
