@@ -1,6 +1,6 @@
 //! `zermelo`: builds, probes, counts and verifies exact chess endgame tables.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -383,6 +383,77 @@ fn threads(requested: Option<usize>) -> Result<usize, Failure> {
     }
 }
 
+/// The longest line of stdin `probe` reads as a FEN (a FEN is under 100 bytes); the rest of a
+/// longer line is skipped without being held.
+const MAX_FEN_LINE: usize = 4096;
+
+/// A line of input, as [`for_each_line`] hands it out.
+enum Line<'a> {
+    Text(&'a str),
+    NotUtf8,
+    TooLong,
+}
+
+/// Calls `f` with each line of `input` and its number (from 1), in memory bounded by `max`
+/// bytes: a line that is not UTF-8, or longer than `max`, is reported as such, and the next
+/// lines are still read.
+fn for_each_line(
+    mut input: impl std::io::BufRead,
+    max: usize,
+    mut f: impl FnMut(u64, Line<'_>) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let read_error = |e: std::io::Error| Failure::input(format!("reading stdin: {e}"));
+    let mut line = Vec::with_capacity(max);
+    let mut n = 0u64;
+    loop {
+        line.clear();
+        let mut too_long = false;
+        let mut ended = false;
+        // Up to the next newline, keeping at most `max` bytes.
+        loop {
+            let buf = match input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_error(e)),
+            };
+            if buf.is_empty() {
+                ended = true;
+                break;
+            }
+            let (part, newline) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..i], true),
+                None => (buf, false),
+            };
+            if line.len() + part.len() > max {
+                too_long = true;
+            } else {
+                line.extend_from_slice(part);
+            }
+            let used = part.len() + usize::from(newline);
+            input.consume(used);
+            if newline {
+                break;
+            }
+        }
+        if ended && line.is_empty() && !too_long {
+            return Ok(());
+        }
+        n += 1;
+        let item = if too_long {
+            Line::TooLong
+        } else {
+            match std::str::from_utf8(&line) {
+                Ok(text) => Line::Text(text),
+                Err(_) => Line::NotUtf8,
+            }
+        };
+        f(n, item)?;
+        if ended {
+            return Ok(());
+        }
+    }
+}
+
 /// The PEM of `--tls-ca`, if given.
 fn read_ca(path: Option<PathBuf>) -> Result<Option<Vec<u8>>, Failure> {
     Ok(path.map(|p| cluster::read_pem("--tls-ca", &p)).transpose()?)
@@ -517,10 +588,29 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 })
             };
             if fens.is_empty() {
-                for line in std::io::stdin().lock().lines() {
-                    let line = line.map_err(|e| Failure::input(format!("reading stdin: {e}")))?;
-                    one(&line)?;
-                }
+                let bad = |what: String, code_of: &mut u8| -> Result<(), Failure> {
+                    *code_of = (*code_of).max(1);
+                    error!(error = %what, "probe failed");
+                    writeln!(
+                        std::io::stdout(),
+                        "{}",
+                        serde_json::json!({ "fen": null, "error": what })
+                    )
+                    .map_err(|e| Failure {
+                        code: 2,
+                        message: format!("writing output: {e}"),
+                    })
+                };
+                let mut bad_code = 0u8;
+                for_each_line(std::io::stdin().lock(), MAX_FEN_LINE, |n, line| match line {
+                    Line::Text(text) => one(text),
+                    Line::NotUtf8 => bad(format!("line {n} is not UTF-8"), &mut bad_code),
+                    Line::TooLong => bad(
+                        format!("line {n} is longer than {MAX_FEN_LINE} bytes: not a FEN"),
+                        &mut bad_code,
+                    ),
+                })?;
+                code = code.max(bad_code);
             } else {
                 for f in &fens {
                     one(f)?;

@@ -155,6 +155,42 @@ k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
     assert!(!stderr(&o).contains("panicked"));
 }
 
+/// A line of stdin that is not UTF-8, or too long to be a FEN (50 MB), is answered with an error
+/// line and the run goes on to the next lines (before, the first stopped the run, and a long line
+/// was held whole in memory).
+#[test]
+fn probe_answers_non_utf8_and_overlong_lines_and_goes_on() {
+    let shared = tables_with(&["KQvK"]);
+    let own = tempfile::tempdir().unwrap();
+    std::fs::copy(shared.join("KQvK.zmt"), own.path().join("KQvK.zmt")).unwrap();
+    let d = own.path().to_str().unwrap();
+    let mut input = b"k7/8/1K6/8/8/8/8/2Q5 w - - 0 1\n\xff\xfe not UTF-8\n".to_vec();
+    input.extend(std::iter::repeat_n(b'a', 50 << 20));
+    input.extend_from_slice(b"\nk7/8/1K6/8/8/8/8/2Q5 b - - 0 1");
+    let o = run_with_stdin_bytes(&["probe", "--tables", d], &input);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{}", stdout(&o));
+    assert_eq!(lines[0]["category"], "win");
+    assert_eq!(lines[1]["error"], "line 2 is not UTF-8");
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("line 3 is longer than"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(
+        lines[3]["category"], "loss",
+        "the last line, with no newline, is read too"
+    );
+    assert!(!stderr(&o).contains("panicked"));
+}
+
 #[test]
 fn probe_without_tables_dir_fails_cleanly() {
     let o = run(&[

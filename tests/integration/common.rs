@@ -22,6 +22,11 @@ pub fn run(args: &[&str]) -> Output {
 
 /// Runs `zermelo` with `input` on stdin.
 pub fn run_with_stdin(args: &[&str], input: &str) -> Output {
+    run_with_stdin_bytes(args, input.as_bytes())
+}
+
+/// Runs `zermelo` with `input` (any bytes) on stdin.
+pub fn run_with_stdin_bytes(args: &[&str], input: &[u8]) -> Output {
     let mut child = zermelo()
         .args(args)
         .stdin(Stdio::piped())
@@ -29,7 +34,7 @@ pub fn run_with_stdin(args: &[&str], input: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn zermelo");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().expect("wait zermelo")
 }
 

@@ -1,4 +1,4 @@
-//! Six men (ZERMELO_SIX_MEN_TESTS=1: about two hours on 2 cores, 9 GiB of memory and 15 GB of
+//! Six men (ZERMELO_SIX_MEN_TESTS=1: two hours or more on 2 cores, 9 GiB of memory and 15 GB of
 //! disk, so out of CI): KRNvKNN built by `solve` and by a cluster of two workers within a memory
 //! budget, the same bytes; its longest mate, the published one; `verify` passes on it.
 
@@ -111,4 +111,17 @@ fn krnvknn_by_solve_and_by_a_cluster_within_its_budget_is_the_same_exact_table()
         "{}",
         stdout(&o)
     );
+}
+
+/// The parser of the peaks line above, on the shape `zermelo cluster` prints (checked against a
+/// real run in `cluster::cluster_of_two_workers_builds_kpk_byte_identical_to_solve`).
+#[test]
+fn the_peaks_line_is_read_to_the_byte_unit() {
+    let log = "zermelo: cluster of 2 worker(s) finished\nzermelo: peak memory: coordinator 91.0 MiB, worker-0 8.3 GiB, worker-1 9.1 MiB\n";
+    let p = peaks(log);
+    assert_eq!(p.len(), 3);
+    assert_eq!(p[0], ("coordinator".to_owned(), 91 << 20));
+    assert_eq!(p[1].0, "worker-0");
+    assert_eq!(p[1].1, (8.3 * (1u64 << 30) as f64) as u64);
+    assert!(p[1].1 > WORKER_BUDGET - (2 << 30) && p[1].1 < WORKER_BUDGET);
 }
