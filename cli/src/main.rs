@@ -145,8 +145,9 @@ enum Command {
         #[arg(long, env = "ZERMELO_TOKEN", hide_env_values = true, value_name = "TOKEN")]
         token: Option<String>,
         /// Seconds a lease lives without a heartbeat (a dead worker's task is leased again
-        /// after it); a worker silent for three times as long is forgotten.
-        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        /// after it); a worker silent for three times as long is forgotten. 1 to 86400 (a day).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30,
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
         lease_ttl: u64,
         /// A test hook (hidden): flip one byte in the payload of the first N slice downloads
         /// served, to show that workers detect a corrupted transfer by its hash and fetch again.

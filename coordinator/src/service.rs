@@ -48,6 +48,31 @@ fn max_wire_bytes(positions: u64) -> u64 {
     raw.saturating_add(raw / 128).saturating_add(1 << 20)
 }
 
+/// The longest worker name kept, in characters.
+const MAX_NAME_CHARS: usize = 64;
+
+/// A worker's name as logged and shown: control characters (a newline, an escape sequence)
+/// written as escapes, so that a name cannot forge log lines or drive a terminal, and at most
+/// [`MAX_NAME_CHARS`] characters (then `…`).
+pub fn printable_name(raw: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in raw.chars().enumerate() {
+        if i == MAX_NAME_CHARS {
+            out.push('…');
+            break;
+        }
+        // Controls, and the separators and direction marks that reorder or split a line.
+        if c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// How the coordinator runs.
 #[derive(Clone, Debug)]
 pub struct ServiceConfig {
@@ -937,7 +962,9 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
-        let r = request.into_inner();
+        let mut r = request.into_inner();
+        // What a worker calls itself goes into logs and status: bounded and printable.
+        r.worker_name = printable_name(&r.worker_name);
         if let Err(refused) = pb::check_version(r.protocol_version) {
             warn!(worker = %r.worker_name, reason = %refused.reason, "worker refused");
             return Ok(Response::new(pb::RegisterResponse {
@@ -1403,6 +1430,25 @@ pub async fn serve_with_metrics(
     result?;
     info!("coordinator stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::printable_name;
+
+    #[test]
+    fn worker_names_are_bounded_and_printable() {
+        assert_eq!(printable_name("node-7"), "node-7");
+        let forged = "w\n2026-12-01T00:00:00Z  INFO job done\u{1b}[31m\u{202e}";
+        let shown = printable_name(forged);
+        assert!(
+            !shown.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(shown.contains("\\n") && shown.contains("\\u{1b}"), "{shown:?}");
+        let long = "x".repeat(10_000);
+        assert_eq!(printable_name(&long).chars().count(), 65);
+    }
 }
 
 #[cfg(test)]

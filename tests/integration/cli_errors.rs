@@ -191,6 +191,32 @@ fn probe_answers_non_utf8_and_overlong_lines_and_goes_on() {
     assert!(!stderr(&o).contains("panicked"));
 }
 
+/// A lease TTL that would overflow the scheduler's clock (or none at all) is refused at start,
+/// not turned into leases that expire at once.
+#[test]
+fn a_lease_ttl_out_of_range_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().to_str().unwrap();
+    for ttl in ["18446744073709551615", "86401", "0"] {
+        let o = run(&[
+            "coordinator",
+            "--listen",
+            "127.0.0.1:0",
+            "--tables",
+            d,
+            "--lease-ttl",
+            ttl,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "--lease-ttl {ttl}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--lease-ttl"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("1..=86400") || stderr(&o).contains("86400"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn probe_without_tables_dir_fails_cleanly() {
     let o = run(&[

@@ -262,6 +262,40 @@ fn workers_on_a_small_budget_read_large_successors_by_block_with_the_same_bytes(
     let _ = coord.child.kill();
 }
 
+/// A worker whose name (its host name here) holds a newline and escape codes cannot forge a
+/// line of the coordinator's log nor drive its terminal: the name is logged escaped, and cut
+/// at 64 characters.
+#[test]
+fn a_worker_name_cannot_forge_log_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coord, url) = coordinator(tmp.path());
+    let host = format!(
+        "evil\n2026-12-01T00:00:00.000000Z  INFO forged line\u{1b}[2J{}",
+        "y".repeat(500)
+    );
+    let _worker = worker_with(
+        &url,
+        &tmp.path().join("cache"),
+        tmp.path().join("worker.log"),
+        &[],
+        &[("ZERMELO_TOKEN", "right"), ("HOSTNAME", host.as_str())],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !coord.log().contains("worker registered") {
+        assert!(Instant::now() < deadline, "no registration:\n{}", coord.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = coord.log();
+    let line = log.lines().find(|l| l.contains("worker registered")).unwrap();
+    assert!(line.contains("evil\\n2026"), "{line}");
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-12-01T00:00:00.000000Z")),
+        "{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "an escape code reached the log");
+    assert!(!line.contains(&"y".repeat(100)), "the name was not cut: {line}");
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",
