@@ -399,7 +399,7 @@ pub fn analyse_remote(
             }
             let mut next = Vec::new();
             // A few hundred slices per request keeps each stream short.
-            for keys in todo.chunks(256) {
+            for keys in todo.chunks(pb::MAX_FETCH_KEYS) {
                 let (good, bad) = zermelo_worker::node::client::fetch_checked(&mut client, keys)
                     .await
                     .map_err(|e| fail(1, format!("fetching the analysis slices: {e}")))?;

@@ -1188,11 +1188,23 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::FetchSliceRequest>,
     ) -> Result<Response<ChunkStream>, Status> {
+        let keys = &request.get_ref().keys;
+        if keys.len() > pb::MAX_FETCH_KEYS {
+            return Err(Status::invalid_argument(format!(
+                "a fetch names {} slices; at most {} a request",
+                keys.len(),
+                pb::MAX_FETCH_KEYS
+            )));
+        }
         let mut wanted = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         {
             let state = self.lock();
-            for k in &request.get_ref().keys {
+            for k in keys {
                 let key = from_wire(k).map_err(ServiceError::from)?;
+                if !seen.insert(key) {
+                    continue; // named twice: served once
+                }
                 let hash = state
                     .scheduler
                     .finished(&key)

@@ -39,6 +39,10 @@ pub use v1::*;
 /// Version of the coordinator/worker protocol. Bumped on any incompatible wire change.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// The most slice keys one `FetchSlice` request may name (the coordinator refuses more; a key
+/// named twice is served once).
+pub const MAX_FETCH_KEYS: usize = 256;
+
 /// Checks the protocol version a worker registers with: `Err` with the refusal (naming both
 /// versions) that the coordinator answers when it is not [`PROTOCOL_VERSION`].
 pub fn check_version(worker_version: u32) -> Result<(), Refused> {

@@ -296,6 +296,50 @@ fn a_worker_name_cannot_forge_log_lines() {
     assert!(!line.contains(&"y".repeat(100)), "the name was not cut: {line}");
 }
 
+/// A fetch that names one slice many times is served it once, and one naming more slices than
+/// a request may is refused before any work (one such request used to cost seconds of checks).
+#[test]
+fn a_fetch_is_deduplicated_and_capped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coord, url) = coordinator(tmp.path());
+    let worker = worker_proc(tmp.path(), "w", &url, &[]);
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KQvK"],
+        &[],
+        Duration::from_secs(60),
+        &[&coord, &worker],
+    );
+    let key = pb::SliceKey {
+        material: "KQvK".into(),
+        white_pawns: 0,
+        black_pawns: 0,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right")).unwrap();
+        let request = pb::FetchSliceRequest {
+            keys: vec![key.clone(); 200],
+        };
+        let mut stream = client.fetch_slice(request).await.unwrap().into_inner();
+        let mut headers = 0;
+        while let Some(chunk) = stream.message().await.unwrap() {
+            headers += usize::from(chunk.header.is_some());
+        }
+        assert_eq!(headers, 1, "a key named 200 times is served once");
+        let request = pb::FetchSliceRequest {
+            keys: vec![key; pb::MAX_FETCH_KEYS + 1],
+        };
+        let err = client.fetch_slice(request).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("at most 256"), "{err:?}");
+    });
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",

@@ -785,8 +785,22 @@ pub type Fetched = (SliceKey, SliceValues, SliceFile);
 
 /// Fetches finished slices from the coordinator. Returns those that arrived intact (each
 /// checked against its content hash) and those that arrived damaged, with the reason; an error
-/// if the coordinator left one out.
+/// if the coordinator left one out. Asks for [`pb::MAX_FETCH_KEYS`] at a time.
 pub async fn fetch_checked(
+    client: &mut Client,
+    keys: &[SliceKey],
+) -> Result<(Vec<Fetched>, Vec<(SliceKey, String)>), WorkerError> {
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for batch in keys.chunks(pb::MAX_FETCH_KEYS) {
+        let (g, b) = fetch_batch(client, batch).await?;
+        good.extend(g);
+        bad.extend(b);
+    }
+    Ok((good, bad))
+}
+
+/// [`fetch_checked`] of at most [`pb::MAX_FETCH_KEYS`] keys.
+async fn fetch_batch(
     client: &mut Client,
     keys: &[SliceKey],
 ) -> Result<(Vec<Fetched>, Vec<(SliceKey, String)>), WorkerError> {
