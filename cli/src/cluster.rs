@@ -84,6 +84,43 @@ pub struct CoordinatorOptions {
     pub tls: Option<TlsIdentity>,
 }
 
+/// The shortest cluster token a coordinator accepts, in characters.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Refuses a cluster token anyone could guess: shorter than [`MIN_TOKEN_CHARS`], or a
+/// placeholder of the shipped examples.
+fn check_token(token: &str) -> Result<(), ClusterFailure> {
+    let hint = "make one with `openssl rand -hex 24` and give the same to every worker";
+    let lower = token.to_ascii_lowercase();
+    if [
+        "change-me",
+        "changeme",
+        "change_me",
+        "example",
+        "token",
+        "secret",
+        "password",
+    ]
+    .iter()
+    .any(|p| lower.trim() == *p)
+    {
+        return Err(fail(
+            2,
+            format!("the cluster token is a placeholder of the examples, not a secret: {hint}"),
+        ));
+    }
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(fail(
+            2,
+            format!(
+                "the cluster token has {} characters, fewer than {MIN_TOKEN_CHARS}: {hint}",
+                token.chars().count()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `zermelo coordinator`: serves until ctrl-c or SIGTERM.
 pub fn coordinator(
     listen: &str,
@@ -94,6 +131,9 @@ pub fn coordinator(
     fault_corrupt_downloads: u64,
     options: CoordinatorOptions,
 ) -> Result<u8, ClusterFailure> {
+    if let Some(t) = &token {
+        check_token(t)?;
+    }
     let mut config = ServiceConfig::new(tables);
     config.fault_corrupt_downloads = fault_corrupt_downloads;
     config.schedule.lease_ttl = lease_ttl_seconds.saturating_mul(1000);
@@ -103,6 +143,7 @@ pub fn coordinator(
     }
     config.token = token;
     config.tls = options.tls;
+    let tls_off = config.tls.is_none();
     if let Some(tls) = &config.tls {
         tls.server_config().map_err(|e| fail(2, e.to_string()))?;
     }
@@ -111,6 +152,14 @@ pub fn coordinator(
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| fail(2, format!("cannot listen on {listen}: {e}")))?;
+        if let Ok(addr) = listener.local_addr() {
+            if !addr.ip().is_loopback() && tls_off {
+                tracing::warn!(
+                    %addr,
+                    "serving gRPC beyond this machine in plain text: the token and the slices cross the network unencrypted; give --tls-cert and --tls-key, or listen on 127.0.0.1"
+                );
+            }
+        }
         let metrics = match &options.metrics_listen {
             Some(addr) => Some(
                 tokio::net::TcpListener::bind(addr)

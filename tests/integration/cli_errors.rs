@@ -217,6 +217,28 @@ fn a_lease_ttl_out_of_range_is_refused() {
     }
 }
 
+/// A coordinator does not start with a token anyone could guess: empty, short, or the
+/// examples' placeholder.
+#[test]
+fn a_weak_cluster_token_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().to_str().unwrap();
+    for (token, needle) in [
+        ("", "0 characters"),
+        ("change-me", "placeholder"),
+        ("CHANGEME", "placeholder"),
+        ("fifteen-chars-x", "15 characters"),
+    ] {
+        let o = zermelo()
+            .args(["coordinator", "--listen", "127.0.0.1:0", "--tables", d])
+            .env("ZERMELO_TOKEN", token)
+            .output()
+            .unwrap();
+        assert_clean_failure(&o, 2, needle);
+        assert!(stderr(&o).contains("openssl rand"), "{}", stderr(&o));
+    }
+}
+
 #[test]
 fn probe_without_tables_dir_fails_cleanly() {
     let o = run(&[

@@ -209,7 +209,7 @@ fn workers_on_a_small_budget_read_large_successors_by_block_with_the_same_bytes(
     let tmp = tempfile::tempdir().unwrap();
     let (mut coord, url) = coordinator(tmp.path());
     let env = [
-        ("ZERMELO_TOKEN", "right"),
+        ("ZERMELO_TOKEN", "right-token-for-tests"),
         ("ZERMELO_LOG", "zermelo_worker=debug,info"),
     ];
     let workers: Vec<Proc> = (0..2)
@@ -278,7 +278,10 @@ fn a_worker_name_cannot_forge_log_lines() {
         &tmp.path().join("cache"),
         tmp.path().join("worker.log"),
         &[],
-        &[("ZERMELO_TOKEN", "right"), ("HOSTNAME", host.as_str())],
+        &[
+            ("ZERMELO_TOKEN", "right-token-for-tests"),
+            ("HOSTNAME", host.as_str()),
+        ],
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     while !coord.log().contains("worker registered") {
@@ -321,7 +324,7 @@ fn a_fetch_is_deduplicated_and_capped() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         let request = pb::FetchSliceRequest {
             keys: vec![key.clone(); 200],
         };
@@ -369,12 +372,12 @@ fn cluster_of_two_workers_builds_kpkp_byte_identical_to_solve_and_verified() {
     }
 }
 
-/// A coordinator on a free port with token `right`, answering `status`.
+/// A coordinator on a free port with token `right-token-for-tests`, answering `status`.
 fn coordinator(tmp: &Path) -> (Proc, String) {
     coordinator_with(tmp, &[], "http", &[])
 }
 
-/// A coordinator on a free port of 127.0.0.1 with token `right` and the `extra` arguments; its
+/// A coordinator on a free port of 127.0.0.1 with token `right-token-for-tests` and the `extra` arguments; its
 /// URL (`scheme://127.0.0.1:PORT`) once `zermelo status` with `client` arguments gets an answer.
 fn coordinator_with(tmp: &Path, extra: &[&str], scheme: &str, client: &[&str]) -> (Proc, String) {
     let port = free_port();
@@ -389,11 +392,21 @@ fn coordinator_with(tmp: &Path, extra: &[&str], scheme: &str, client: &[&str]) -
         tables.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let proc = Proc::spawn(&args, tmp.join("coordinator.log"), &[("ZERMELO_TOKEN", "right")]);
+    let proc = Proc::spawn(
+        &args,
+        tmp.join("coordinator.log"),
+        &[("ZERMELO_TOKEN", "right-token-for-tests")],
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let o = zermelo()
-            .args(["status", "--coordinator", &url, "--token", "right"])
+            .args([
+                "status",
+                "--coordinator",
+                &url,
+                "--token",
+                "right-token-for-tests",
+            ])
             .args(client)
             .stdin(Stdio::null())
             .output()
@@ -424,7 +437,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
         .build()
         .unwrap();
     rt.block_on(async {
-        for token in [Some("wrong"), Some("righ"), None] {
+        for token in [Some("wrong-token-for-tests"), Some("right-token-for-test"), None] {
             let mut client = zermelo_worker::node::client::connect(&url, token).unwrap();
             let call = client.job_status(pb::JobStatusRequest { job_id: None });
             let err = tokio::time::timeout(Duration::from_secs(10), call)
@@ -437,7 +450,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
                 "token {token:?}: {err:?}"
             );
         }
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         let old = pb::RegisterRequest {
             worker_name: "old".into(),
             protocol_version: pb::PROTOCOL_VERSION + 1,
@@ -461,7 +474,13 @@ fn wrong_token_is_refused_with_unauthenticated() {
     });
 
     let o = zermelo()
-        .args(["status", "--coordinator", &url, "--token", "wrong"])
+        .args([
+            "status",
+            "--coordinator",
+            &url,
+            "--token",
+            "wrong-token-for-tests",
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -480,7 +499,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
             "1",
         ],
         tmp.path().join("worker.log"),
-        &[("ZERMELO_TOKEN", "wrong")],
+        &[("ZERMELO_TOKEN", "wrong-token-for-tests")],
     );
     let status = worker.wait(Duration::from_secs(20));
     assert_eq!(status.code(), Some(2), "worker log:\n{}", worker.log());
@@ -565,7 +584,7 @@ fn restartable_coordinator(tmp: &Path) -> (Vec<String>, String) {
 fn submit_waits_for_a_coordinator_that_is_still_starting() {
     let tmp = tempfile::tempdir().unwrap();
     let (args, url) = restartable_coordinator(tmp.path());
-    let env = [("ZERMELO_TOKEN", "early")];
+    let env = [("ZERMELO_TOKEN", "early-token-for-the-tests")];
     let mut submit = Proc::spawn(
         &["submit", "--coordinator", &url, "KQvK", "--wait"],
         tmp.path().join("submit.log"),
@@ -594,7 +613,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     let (args, url) = restartable_coordinator(tmp.path());
     let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
     let tables = tmp.path().join("tables");
-    let env = [("ZERMELO_TOKEN", "k9")];
+    let env = [("ZERMELO_TOKEN", "k9-token-for-the-tests")];
     let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
     let workers: Vec<Proc> = (0..2)
         .map(|i| {
@@ -616,7 +635,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     let deadline = Instant::now() + Duration::from_secs(20);
     let job = loop {
         let o = zermelo()
-            .args(["submit", "--coordinator", &url, "--token", "k9", "KNvKP"])
+            .args(["submit", "--coordinator", &url, "--token", "k9-token-for-the-tests", "KNvKP"])
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -634,7 +653,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
 
     let (done, total) = wait_job(
         &url,
-        "k9",
+        "k9-token-for-the-tests",
         &job,
         Duration::from_secs(30),
         &[&coord, &killed, &survivor],
@@ -645,7 +664,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     killed.child.wait().unwrap();
     let (before_coordinator_kill, _) = wait_job(
         &url,
-        "k9",
+        "k9-token-for-the-tests",
         &job,
         Duration::from_secs(30),
         &[&coord, &survivor],
@@ -657,7 +676,7 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     let coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-2.log"), &env);
     wait_job(
         &url,
-        "k9",
+        "k9-token-for-the-tests",
         &job,
         Duration::from_secs(60),
         &[&coord, &survivor],
@@ -739,7 +758,7 @@ fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_use
     let tmp = tempfile::tempdir().unwrap();
     let solve_dir = tmp.path().join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
-    let token = "a4";
+    let token = "a4-token-for-the-tests";
     let env = [("ZERMELO_TOKEN", token)];
     let coordinator = |name: &str, extra: &[&str]| -> (Proc, String, PathBuf) {
         let listen = format!("127.0.0.1:{}", free_port());
@@ -911,18 +930,18 @@ fn cluster_skips_tables_already_complete_in_its_tables_directory() {
     }
 }
 
-/// A worker of the coordinator at `url` (token `right`, one thread) with the `extra` arguments.
+/// A worker of the coordinator at `url` (token `right-token-for-tests`, one thread) with the `extra` arguments.
 fn worker_proc(tmp: &Path, name: &str, url: &str, extra: &[&str]) -> Proc {
     worker_with(
         url,
         &tmp.join(format!("cache-{name}")),
         tmp.join(format!("{name}.log")),
         extra,
-        &[("ZERMELO_TOKEN", "right")],
+        &[("ZERMELO_TOKEN", "right-token-for-tests")],
     )
 }
 
-/// Runs `zermelo submit --wait` of `materials` (token `right`, `extra` arguments) and waits for
+/// Runs `zermelo submit --wait` of `materials` (token `right-token-for-tests`, `extra` arguments) and waits for
 /// it, failing with the logs of `procs` if it does not succeed within `limit`.
 fn submit_and_wait(
     tmp: &Path,
@@ -935,7 +954,11 @@ fn submit_and_wait(
     let mut args = vec!["submit", "--coordinator", url, "--wait"];
     args.extend_from_slice(materials);
     args.extend_from_slice(extra);
-    let mut submit = Proc::spawn(&args, tmp.join("submit.log"), &[("ZERMELO_TOKEN", "right")]);
+    let mut submit = Proc::spawn(
+        &args,
+        tmp.join("submit.log"),
+        &[("ZERMELO_TOKEN", "right-token-for-tests")],
+    );
     let status = submit.wait(limit);
     if !status.success() {
         let logs: Vec<String> = procs
@@ -997,7 +1020,14 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
         &[&coord, &worker],
     );
 
-    let o = run(&["status", "--coordinator", &url, "--token", "right", "1"]);
+    let o = run(&[
+        "status",
+        "--coordinator",
+        &url,
+        "--token",
+        "right-token-for-tests",
+        "1",
+    ]);
     assert_ok(&o);
     let status: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let job = &status["jobs"][0];
@@ -1124,7 +1154,7 @@ fn tls_cluster_builds_kpk_byte_identical_and_untrusting_clients_fail() {
     }
 
     let status = |url: &str, extra: &[&str]| {
-        let mut args = vec!["status", "--coordinator", url, "--token", "right"];
+        let mut args = vec!["status", "--coordinator", url, "--token", "right-token-for-tests"];
         args.extend_from_slice(extra);
         run(&args)
     };
@@ -1200,7 +1230,10 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
             .collect()
     };
     let a = run_analyse(&local, &[]);
-    let b = run_analyse(&remote, &["--coordinator", &url, "--token", "right"]);
+    let b = run_analyse(
+        &remote,
+        &["--coordinator", &url, "--token", "right-token-for-tests"],
+    );
     assert_eq!(a.len(), fens.len());
     for (x, y) in a.iter().zip(&b) {
         for field in ["fen", "category", "dtm", "moves", "pv", "exact"] {
@@ -1235,14 +1268,17 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
     let again = tmp.path().join("again");
     let status = |url: &str| -> serde_json::Value {
         let o = zermelo()
-            .args(["status", "--coordinator", url, "--token", "right"])
+            .args(["status", "--coordinator", url, "--token", "right-token-for-tests"])
             .stdin(Stdio::null())
             .output()
             .unwrap();
         serde_json::from_str(&stdout(&o)).unwrap()
     };
     let uploaded = status(&url)["bytes_uploaded"].as_u64().unwrap();
-    let c = run_analyse(&again, &["--coordinator", &url, "--token", "right"]);
+    let c = run_analyse(
+        &again,
+        &["--coordinator", &url, "--token", "right-token-for-tests"],
+    );
     assert_eq!(status(&url)["bytes_uploaded"].as_u64().unwrap(), uploaded);
     for (x, y) in a.iter().zip(&c) {
         assert_eq!(x["moves"], y["moves"]);
@@ -1275,7 +1311,7 @@ fn an_analysis_job_survives_kill_9_of_the_coordinator() {
     let tmp = tempfile::tempdir().unwrap();
     let (args, url) = restartable_coordinator(tmp.path());
     let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let env = [("ZERMELO_TOKEN", "k9")];
+    let env = [("ZERMELO_TOKEN", "k9-token-for-the-tests")];
     let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
     let worker = one_thread_worker(&url, tmp.path(), &env);
     // KRvKP: the pawnless endings its promotions and captures reach, then the pawn slices.
@@ -1295,7 +1331,7 @@ fn an_analysis_job_survives_kill_9_of_the_coordinator() {
     );
     let (done, total) = wait_job(
         &url,
-        "k9",
+        "k9-token-for-the-tests",
         "1",
         Duration::from_secs(60),
         &[&coord, &worker, &analyse],
