@@ -48,6 +48,9 @@ fn max_wire_bytes(positions: u64) -> u64 {
     raw.saturating_add(raw / 128).saturating_add(1 << 20)
 }
 
+/// The most streams (and requests in flight) one client connection may have open at once.
+const MAX_STREAMS_PER_CONNECTION: u32 = 32;
+
 /// The longest worker name kept, in characters.
 const MAX_NAME_CHARS: usize = 64;
 
@@ -1421,7 +1424,10 @@ pub async fn serve_with_metrics(
     };
     let addr = listener.local_addr().ok();
     info!(addr = ?addr, tls = tls.is_some(), tables = %config.tables.display(), state = %config.state.display(), "coordinator listening");
-    let mut builder = tonic::transport::Server::builder();
+    // Bounded per connection: concurrent streams (an upload or a fetch each) and requests.
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
+        .concurrency_limit_per_connection(MAX_STREAMS_PER_CONNECTION as usize);
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }

@@ -343,6 +343,49 @@ fn a_fetch_is_deduplicated_and_capped() {
     });
 }
 
+/// An upload header announcing more bytes than its slice could ever take (here 900 MB for
+/// KQvK's 59,136 values) is refused at once, by the key's size, before any byte is kept (it
+/// used to reserve the announced length and wait).
+#[test]
+fn an_oversized_upload_header_is_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_coord, url) = coordinator(tmp.path());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let header = pb::SliceHeader {
+            key: Some(pb::SliceKey {
+                material: "KQvK".into(),
+                white_pawns: 0,
+                black_pawns: 0,
+            }),
+            total_length: 900 << 20,
+            content_hash: vec![0; 32],
+            positions: 59_136,
+        };
+        let chunk = pb::UploadSliceChunk {
+            lease_id: 1,
+            chunk: Some(pb::SliceChunk {
+                header: Some(header),
+                data: vec![0; 10],
+            }),
+        };
+        // The stream stays open: the refusal must not wait for its end.
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(chunk).await.unwrap();
+        let call = client.upload_slice(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let err = tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .expect("refused before the stream ends")
+            .unwrap_err();
+        assert!(err.message().contains("limit"), "{err:?}");
+        drop(tx);
+    });
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",
@@ -635,7 +678,14 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     let deadline = Instant::now() + Duration::from_secs(20);
     let job = loop {
         let o = zermelo()
-            .args(["submit", "--coordinator", &url, "--token", "k9-token-for-the-tests", "KNvKP"])
+            .args([
+                "submit",
+                "--coordinator",
+                &url,
+                "--token",
+                "k9-token-for-the-tests",
+                "KNvKP",
+            ])
             .stdin(Stdio::null())
             .output()
             .unwrap();
