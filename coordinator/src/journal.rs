@@ -185,7 +185,7 @@ impl Journal {
             file.seek(SeekFrom::Start(0)).map_err(io_err)?;
             file.write_all(&header_bytes()).map_err(io_err)?;
             file.sync_all().map_err(io_err)?;
-            sync_dir(path).map_err(io_err)?;
+            zermelo_storage::durable::sync_parent_dir(path).map_err(io_err)?;
             let journal = Journal {
                 path: path.to_owned(),
                 file,
@@ -288,15 +288,6 @@ fn header_bytes() -> [u8; FILE_HEADER_LEN as usize] {
     h[..8].copy_from_slice(&MAGIC);
     h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     h
-}
-
-/// Syncs the folder that holds `path`, so that a new file's name survives a crash.
-fn sync_dir(path: &Path) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    File::open(dir)?.sync_all()
 }
 
 /// Decodes the batches after the file header; returns their records and the length of the

@@ -358,8 +358,8 @@ impl IncomingSlice {
             source,
         };
         let file = self.file.into_inner().map_err(|e| io(e.into_error()))?;
-        file.as_file().sync_data().map_err(io)?;
-        file.persist(&self.target).map_err(|e| io(e.error))?;
+        // Durable before the journal records the slice as finished: data, name and folder.
+        zermelo_storage::durable::persist(file, &self.target).map_err(io)?;
         Ok(found)
     }
 }

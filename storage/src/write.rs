@@ -430,19 +430,7 @@ impl TableWriter {
 
 /// Makes the rename that put `path` in place durable.
 fn sync_parent_dir(path: &Path) -> Result<(), StorageError> {
-    #[cfg(unix)]
-    {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| StorageError::io(dir, e))?;
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
+    crate::durable::sync_parent_dir(path).map_err(|e| StorageError::io(path.parent().unwrap_or(path), e))
 }
 
 /// A zstd compressor with every frame option that changes the bytes pinned (zstd's defaults
