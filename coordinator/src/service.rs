@@ -466,7 +466,21 @@ impl CoordinatorService {
         let mut writes = Vec::new();
         for mp in plan.materials.into_iter().filter(|_| whole) {
             let m = mp.material;
-            if state.materials.contains_key(&m) {
+            if let Some(ms) = state.materials.get(&m) {
+                // A table whose write failed (a full disk since freed, say), or that is gone
+                // from the tables directory, is written again from the stored slices.
+                let again = match &ms.table {
+                    TableState::Failed(_) => true,
+                    TableState::Written => {
+                        !table_is_complete(&self.shared.tables, &ms.plan, &state.scheduler, false)
+                    }
+                    _ => false,
+                };
+                if again && ms.unfinished == 0 {
+                    info!(material = %m, was = ?ms.table, "the table is written again");
+                    writes.push(m);
+                    state.materials.get_mut(&m).expect("known").table = TableState::Writing;
+                }
                 continue;
             }
             let unfinished = mp
@@ -475,7 +489,7 @@ impl CoordinatorService {
                 .count();
             let table = if unfinished > 0 {
                 TableState::Pending
-            } else if table_is_complete(&self.shared.tables, &mp, &state.scheduler) {
+            } else if table_is_complete(&self.shared.tables, &mp, &state.scheduler, true) {
                 TableState::Written
             } else {
                 writes.push(m);
@@ -902,9 +916,9 @@ impl CoordinatorService {
     }
 }
 
-/// True if the material's table file is there with exactly its planned slices, the recorded
-/// hashes and a good checksum.
-fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler) -> bool {
+/// Whether the material's table file holds exactly its finished slices, with their hashes; with
+/// `whole`, its checksum is checked too (the whole file read).
+fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler, whole: bool) -> bool {
     let path = tables.join(zermelo_storage::table_file_name(&mp.material.to_string()));
     let Ok(table) = Table::open(&path) else {
         return false;
@@ -917,7 +931,7 @@ fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler) ->
     expected.sort();
     let found: Vec<([u64; 2], Option<schedule::Hash>)> =
         table.slices().iter().map(|s| (s.key, Some(s.hash))).collect();
-    found == expected && table.verify_checksum().is_ok()
+    found == expected && (!whole || table.verify_checksum().is_ok())
 }
 
 fn log_action(a: &Action) {

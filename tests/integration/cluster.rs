@@ -386,6 +386,60 @@ fn an_oversized_upload_header_is_refused_at_once() {
     });
 }
 
+/// A table whose write failed (here its name is taken by a folder, as a full disk would fail
+/// it) is written when the job is submitted again once the cause is gone, without a restart;
+/// a table deleted from the tables directory likewise. Both times the bytes are `solve`'s.
+#[test]
+fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coord, url) = coordinator(tmp.path());
+    let worker = worker_proc(tmp.path(), "w", &url, &[]);
+    let tables = tmp.path().join("tables");
+    let blocker = tables.join("KRvK.zmt");
+    std::fs::create_dir_all(blocker.join("in-the-way")).unwrap();
+    let o = zermelo()
+        .args(["submit", "--coordinator", &url, "--wait", "KRvK"])
+        .env("ZERMELO_TOKEN", "right-token-for-tests")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "a job whose table cannot be written succeeded"
+    );
+    assert!(coord.log().contains("table not written"), "{}", coord.log());
+
+    std::fs::remove_dir_all(&blocker).unwrap();
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KRvK"],
+        &[],
+        Duration::from_secs(60),
+        &[&coord, &worker],
+    );
+    let solve_dir = tables_with(&["KRvK"]);
+    let expected = std::fs::read(solve_dir.join("KRvK.zmt")).unwrap();
+    assert!(
+        std::fs::read(&blocker).unwrap() == expected,
+        "the rewritten table differs"
+    );
+
+    std::fs::remove_file(&blocker).unwrap();
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KRvK"],
+        &[],
+        Duration::from_secs(60),
+        &[&coord, &worker],
+    );
+    assert!(
+        std::fs::read(&blocker).unwrap() == expected,
+        "the deleted table is not back as it was"
+    );
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",
