@@ -54,9 +54,15 @@ pub fn from_wire(key: &zermelo_proto::SliceKey) -> Result<SliceKey, StoreError> 
             key.material, key.white_pawns, key.black_pawns
         ))
     };
+    if key.material.len() > MAX_MATERIAL_NAME {
+        return Err(bad());
+    }
     let material: Material = key.material.parse().map_err(|_| bad())?;
     if material.to_string() != key.material || material.is_bare_kings() {
         return Err(bad());
+    }
+    if let Err(why) = within_bounds(&material) {
+        return Err(StoreError::BadKey(format!("{}: {why}", bad())));
     }
     let (w, b) = (key.white_pawns, key.black_pawns);
     use zermelo_chess::{Color, Role};
@@ -73,6 +79,41 @@ pub fn from_wire(key: &zermelo_proto::SliceKey) -> Result<SliceKey, StoreError> 
         return Err(bad());
     }
     Ok(normal)
+}
+
+/// The longest material name a key may carry (a chess position's is under 40 characters).
+const MAX_MATERIAL_NAME: usize = 40;
+
+/// The most indices one slice of a key may have: past every table this project can build
+/// (a 7-man pawnless slice has about 10^12), far below where index sizes overflow.
+pub const MAX_SLICE_INDICES: u128 = 1 << 44;
+
+/// Refuses a material no chess position has (more than 16 men a side, 8 pawns a side), or
+/// whose slices would be too large to index ([`MAX_SLICE_INDICES`], counted without overflow).
+pub fn within_bounds(material: &Material) -> Result<(), String> {
+    use zermelo_chess::{Color, Role};
+    for color in [Color::White, Color::Black] {
+        let men: u32 = Role::ALL
+            .iter()
+            .map(|&r| u32::from(material.count(color, r)))
+            .sum();
+        if men > 16 || material.count(color, Role::Pawn) > 8 {
+            return Err("more men than a side can have (16, of which 8 pawns)".into());
+        }
+    }
+    let binomial = |k: u8| -> u128 { (0..u128::from(k)).fold(1, |acc, i| acc * (64 - i) / (i + 1)) };
+    let mut indices: u128 = 2 * 3612;
+    for color in [Color::White, Color::Black] {
+        for role in [Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
+            indices = indices.saturating_mul(binomial(material.count(color, role)));
+        }
+    }
+    if indices > MAX_SLICE_INDICES {
+        return Err(format!(
+            "its slices would have about {indices:.3e} indices, past the {MAX_SLICE_INDICES} this coordinator takes"
+        ));
+    }
+    Ok(())
 }
 
 /// A slice key for the wire.

@@ -440,6 +440,56 @@ fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
     );
 }
 
+/// Analysis roots no chess position has, or too large to index, are refused before they are
+/// planned or journaled: 22 men (11 a side: their index size used to wrap) and 253 queens (its
+/// name used to panic the journal). The coordinator goes on serving and its journal is
+/// unchanged.
+#[test]
+fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coord, url) = coordinator(tmp.path());
+    let journal = tmp.path().join("tables/.zermelo-coordinator/journal");
+    let journal_len = || std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+    let before = journal_len();
+    let root = |material: String| pb::SliceKey {
+        material,
+        white_pawns: 0,
+        black_pawns: 0,
+    };
+    let roots = [
+        format!("K{}vK{}", "Q".repeat(10), "Q".repeat(10)),
+        format!("K{}vK", "Q".repeat(253)),
+        format!("K{}vK", "Q".repeat(16)),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        for material in roots {
+            let request = pb::SubmitJobRequest {
+                materials: vec![],
+                roots: vec![root(material.clone())],
+            };
+            let call = client.submit_job(request);
+            let err = tokio::time::timeout(Duration::from_secs(10), call)
+                .await
+                .expect("an answer at once")
+                .unwrap_err();
+            assert!(err.message().contains("not a slice key"), "{material}: {err:?}");
+        }
+        let alive = client.job_status(pb::JobStatusRequest { job_id: None }).await;
+        assert!(
+            alive.is_ok(),
+            "the coordinator stopped answering: {}",
+            coord.log()
+        );
+    });
+    assert_eq!(journal_len(), before, "a refused root reached the journal");
+    assert!(!coord.log().contains("panicked"), "{}", coord.log());
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",
