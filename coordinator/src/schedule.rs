@@ -108,6 +108,9 @@ pub struct Config {
     /// The fewest positions a task should hold: slices of one wave are grouped until they reach
     /// it (a wave with fewer is one task).
     pub target_task_positions: u64,
+    /// The most leases one worker may hold at once: a client cannot hoard every ready task (a
+    /// worker leases one task at a time).
+    pub max_leases_per_worker: usize,
     /// The first worker and lease id. A restarted coordinator starts past every id its previous
     /// life gave out (from the wall clock, say), so that a worker of that life hears that its
     /// ids are unknown rather than mistaking them for new ones.
@@ -119,6 +122,7 @@ impl Default for Config {
         Config {
             lease_ttl: 30_000,
             worker_timeout: 90_000,
+            max_leases_per_worker: 4,
             target_task_positions: 1 << 20,
             first_id: 1,
         }
@@ -713,6 +717,11 @@ impl Scheduler {
             return;
         };
         w.last_seen = self.now;
+        let held = self.leases.values().filter(|l| l.worker == worker).count();
+        if held >= self.config.max_leases_per_worker {
+            out.push(Action::NoTask(NoTask::Waiting));
+            return;
+        }
         let Some(t) = self.ready.pop_first() else {
             let idle = self.jobs.iter().all(|j| j.slices_done == j.slices_total);
             out.push(Action::NoTask(if idle { NoTask::Idle } else { NoTask::Waiting }));
@@ -1063,6 +1072,7 @@ mod tests {
             lease_ttl: TTL,
             worker_timeout: 3 * TTL,
             target_task_positions: 1 << 16,
+            max_leases_per_worker: 4,
             first_id: 1,
         }
     }
@@ -1794,6 +1804,35 @@ mod tests {
         assert_eq!(
             sim.step(Event::LeaseRequested { worker: a }),
             [Action::NoTask(NoTask::UnknownWorker)]
+        );
+    }
+
+    /// A client that leases and never completes gets at most `max_leases_per_worker` tasks;
+    /// the ready tasks left go to the other workers.
+    #[test]
+    fn one_worker_cannot_hoard_the_ready_tasks() {
+        let config = Config {
+            max_leases_per_worker: 2,
+            ..config()
+        };
+        let mut sim = Sim::new(Scheduler::new(config.clone()), HashMap::new());
+        let (greedy, honest) = (sim.register(), sim.register());
+        sim.submit(JobId(1), &KPKP);
+        let mut held = 0;
+        for _ in 0..50 {
+            match &sim.step(Event::LeaseRequested { worker: greedy })[..] {
+                [Action::Lease(_)] => held += 1,
+                [Action::NoTask(NoTask::Waiting)] => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(held, config.max_leases_per_worker);
+        assert!(
+            matches!(
+                &sim.step(Event::LeaseRequested { worker: honest })[..],
+                [Action::Lease(_)]
+            ),
+            "the other worker got nothing"
         );
     }
 
