@@ -237,6 +237,7 @@ impl ServiceError {
             | ServiceError::NotFinished { .. }
             | ServiceError::UnknownJob(_) => Code::NotFound,
             ServiceError::JobRejected { .. } => Code::FailedPrecondition,
+            ServiceError::Store(StoreError::Finished { .. }) => Code::AlreadyExists,
             ServiceError::JournalBroken(_) => Code::Unavailable,
             ServiceError::Store(StoreError::Corrupt { .. } | StoreError::Io { .. })
             | ServiceError::Journal(_)
@@ -1173,19 +1174,35 @@ impl Coordinator for CoordinatorService {
             let (key, wire_key, mut slice) = incoming.take().expect("a slice under way");
             let complete = piece.complete;
             let data = piece.data;
+            let this = self.clone();
             let put = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
                 slice.push_blocking(&data)?;
                 if complete {
-                    slice.finish_blocking()?;
+                    // A finished slice is never replaced: checked under the lock that
+                    // completions are recorded under, and put in place under it.
+                    slice.finish_with_blocking(|rename| {
+                        let state = this.lock();
+                        if state.scheduler.finished(&key).is_some() {
+                            return Err(StoreError::Finished { key });
+                        }
+                        rename()
+                    })?;
                     return Ok(None);
                 }
                 Ok(Some(slice))
             })
             .await
             .map_err(ServiceError::from)?;
-            if let Err(e @ (StoreError::HashMismatch { .. } | StoreError::Wire { .. })) = &put {
-                warn!(%key, error = %e, "corrupt upload refused");
-                Counters::add(&self.shared.counters.uploads_refused, 1);
+            match &put {
+                Err(e @ (StoreError::HashMismatch { .. } | StoreError::Wire { .. })) => {
+                    warn!(%key, error = %e, "corrupt upload refused");
+                    Counters::add(&self.shared.counters.uploads_refused, 1);
+                }
+                Err(e @ StoreError::Finished { .. }) => {
+                    warn!(%key, error = %e, "upload of a finished slice refused");
+                    Counters::add(&self.shared.counters.uploads_refused, 1);
+                }
+                _ => {}
             }
             match put.map_err(ServiceError::from)? {
                 Some(slice) => incoming = Some((key, wire_key, slice)),

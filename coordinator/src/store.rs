@@ -39,6 +39,8 @@ pub enum StoreError {
     Wire { key: SliceKey, source: WireError },
     #[error("slice {key} is not in the store")]
     Missing { key: SliceKey },
+    #[error("slice {key} is finished: a finished slice is never replaced")]
+    Finished { key: SliceKey },
     #[error("stored slice {key} is corrupt ({reason}); it is not served")]
     Corrupt { key: SliceKey, reason: String },
     #[error("slice store {path}: {source}")]
@@ -382,6 +384,17 @@ impl IncomingSlice {
     /// Checks the whole slice and puts it in the store, replacing a copy already there.
     /// Blocking.
     pub fn finish_blocking(self) -> Result<Hash, StoreError> {
+        self.finish_with_blocking(|rename| rename())
+    }
+
+    /// [`finish_blocking`](Self::finish_blocking), the file put in place by `publish`, which is
+    /// handed the rename: it runs it under whatever lock decides whether the slice may still be
+    /// stored (not once it is finished), or refuses. The data is synced before, the folder
+    /// after. Blocking.
+    pub fn finish_with_blocking(
+        self,
+        publish: impl FnOnce(&mut Rename<'_>) -> Result<(), StoreError>,
+    ) -> Result<Hash, StoreError> {
         let key = self.key;
         self.decoder
             .finish()
@@ -400,10 +413,22 @@ impl IncomingSlice {
         };
         let file = self.file.into_inner().map_err(|e| io(e.into_error()))?;
         // Durable before the journal records the slice as finished: data, name and folder.
-        zermelo_storage::durable::persist(file, &self.target).map_err(io)?;
+        file.as_file().sync_data().map_err(io)?;
+        let mut file = Some(file);
+        let target = &self.target;
+        publish(&mut || {
+            let file = file
+                .take()
+                .ok_or_else(|| io(std::io::Error::other("renamed twice")))?;
+            file.persist(target).map(|_| ()).map_err(|e| io(e.error))
+        })?;
+        zermelo_storage::durable::sync_parent_dir(target).map_err(io)?;
         Ok(found)
     }
 }
+
+/// Puts an [`IncomingSlice`]'s file in place (see [`IncomingSlice::finish_with_blocking`]).
+pub type Rename<'a> = dyn FnMut() -> Result<(), StoreError> + 'a;
 
 pub(crate) fn hex(hash: &[u8]) -> String {
     hash.iter().map(|b| format!("{b:02x}")).collect()

@@ -490,6 +490,70 @@ fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
     assert!(!coord.log().contains("panicked"), "{}", coord.log());
 }
 
+/// A finished slice is never replaced: a token holder uploading other values (well hashed, all
+/// "draw") for a slice already accepted is refused with `already exists`, and the slice is still
+/// served as it was accepted (it used to be overwritten, then refused as corrupt for good).
+#[test]
+fn a_finished_slice_cannot_be_overwritten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coord, url) = coordinator(tmp.path());
+    let worker = worker_proc(tmp.path(), "w", &url, &[]);
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KQvK"],
+        &[],
+        Duration::from_secs(60),
+        &[&coord, &worker],
+    );
+    let key = pb::SliceKey {
+        material: "KQvK".into(),
+        white_pawns: 0,
+        black_pawns: 0,
+    };
+    let positions = 2 * 462 * 64;
+    let draws = vec![1u16; positions];
+    let data = zermelo_proto::wire::encode_values(&draws);
+    let hash = zermelo_storage::slice_hash("KQvK", [0, 0], &draws);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let header = pb::SliceHeader {
+            key: Some(key.clone()),
+            total_length: data.len() as u64,
+            content_hash: hash.to_vec(),
+            positions: positions as u64,
+        };
+        let chunks: Vec<pb::UploadSliceChunk> = pb::slice_chunks(header, &data, 1 << 20)
+            .map(|chunk| pb::UploadSliceChunk {
+                lease_id: 0,
+                chunk: Some(chunk),
+            })
+            .collect();
+        let err = client.upload_slice(tokio_stream::iter(chunks)).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::AlreadyExists, "{err:?}");
+        let (good, bad) = zermelo_worker::node::client::fetch_checked(
+            &mut client,
+            &[zermelo_chess::SliceKey::pawnless("KQvK".parse().unwrap())],
+        )
+        .await
+        .unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert!(
+            good[0].1.iter().any(|&v| v > 1),
+            "the accepted values were replaced"
+        );
+    });
+    assert!(
+        coord.log().contains("upload of a finished slice refused"),
+        "{}",
+        coord.log()
+    );
+}
+
 /// Every table `zermelo solve KPvK KPvKP` writes: the two materials and all their sub-tables.
 const KPKP_TABLES: &[&str] = &[
     "KBvK", "KBvKB", "KBvKN", "KBvKP", "KNvK", "KNvKN", "KNvKP", "KPvK", "KPvKP", "KQvK", "KQvKB", "KQvKN",
