@@ -299,30 +299,47 @@ fn a_worker_name_cannot_forge_log_lines() {
     assert!(!line.contains(&"y".repeat(100)), "the name was not cut: {line}");
 }
 
-/// A fetch that names one slice many times is served it once, and one naming more slices than
-/// a request may is refused before any work (one such request used to cost seconds of checks).
-#[test]
-fn a_fetch_is_deduplicated_and_capped() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
-    let worker = worker_proc(tmp.path(), "w", &url, &[]);
+/// A coordinator and a worker of one thread in `tmp` that have finished a KQvK job: the
+/// coordinator, the worker and the URL.
+fn kqk_done(tmp: &Path) -> (Proc, Proc, String) {
+    let (coord, url) = coordinator(tmp);
+    let worker = worker_proc(tmp, "w", &url, &[]);
     submit_and_wait(
-        tmp.path(),
+        tmp,
         &url,
         &["KQvK"],
         &[],
         Duration::from_secs(60),
         &[&coord, &worker],
     );
-    let key = pb::SliceKey {
+    (coord, worker, url)
+}
+
+/// KQvK's one slice, on the wire.
+fn kqk_key() -> pb::SliceKey {
+    pb::SliceKey {
         material: "KQvK".into(),
         white_pawns: 0,
         black_pawns: 0,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
+    }
+}
+
+/// A runtime for a test's own gRPC calls.
+fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// A fetch that names one slice many times is served it once, and one naming more slices than
+/// a request may is refused before any work (one such request used to cost seconds of checks).
+#[test]
+fn a_fetch_is_deduplicated_and_capped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_coord, _worker, url) = kqk_done(tmp.path());
+    let key = kqk_key();
+    let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         let request = pb::FetchSliceRequest {
@@ -350,10 +367,7 @@ fn a_fetch_is_deduplicated_and_capped() {
 fn an_oversized_upload_header_is_refused_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let (_coord, url) = coordinator(tmp.path());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         let header = pb::SliceHeader {
@@ -410,34 +424,22 @@ fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
     assert!(coord.log().contains("table not written"), "{}", coord.log());
 
     std::fs::remove_dir_all(&blocker).unwrap();
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KRvK"],
-        &[],
-        Duration::from_secs(60),
-        &[&coord, &worker],
-    );
-    let solve_dir = tables_with(&["KRvK"]);
-    let expected = std::fs::read(solve_dir.join("KRvK.zmt")).unwrap();
-    assert!(
-        std::fs::read(&blocker).unwrap() == expected,
-        "the rewritten table differs"
-    );
-
-    std::fs::remove_file(&blocker).unwrap();
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KRvK"],
-        &[],
-        Duration::from_secs(60),
-        &[&coord, &worker],
-    );
-    assert!(
-        std::fs::read(&blocker).unwrap() == expected,
-        "the deleted table is not back as it was"
-    );
+    let expected = std::fs::read(tables_with(&["KRvK"]).join("KRvK.zmt")).unwrap();
+    for what in ["a table whose write failed", "a deleted table"] {
+        submit_and_wait(
+            tmp.path(),
+            &url,
+            &["KRvK"],
+            &[],
+            Duration::from_secs(60),
+            &[&coord, &worker],
+        );
+        assert!(
+            std::fs::read(&blocker).unwrap() == expected,
+            "{what} is not written again as `solve` writes it"
+        );
+        std::fs::remove_file(&blocker).unwrap();
+    }
 }
 
 /// Analysis roots no chess position has, or too large to index, are refused before they are
@@ -461,10 +463,7 @@ fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
         format!("K{}vK", "Q".repeat(253)),
         format!("K{}vK", "Q".repeat(16)),
     ];
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         for material in roots {
@@ -496,29 +495,13 @@ fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
 #[test]
 fn a_finished_slice_cannot_be_overwritten() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
-    let worker = worker_proc(tmp.path(), "w", &url, &[]);
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KQvK"],
-        &[],
-        Duration::from_secs(60),
-        &[&coord, &worker],
-    );
-    let key = pb::SliceKey {
-        material: "KQvK".into(),
-        white_pawns: 0,
-        black_pawns: 0,
-    };
+    let (coord, _worker, url) = kqk_done(tmp.path());
+    let key = kqk_key();
     let positions = 2 * 462 * 64;
     let draws = vec![1u16; positions];
     let data = zermelo_proto::wire::encode_values(&draws);
     let hash = zermelo_storage::slice_hash("KQvK", [0, 0], &draws);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         let header = pb::SliceHeader {
@@ -643,10 +626,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
     let tmp = tempfile::tempdir().unwrap();
     let (coord, url) = coordinator(tmp.path());
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_runtime();
     rt.block_on(async {
         for token in [Some("wrong-token-for-tests"), Some("right-token-for-test"), None] {
             let mut client = zermelo_worker::node::client::connect(&url, token).unwrap();
