@@ -36,6 +36,9 @@ pub struct Counters {
     pub uploads_refused: AtomicU64,
     /// Slices not served because the stored copy failed its check.
     pub downloads_refused: AtomicU64,
+    /// Uploads and completions refused as not allowed: no live lease of the caller for that
+    /// task, or a slice already finished.
+    pub not_allowed: AtomicU64,
     /// Tasks leased to a worker.
     pub leases_granted: AtomicU64,
     /// Leases that ran out (or whose worker was forgotten): their tasks are leased again.
@@ -75,6 +78,7 @@ pub struct CounterValues {
     pub bytes_fetched: u64,
     pub uploads_refused: u64,
     pub downloads_refused: u64,
+    pub not_allowed: u64,
     pub leases_granted: u64,
     pub leases_expired: u64,
     pub leases_revoked: u64,
@@ -90,6 +94,7 @@ impl From<&Counters> for CounterValues {
             bytes_fetched: Counters::get(&c.bytes_fetched),
             uploads_refused: Counters::get(&c.uploads_refused),
             downloads_refused: Counters::get(&c.downloads_refused),
+            not_allowed: Counters::get(&c.not_allowed),
             leases_granted: Counters::get(&c.leases_granted),
             leases_expired: Counters::get(&c.leases_expired),
             leases_revoked: Counters::get(&c.leases_revoked),
@@ -199,6 +204,12 @@ pub fn render(s: &Snapshot) -> String {
         "counter",
         "Uploaded slices refused because they do not decode or do not match their content hash.",
         c.uploads_refused,
+    );
+    t.single(
+        "zermelo_requests_not_allowed_total",
+        "counter",
+        "Uploads and completions refused: no live lease of the caller for that task, or a slice already finished.",
+        c.not_allowed,
     );
     t.single(
         "zermelo_corrupt_downloads_refused_total",

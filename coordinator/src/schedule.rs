@@ -517,6 +517,18 @@ impl Scheduler {
         self.leases.len()
     }
 
+    /// The worker holding a live lease, and the slices of its task.
+    pub fn lease_holder(&self, lease: LeaseId) -> Option<(WorkerId, Vec<SliceKey>)> {
+        let l = self.leases.get(&lease)?;
+        let task = &self.tasks[l.task as usize];
+        let slices = task
+            .slices
+            .iter()
+            .map(|&ix| self.slices[ix as usize].key)
+            .collect();
+        Some((l.worker, slices))
+    }
+
     /// The recorded hash of a finished slice.
     pub fn finished(&self, key: &SliceKey) -> Option<Hash> {
         self.index

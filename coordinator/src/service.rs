@@ -1086,6 +1086,17 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
         let r = request.into_inner();
         let lease = LeaseId(r.lease_id);
+        let holder = self.lock().scheduler.lease_holder(lease).map(|(w, _)| w);
+        if holder != Some(WorkerId(r.worker_id)) {
+            Counters::add(&self.shared.counters.not_allowed, 1);
+            let reason = format!(
+                "{lease} is not a live lease of worker {}: only the holder of a task's live lease completes it",
+                WorkerId(r.worker_id)
+            );
+            warn!(%lease, %reason, "completion refused");
+            let result = pb::complete_task_response::Result::Rejected(pb::Rejected { reason });
+            return Ok(Response::new(pb::CompleteTaskResponse { result: Some(result) }));
+        }
         let mut results = Vec::with_capacity(r.slices.len());
         for s in &r.slices {
             let key = from_wire(
@@ -1144,7 +1155,20 @@ impl Coordinator for CoordinatorService {
         let mut incoming: Option<(SliceKey, pb::SliceKey, IncomingSlice)> = None;
         let mut stored = Vec::new();
         let mut bytes = 0u64;
+        // The slices the upload's lease allows: those of its task, if the lease is live.
+        let mut allowed: Option<Vec<SliceKey>> = None;
         while let Some(message) = stream.message().await? {
+            if allowed.is_none() {
+                let lease = LeaseId(message.lease_id);
+                let Some((_, slices)) = self.lock().scheduler.lease_holder(lease) else {
+                    Counters::add(&self.shared.counters.not_allowed, 1);
+                    warn!(%lease, "upload without a live lease refused");
+                    return Err(Status::permission_denied(format!(
+                        "{lease} is not a live lease: only the holder of a task's live lease uploads its slices"
+                    )));
+                };
+                allowed = Some(slices);
+            }
             let Some(chunk) = message.chunk else { continue };
             bytes += chunk.data.len() as u64;
             Counters::add(&self.shared.counters.bytes_uploaded, chunk.data.len() as u64);
@@ -1152,6 +1176,13 @@ impl Coordinator for CoordinatorService {
             if let Some(header) = piece.header {
                 let wire_key = header.key.clone().expect("the framer checks for a key");
                 let key = from_wire(&wire_key).map_err(ServiceError::from)?;
+                if !allowed.as_ref().is_some_and(|a| a.contains(&key)) {
+                    Counters::add(&self.shared.counters.not_allowed, 1);
+                    warn!(%key, "upload of a slice outside the lease's task refused");
+                    return Err(Status::permission_denied(format!(
+                        "slice {key} is not in the task of this upload's lease"
+                    )));
+                }
                 if header.total_length > max_wire_bytes(header.positions) {
                     return Err(ServiceError::from(FramingError::TooLarge {
                         key: key.to_string(),
@@ -1200,7 +1231,7 @@ impl Coordinator for CoordinatorService {
                 }
                 Err(e @ StoreError::Finished { .. }) => {
                     warn!(%key, error = %e, "upload of a finished slice refused");
-                    Counters::add(&self.shared.counters.uploads_refused, 1);
+                    Counters::add(&self.shared.counters.not_allowed, 1);
                 }
                 _ => {}
             }

@@ -366,22 +366,38 @@ fn a_fetch_is_deduplicated_and_capped() {
 #[test]
 fn an_oversized_upload_header_is_refused_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_coord, url) = coordinator(tmp.path());
+    let (coord, url) = coordinator(tmp.path());
+    submit(&url, "right-token-for-tests", &["KQvK"], &coord);
     let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        // A worker of our own, holding the live lease of KQvK's task.
+        let register = pb::RegisterRequest {
+            worker_name: "test".into(),
+            protocol_version: pb::PROTOCOL_VERSION,
+            cores: 1,
+        };
+        let Some(pb::register_response::Result::Registered(me)) =
+            client.register(register).await.unwrap().into_inner().result
+        else {
+            panic!("not registered");
+        };
+        let lease = pb::LeaseTaskRequest {
+            worker_id: me.worker_id,
+        };
+        let Some(pb::lease_task_response::Result::Task(task)) =
+            client.lease_task(lease).await.unwrap().into_inner().result
+        else {
+            panic!("no task");
+        };
         let header = pb::SliceHeader {
-            key: Some(pb::SliceKey {
-                material: "KQvK".into(),
-                white_pawns: 0,
-                black_pawns: 0,
-            }),
+            key: Some(kqk_key()),
             total_length: 900 << 20,
             content_hash: vec![0; 32],
             positions: 59_136,
         };
         let chunk = pb::UploadSliceChunk {
-            lease_id: 1,
+            lease_id: task.lease_id,
             chunk: Some(pb::SliceChunk {
                 header: Some(header),
                 data: vec![0; 10],
@@ -489,9 +505,11 @@ fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
     assert!(!coord.log().contains("panicked"), "{}", coord.log());
 }
 
-/// A finished slice is never replaced: a token holder uploading other values (well hashed, all
-/// "draw") for a slice already accepted is refused with `already exists`, and the slice is still
-/// served as it was accepted (it used to be overwritten, then refused as corrupt for good).
+/// A finished slice is never replaced, and only the holder of a task's live lease uploads or
+/// completes it: a token holder uploading other values (well hashed, all "draw") for a slice
+/// already accepted is refused with `permission denied`, and completing with worker 0 and lease
+/// 0 is rejected; the slice is still served as it was accepted (it used to be overwritten, then
+/// refused as corrupt for good, and the completion was accepted).
 #[test]
 fn a_finished_slice_cannot_be_overwritten() {
     let tmp = tempfile::tempdir().unwrap();
@@ -517,7 +535,21 @@ fn a_finished_slice_cannot_be_overwritten() {
             })
             .collect();
         let err = client.upload_slice(tokio_stream::iter(chunks)).await.unwrap_err();
-        assert_eq!(err.code(), tonic::Code::AlreadyExists, "{err:?}");
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+        let complete = pb::CompleteTaskRequest {
+            worker_id: 0,
+            lease_id: 0,
+            slices: vec![pb::SolvedSlice {
+                key: Some(kqk_key()),
+                content_hash: hash.to_vec(),
+                positions: positions as u64,
+            }],
+        };
+        let answer = client.complete_task(complete).await.unwrap().into_inner();
+        let Some(pb::complete_task_response::Result::Rejected(r)) = answer.result else {
+            panic!("a completion without a lease was not rejected: {answer:?}");
+        };
+        assert!(r.reason.contains("not a live lease"), "{}", r.reason);
         let (good, bad) = zermelo_worker::node::client::fetch_checked(
             &mut client,
             &[zermelo_chess::SliceKey::pawnless("KQvK".parse().unwrap())],
@@ -531,7 +563,7 @@ fn a_finished_slice_cannot_be_overwritten() {
         );
     });
     assert!(
-        coord.log().contains("upload of a finished slice refused"),
+        coord.log().contains("upload without a live lease refused"),
         "{}",
         coord.log()
     );
