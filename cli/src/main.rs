@@ -570,17 +570,27 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             let mut code = 0u8;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
-            let mut one = |fen: &str| -> Result<(), Failure> {
-                let fen = fen.trim();
-                if fen.is_empty() {
-                    return Ok(());
-                }
-                let line = match probe_fen(&dir, fen, MAX_MEN) {
-                    Ok(info) => serde_json::to_string(&info).expect("json"),
-                    Err(e) => {
-                        code = code.max(if e.is_corruption() { 2 } else { 1 });
-                        error!(fen, error = %e, "probe failed");
-                        serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
+            // One input: a FEN, or a line of stdin that cannot be one (and why).
+            let mut one = |input: Result<&str, String>| -> Result<(), Failure> {
+                let line = match input {
+                    Ok(fen) => {
+                        let fen = fen.trim();
+                        if fen.is_empty() {
+                            return Ok(());
+                        }
+                        match probe_fen(&dir, fen, MAX_MEN) {
+                            Ok(info) => serde_json::to_string(&info).expect("json"),
+                            Err(e) => {
+                                code = code.max(if e.is_corruption() { 2 } else { 1 });
+                                error!(fen, error = %e, "probe failed");
+                                serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
+                            }
+                        }
+                    }
+                    Err(what) => {
+                        code = code.max(1);
+                        error!(error = %what, "probe failed");
+                        serde_json::json!({ "fen": null, "error": what }).to_string()
                     }
                 };
                 writeln!(out, "{line}").map_err(|e| Failure {
@@ -589,32 +599,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 })
             };
             if fens.is_empty() {
-                let bad = |what: String, code_of: &mut u8| -> Result<(), Failure> {
-                    *code_of = (*code_of).max(1);
-                    error!(error = %what, "probe failed");
-                    writeln!(
-                        std::io::stdout(),
-                        "{}",
-                        serde_json::json!({ "fen": null, "error": what })
-                    )
-                    .map_err(|e| Failure {
-                        code: 2,
-                        message: format!("writing output: {e}"),
-                    })
-                };
-                let mut bad_code = 0u8;
                 for_each_line(std::io::stdin().lock(), MAX_FEN_LINE, |n, line| match line {
-                    Line::Text(text) => one(text),
-                    Line::NotUtf8 => bad(format!("line {n} is not UTF-8"), &mut bad_code),
-                    Line::TooLong => bad(
-                        format!("line {n} is longer than {MAX_FEN_LINE} bytes: not a FEN"),
-                        &mut bad_code,
-                    ),
+                    Line::Text(text) => one(Ok(text)),
+                    Line::NotUtf8 => one(Err(format!("line {n} is not UTF-8"))),
+                    Line::TooLong => one(Err(format!(
+                        "line {n} is longer than {MAX_FEN_LINE} bytes: not a FEN"
+                    ))),
                 })?;
-                code = code.max(bad_code);
             } else {
                 for f in &fens {
-                    one(f)?;
+                    one(Ok(f))?;
                 }
             }
             Ok(code)

@@ -122,6 +122,7 @@ fn the_peaks_line_is_read_to_the_byte_unit() {
     assert_eq!(p.len(), 3);
     assert_eq!(p[0], ("coordinator".to_owned(), 91 << 20));
     assert_eq!(p[1].0, "worker-0");
-    assert_eq!(p[1].1, (8.3 * (1u64 << 30) as f64) as u64);
+    // 8.3 x 2^30 = 8,912,057,139.2 bytes.
+    assert_eq!(p[1].1, 8_912_057_139);
     assert!(p[1].1 > WORKER_BUDGET - (2 << 30) && p[1].1 < WORKER_BUDGET);
 }

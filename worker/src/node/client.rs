@@ -313,9 +313,12 @@ pub fn task_memory(
     };
     let solver =
         at_once * (slice_state_bytes(largest) + ENCODER_BYTES) + threads as u64 * thread_bytes(largest);
-    let whole = |k: &&SliceKey| 2 * size(k) <= keep_limit(budget);
-    let held: u64 = successors.iter().filter(whole).map(|k| 2 * size(k)).sum();
-    let large = successors.len() - successors.iter().filter(whole).count();
+    let (whole, large): (Vec<u64>, Vec<u64>) = successors
+        .iter()
+        .map(|k| 2 * size(k))
+        .partition(|&bytes| bytes <= keep_limit(budget));
+    let held: u64 = whole.iter().sum();
+    let large = large.len();
     // Large successors are read a block at a time through each thread's cache of blocks.
     let readers = if large > 0 {
         threads as u64 * READER_BYTES
