@@ -153,6 +153,15 @@ pub struct ReachablePlan {
     pub available_positions: u64,
     /// The most positions of one slice to solve.
     pub largest_slice: u64,
+    /// The successors of every slice to solve, as they were generated.
+    edges: HashMap<SliceKey, Vec<SliceKey>>,
+}
+
+/// A plan that would reach more slices than allowed: planning stopped there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the roots reach more than {limit} slices")]
+pub struct TooManySlices {
+    pub limit: usize,
 }
 
 impl ReachablePlan {
@@ -185,8 +194,9 @@ impl ReachablePlan {
                 let external = waves
                     .iter()
                     .flatten()
-                    .flat_map(|s| s.successors())
+                    .flat_map(|s| &self.edges[s])
                     .filter(|t| t.material != material || !planned.contains(t))
+                    .copied()
                     .collect();
                 let positions = waves
                     .iter()
@@ -203,6 +213,17 @@ impl ReachablePlan {
             .collect();
         materials.sort_by_key(|m| (m.material.men(), m.material.pawns(), m.material.to_string()));
         Plan { materials }
+    }
+
+    /// The same roots planned again, stopping at the slices `available` now: a walk over the
+    /// successors generated the first time (none is generated again), so it is cheap enough to
+    /// run under a lock. Slices this plan did not look beyond (available or cut here) stay as
+    /// they were.
+    pub fn replan(&self, available: &dyn Fn(&SliceKey) -> bool) -> ReachablePlan {
+        let successors = |s: &SliceKey| self.edges.get(s).cloned();
+        let cut = |s: &SliceKey| self.cut.contains(s);
+        let was_available = |s: &SliceKey| available(s) || self.available.contains(s);
+        reachable_with(&self.roots, &was_available, &cut, &successors, usize::MAX).expect("no limit")
     }
 
     /// The materials of the slices to solve, with their slice counts.
@@ -223,24 +244,55 @@ pub fn reachable_plan(
     available: &dyn Fn(&SliceKey) -> bool,
     cut: &dyn Fn(&SliceKey) -> bool,
 ) -> ReachablePlan {
+    reachable_plan_within(roots, available, cut, usize::MAX).expect("no limit")
+}
+
+/// [`reachable_plan`], refused as soon as more than `limit` slices are reached (to solve,
+/// available or cut), so that planning a huge root costs little time and memory.
+pub fn reachable_plan_within(
+    roots: &[SliceKey],
+    available: &dyn Fn(&SliceKey) -> bool,
+    cut: &dyn Fn(&SliceKey) -> bool,
+    limit: usize,
+) -> Result<ReachablePlan, TooManySlices> {
+    reachable_with(roots, available, cut, &|s| Some(s.successors()), limit)
+}
+
+/// The walk behind [`reachable_plan_within`] and [`ReachablePlan::replan`], with the
+/// successors of a slice from `successors` (`None`: a slice not to look beyond).
+fn reachable_with(
+    roots: &[SliceKey],
+    available: &dyn Fn(&SliceKey) -> bool,
+    cut: &dyn Fn(&SliceKey) -> bool,
+    successors: &dyn Fn(&SliceKey) -> Option<Vec<SliceKey>>,
+    limit: usize,
+) -> Result<ReachablePlan, TooManySlices> {
     let mut plan_set: BTreeSet<SliceKey> = BTreeSet::new();
     let mut avail = BTreeSet::new();
     let mut cuts = BTreeSet::new();
     let mut edges: HashMap<SliceKey, Vec<SliceKey>> = HashMap::new();
     let mut todo: Vec<SliceKey> = roots.to_vec();
     let mut seen: BTreeSet<SliceKey> = roots.iter().copied().collect();
+    if seen.len() > limit {
+        return Err(TooManySlices { limit });
+    }
     while let Some(s) = todo.pop() {
         if available(&s) {
             avail.insert(s);
             continue;
         }
-        if cut(&s) {
-            cuts.insert(s);
-            continue;
-        }
-        let succ = s.successors();
+        let succ = match successors(&s) {
+            Some(succ) if !cut(&s) => succ,
+            _ => {
+                cuts.insert(s);
+                continue;
+            }
+        };
         for t in &succ {
             if seen.insert(*t) {
+                if seen.len() > limit {
+                    return Err(TooManySlices { limit });
+                }
                 todo.push(*t);
             }
         }
@@ -286,7 +338,7 @@ pub fn reachable_plan(
     let mut roots = roots.to_vec();
     roots.sort();
     roots.dedup();
-    ReachablePlan {
+    Ok(ReachablePlan {
         roots,
         positions: plan_set.iter().map(size).sum(),
         available_positions: avail.iter().map(size).sum(),
@@ -294,7 +346,8 @@ pub fn reachable_plan(
         waves,
         available: avail,
         cut: cuts,
-    }
+        edges,
+    })
 }
 
 #[cfg(test)]
@@ -343,6 +396,49 @@ mod tests {
     fn slice_of(fen: &str) -> SliceKey {
         let pos = zermelo_chess::Position::from_fen(fen).unwrap();
         zermelo_chess::index::locate(&pos).unwrap().slice
+    }
+
+    /// A plan is refused past its limit of slices, counted by hand on the blocked pawns below
+    /// (9 slices to solve, nothing available): 9 is allowed, 8 is not.
+    #[test]
+    fn a_plan_past_its_limit_of_slices_is_refused() {
+        let root = slice_of("8/8/3k4/3p4/3P4/3K4/8/8 w - - 0 1");
+        let none = |_: &SliceKey| false;
+        assert_eq!(
+            reachable_plan_within(&[root], &none, &none, 9)
+                .unwrap()
+                .slice_count(),
+            9
+        );
+        assert_eq!(
+            reachable_plan_within(&[root], &none, &none, 8).unwrap_err(),
+            TooManySlices { limit: 8 }
+        );
+    }
+
+    /// Planned again with slices now available, a plan is what planning from scratch with them
+    /// available gives, without generating a successor again.
+    #[test]
+    fn replan_equals_planning_again() {
+        let root = slice_of("8/8/3k4/3p4/8/3P4/3K4/8 w - - 0 1");
+        let none = |_: &SliceKey| false;
+        let full = reachable_plan(&[root], &none, &none);
+        // Every pawnless slice and one pawn slice in the middle are done.
+        let middle = full.waves[full.waves.len() / 2][0];
+        let done = |s: &SliceKey| !s.material.has_pawns() || *s == middle;
+        let again = full.replan(&done);
+        let fresh = reachable_plan(&[root], &done, &none);
+        assert!(again.slice_count() < full.slice_count());
+        assert_eq!(again.waves, fresh.waves);
+        assert_eq!(again.available, fresh.available);
+        assert_eq!(again.positions, fresh.positions);
+        let names = |p: &Plan| -> Vec<(Material, Vec<SliceKey>)> {
+            p.materials
+                .iter()
+                .map(|m| (m.material, m.external.iter().copied().collect()))
+                .collect()
+        };
+        assert_eq!(names(&again.to_plan()), names(&fresh.to_plan()));
     }
 
     /// Counted by hand: from White d4 / Black d5 (blocked), a king takes a pawn (either way the

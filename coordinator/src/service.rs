@@ -31,7 +31,7 @@ use zermelo_storage::{Metric, Table, TableMeta, TableWriter, WriteOptions};
 
 use crate::journal::{JobSpec, Journal, JournalError, Record};
 use crate::metrics::{CounterValues, Counters, Snapshot};
-use crate::plan::{plan, reachable_plan, MaterialPlan};
+use crate::plan::{plan, reachable_plan_within, MaterialPlan, ReachablePlan, TooManySlices};
 use crate::schedule::{
     self, Action, Event, Hash, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult,
     WorkerId,
@@ -182,6 +182,10 @@ pub enum ServiceError {
     NoMaterial,
     #[error("a job is either materials or analysis roots, not both")]
     MaterialsAndRoots,
+    #[error("analysis root {root} has {men} men; this coordinator builds at most {max}")]
+    RootTooLarge { root: SliceKey, men: u32, max: u32 },
+    #[error("analysis job refused: {0} (submit fewer or smaller roots)")]
+    TooManySlices(#[from] TooManySlices),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("malformed slice stream: {0}")]
@@ -228,6 +232,8 @@ impl ServiceError {
             | ServiceError::BadMaterial { .. }
             | ServiceError::NoMaterial
             | ServiceError::MaterialsAndRoots
+            | ServiceError::RootTooLarge { .. }
+            | ServiceError::TooManySlices(_)
             | ServiceError::Framing(_) => Code::InvalidArgument,
             ServiceError::Store(StoreError::HashMismatch { .. } | StoreError::Wire { .. }) => Code::DataLoss,
             ServiceError::Store(
@@ -384,10 +390,18 @@ impl CoordinatorService {
         let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
         let mut writes = Vec::new();
         {
+            let jobs: Vec<_> = jobs
+                .into_iter()
+                .map(|(job, spec)| {
+                    let closure = plan_analysis(&spec);
+                    (job, spec, closure)
+                })
+                .collect();
             let mut state = service.lock();
-            for (job, spec) in jobs {
+            for (job, spec, closure) in jobs {
                 state.next_job = state.next_job.max(job.0 + 1);
-                match service.take_job(&mut state, job, &spec) {
+                let taken = closure.and_then(|c| service.take_job(&mut state, job, &spec, c.as_ref()));
+                match taken {
                     Ok((_, w)) => writes.extend(w),
                     Err(e) => warn!(%job, error = %e, "a journaled job is not taken again"),
                 }
@@ -429,6 +443,7 @@ impl CoordinatorService {
         state: &mut State,
         job: JobId,
         spec: &JobSpec,
+        closure: Option<&ReachablePlan>,
     ) -> Result<(Action, Vec<Material>), ServiceError> {
         // A materials job plans whole materials and writes their tables; an analysis job plans
         // the slices reachable from its roots that are not finished yet, and writes no table
@@ -437,7 +452,10 @@ impl CoordinatorService {
             JobSpec::Materials(materials) => (plan(materials), materials.clone(), true),
             JobSpec::Analysis(roots) => {
                 let scheduler = &state.scheduler;
-                let reachable = reachable_plan(roots, &|s| scheduler.finished(s).is_some(), &|_| false);
+                let finished = |s: &SliceKey| scheduler.finished(s).is_some();
+                let reachable = closure
+                    .expect("an analysis job is planned before it is taken")
+                    .replan(&finished);
                 let mut requested: Vec<Material> = roots.iter().map(|r| r.material).collect();
                 requested.dedup();
                 (reachable.to_plan(), requested, false)
@@ -776,10 +794,11 @@ impl CoordinatorService {
         &self,
         spec: JobSpec,
     ) -> Result<(pb::SubmitJobResponse, Vec<Material>), ServiceError> {
-        let to_adopt: Vec<Material> = match &spec {
-            JobSpec::Materials(materials) => materials.clone(),
-            JobSpec::Analysis(roots) => {
-                let closure = reachable_plan(roots, &|_| false, &|_| false);
+        let closure = plan_analysis(&spec)?;
+        let to_adopt: Vec<Material> = match (&spec, &closure) {
+            (JobSpec::Materials(materials), _) => materials.clone(),
+            (JobSpec::Analysis(_), closure) => {
+                let closure = closure.as_ref().expect("planned above");
                 let mut reached: Vec<Material> = closure.slices().map(|s| s.material).collect();
                 reached.sort();
                 reached.dedup();
@@ -813,7 +832,7 @@ impl CoordinatorService {
             return Err(e.into());
         }
         Counters::add(&self.shared.counters.journal_records, records.len() as u64);
-        let (accepted, writes) = self.take_job(&mut state, job, &spec)?;
+        let (accepted, writes) = self.take_job(&mut state, job, &spec, closure.as_ref())?;
         let Action::JobAccepted {
             slices,
             positions,
@@ -1384,7 +1403,17 @@ impl Coordinator for CoordinatorService {
             }
             let mut roots = Vec::new();
             for k in &request.roots {
-                roots.push(from_wire(k).map_err(ServiceError::from)?);
+                let root = from_wire(k).map_err(ServiceError::from)?;
+                let men = root.material.men();
+                if men > self.shared.max_men {
+                    return Err(ServiceError::RootTooLarge {
+                        root,
+                        men,
+                        max: self.shared.max_men,
+                    }
+                    .into());
+                }
+                roots.push(root);
             }
             roots.sort();
             roots.dedup();
@@ -1436,6 +1465,28 @@ impl Coordinator for CoordinatorService {
             bytes_uploaded: self.shared.counters.bytes_uploaded.load(Ordering::Relaxed),
             bytes_fetched: self.shared.counters.bytes_fetched.load(Ordering::Relaxed),
         }))
+    }
+}
+
+/// The most slices an analysis job may reach. A root of up to 6 men reaches about 10,000;
+/// planning this many takes well under a second and some megabytes.
+pub const MAX_ANALYSIS_SLICES: usize = 200_000;
+
+/// Plans the slices an analysis job reaches (`None` for a materials job), refused past
+/// [`MAX_ANALYSIS_SLICES`]. Run outside the lock every request waits on: under it, the plan is
+/// only walked again ([`ReachablePlan::replan`]).
+fn plan_analysis(spec: &JobSpec) -> Result<Option<ReachablePlan>, ServiceError> {
+    match spec {
+        JobSpec::Materials(_) => Ok(None),
+        JobSpec::Analysis(roots) => {
+            let none = |_: &SliceKey| false;
+            Ok(Some(reachable_plan_within(
+                roots,
+                &none,
+                &none,
+                MAX_ANALYSIS_SLICES,
+            )?))
+        }
     }
 }
 

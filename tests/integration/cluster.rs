@@ -458,12 +458,12 @@ fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
     }
 }
 
-/// Analysis roots no chess position has, or too large to index, are refused before they are
-/// planned or journaled: 22 men (11 a side: their index size used to wrap) and 253 queens (its
-/// name used to panic the journal). The coordinator goes on serving and its journal is
-/// unchanged.
+/// Analysis roots no chess position has, too large to index, or over the coordinator's men are
+/// refused before they are planned or journaled: 22 men (11 a side: their index size used to
+/// wrap), 253 queens (its name used to panic the journal), 18 and 7 men with pawns. The
+/// coordinator goes on serving and its journal is unchanged.
 #[test]
-fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
+fn impossible_oversized_or_too_many_men_analysis_roots_are_refused_before_the_journal() {
     let tmp = tempfile::tempdir().unwrap();
     let (coord, url) = coordinator(tmp.path());
     let journal = tmp.path().join("tables/.zermelo-coordinator/journal");
@@ -493,6 +493,51 @@ fn impossible_or_oversized_analysis_roots_are_refused_before_the_journal() {
                 .expect("an answer at once")
                 .unwrap_err();
             assert!(err.message().contains("not a slice key"), "{material}: {err:?}");
+        }
+        // Real slice keys, over this coordinator's 6 men: 18 men with eight pawns a side (its
+        // slices are small; planning what it reaches took over 20 s and 1.4 GB, twice, the second
+        // time under the lock every request waits on) and 7 men. Refused at once, by name.
+        let key = |material: &str, white: u64, black: u64| {
+            let key = zermelo_chess::slice::SliceKey::normalize(
+                material.parse().unwrap(),
+                zermelo_chess::Bitboard(white),
+                zermelo_chess::Bitboard(black),
+            )
+            .unwrap();
+            zermelo_coordinator::store::to_wire(&key)
+        };
+        let pawn_roots = [
+            (key("KPPPPPPPPvKPPPPPPPP", 0xff << 8, 0xff << 48), 18),
+            (key("KPPPPPvK", 0x1f << 8, 0), 7),
+        ];
+        for (key, men) in pawn_roots {
+            let request = pb::SubmitJobRequest {
+                materials: vec![],
+                roots: vec![key.clone()],
+            };
+            let started = std::time::Instant::now();
+            let call = client.submit_job(request);
+            let err = tokio::time::timeout(Duration::from_secs(10), call)
+                .await
+                .expect("an answer at once")
+                .unwrap_err();
+            assert_eq!(
+                err.code(),
+                tonic::Code::InvalidArgument,
+                "{}: {err:?}",
+                key.material
+            );
+            assert!(
+                err.message()
+                    .contains(&format!("has {men} men; this coordinator builds at most 6")),
+                "{}: {err:?}",
+                key.material
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                started.elapsed()
+            );
         }
         let alive = client.job_status(pb::JobStatusRequest { job_id: None }).await;
         assert!(
