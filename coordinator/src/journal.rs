@@ -49,8 +49,10 @@ use zermelo_chess::{Bitboard, Material, SliceKey};
 use crate::schedule::{JobId, SliceResult};
 
 const MAGIC: [u8; 8] = *b"ZRMLJNL\n";
-/// The version of the journal format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version of the journal format this build writes and reads. 2: the slice hashes it records
+/// cover the index layout (table format 2); a journal of version 1 holds hashes this build does
+/// not compute, and is refused.
+pub const FORMAT_VERSION: u32 = 2;
 const FILE_HEADER_LEN: u64 = 16;
 const BATCH_HEADER_LEN: usize = 12;
 /// The largest payload of one batch (one append). A task's completion is a few hundred records
@@ -143,7 +145,12 @@ pub enum JournalError {
     },
     #[error("{path} is not a zermelo journal")]
     NotAJournal { path: PathBuf },
-    #[error("journal {path} has format version {found}; this build reads version {FORMAT_VERSION}")]
+    #[error(
+        "journal {path} has format version {found}; this build reads version {FORMAT_VERSION}: \
+         finish its jobs with the build that wrote it, or remove the coordinator's state \
+         directory to start afresh (finished tables stay, and are built again only if they are \
+         of an older table format)"
+    )]
     UnsupportedVersion { path: PathBuf, found: u32 },
     #[error("an append of {len} bytes is larger than a journal batch may be ({MAX_BATCH} bytes)")]
     BatchTooLarge { len: usize },
@@ -691,10 +698,28 @@ mod tests {
             Journal::open(&path)
         };
         assert!(matches!(with(0), Err(JournalError::NotAJournal { .. })));
+        // Version 2 with its low bit flipped reads as 3; version 1 (slice hashes without the
+        // index layout) is refused with what to do.
         assert!(matches!(
             with(8),
-            Err(JournalError::UnsupportedVersion { found: 0, .. })
+            Err(JournalError::UnsupportedVersion { found: 3, .. })
         ));
+        let err = with(9).map(|_| ()).unwrap_err();
+        assert!(matches!(err, JournalError::UnsupportedVersion { found: 258, .. }));
+        let mut old = bytes.clone();
+        old[8..12].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&path, old).unwrap();
+        let err = Journal::open(&path).map(|_| ()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("format version 1; this build reads version 2"),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("remove the coordinator's state directory"),
+            "{err}"
+        );
         assert!(matches!(with(13), Err(JournalError::Corrupt { offset: 12, .. })));
         std::fs::write(&path, b"not a journal at all").unwrap();
         let err = Journal::open(&path).unwrap_err();

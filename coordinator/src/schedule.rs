@@ -169,8 +169,9 @@ pub struct LeasedTask {
     pub job: JobId,
     /// The slices to solve: independent, every successor finished.
     pub slices: Vec<SliceKey>,
-    /// Every successor of `slices`, sorted and without duplicates: all finished.
-    pub successors: Vec<SliceKey>,
+    /// Every successor of `slices`, sorted and without duplicates: all finished, each with the
+    /// hash it was accepted with (a worker uses a copy of it only when the hash matches).
+    pub successors: Vec<(SliceKey, Hash)>,
     /// Positions over `slices`.
     pub positions: u64,
     /// When the lease expires unless a heartbeat renews it.
@@ -750,10 +751,16 @@ impl Scheduler {
             .copied()
             .filter(|&ix| self.slices[ix as usize].finished.is_none())
             .collect();
-        let successors: BTreeSet<SliceKey> = slices
+        let successors: BTreeSet<(SliceKey, Hash)> = slices
             .iter()
             .flat_map(|&ix| &self.slices[ix as usize].successors)
-            .map(|&s| self.slices[s as usize].key)
+            .map(|&s| {
+                let slice = &self.slices[s as usize];
+                (
+                    slice.key,
+                    slice.finished.expect("a task's successors are finished"),
+                )
+            })
             .collect();
         let deadline = self.now + self.config.lease_ttl;
         out.push(Action::Lease(LeasedTask {
@@ -1206,11 +1213,13 @@ mod tests {
                             .collect();
                         expected.sort();
                         expected.dedup();
-                        assert_eq!(t.successors, expected, "{}: successors", t.lease);
-                        for succ in &t.successors {
-                            assert!(
-                                self.finished.contains_key(succ),
-                                "{} leased before its successor {succ}",
+                        let keys: Vec<SliceKey> = t.successors.iter().map(|(k, _)| *k).collect();
+                        assert_eq!(keys, expected, "{}: successors", t.lease);
+                        for (succ, hash) in &t.successors {
+                            assert_eq!(
+                                self.finished.get(succ),
+                                Some(hash),
+                                "{} leased before its successor {succ}, or with another hash",
                                 t.lease
                             );
                         }

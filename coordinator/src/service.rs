@@ -590,8 +590,10 @@ impl CoordinatorService {
         let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
         expected.sort();
         let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
+        // A table of an older format is built again: its slice hashes are not this build's.
         if table.meta().material != material.to_string()
             || table.meta().index_layout != INDEX_LAYOUT
+            || table.format_version() != zermelo_storage::FORMAT_VERSION
             || found != expected
             || table.verify_checksum().is_err()
         {
@@ -943,7 +945,10 @@ fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler, wh
     let Ok(table) = Table::open(&path) else {
         return false;
     };
-    if table.meta().material != mp.material.to_string() || table.meta().index_layout != INDEX_LAYOUT {
+    if table.meta().material != mp.material.to_string()
+        || table.meta().index_layout != INDEX_LAYOUT
+        || table.format_version() != zermelo_storage::FORMAT_VERSION
+    {
         return false;
     }
     let mut expected: Vec<([u64; 2], Option<schedule::Hash>)> =
@@ -977,7 +982,8 @@ fn lease_response(task: &schedule::LeasedTask, now: Millis) -> pb::LeaseTaskResp
             deadline_unix_ms: unix_ms() + ttl,
             job_id: task.job.0,
             slices: task.slices.iter().map(to_wire).collect(),
-            successors: task.successors.iter().map(to_wire).collect(),
+            successors: task.successors.iter().map(|(k, _)| to_wire(k)).collect(),
+            successor_hashes: task.successors.iter().map(|(_, h)| h.to_vec()).collect(),
         })),
     }
 }
@@ -1720,7 +1726,7 @@ mod tests {
         let chess_key = from_wire(&key).unwrap();
         let n = SliceIndexer::new(chess_key).size() as usize;
         let values: Vec<u16> = (0..n).map(|i| (i % 5) as u16).collect();
-        let hash = slice_hash("KQvK", chess_key.raw(), &values);
+        let hash = slice_hash(INDEX_LAYOUT, "KQvK", chess_key.raw(), &values);
 
         // A hash that does not match the bytes is refused, and nothing is stored.
         let mut wrong = hash;

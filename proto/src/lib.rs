@@ -37,7 +37,10 @@ pub mod v1 {
 pub use v1::*;
 
 /// Version of the coordinator/worker protocol. Bumped on any incompatible wire change.
-pub const PROTOCOL_VERSION: u32 = 1;
+///
+/// 2: a task names the hash of each successor (`Task.successor_hashes`), and slice hashes cover
+/// the index layout.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The most slice keys one `FetchSlice` request may name (the coordinator refuses more; a key
 /// named twice is served once).

@@ -45,6 +45,7 @@ fn messages_round_trip_through_prost() {
                 key("KPvK", 1 << 12, 0),
                 key("KQvK", 0, 0),
             ],
+            successor_hashes: vec![vec![1; 32], vec![2; 32], vec![3; 32]],
         })),
     });
     round_trip(&LeaseTaskResponse {

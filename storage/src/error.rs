@@ -16,7 +16,7 @@ pub enum StorageError {
     #[error("table {} is corrupt: {detail}", path.display())]
     Corrupt { path: PathBuf, detail: String },
     /// A table written by a format version this build does not read.
-    #[error("table {} has format version {found}, this build reads version {supported}", path.display())]
+    #[error("table {} has format version {found}, this build reads versions 1 to {supported}", path.display())]
     UnsupportedVersion {
         path: PathBuf,
         found: u32,

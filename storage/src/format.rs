@@ -11,8 +11,11 @@
 
 use crate::{Metric, SliceEntry, TableMeta};
 
-/// The version of the file format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version of the file format this build writes. It reads this one and version 1 (whose
+/// slice hashes do not cover the index layout: see `FORMAT.md`).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version this build reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Values per block when [`WriteOptions`](crate::WriteOptions) says nothing else: 128 KiB raw.
 pub const DEFAULT_BLOCK_VALUES: u32 = 1 << 16;
 /// The largest block a reader accepts (2 MiB raw), which bounds the memory one block can take.
@@ -36,6 +39,8 @@ const HEADER_CRC_AT: usize = 124;
 /// The fixed-size header at offset 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Header {
+    /// The format version: [`FORMAT_VERSION`] for a header this build made.
+    pub version: u32,
     pub meta: TableMeta,
     pub block_values: u32,
     pub slice_count: u64,
@@ -53,9 +58,19 @@ pub(crate) enum HeaderError {
 }
 
 impl Header {
+    /// The hasher of a slice of this table: its content hash as this table's version defines it.
+    pub fn slice_hasher(&self, key: crate::SliceKey, count: u64) -> crate::SliceHasher {
+        if self.version == 1 {
+            crate::SliceHasher::format_1(&self.meta.material, key, count)
+        } else {
+            crate::SliceHasher::new(self.meta.index_layout, &self.meta.material, key, count)
+        }
+    }
+
     pub fn new(meta: TableMeta, block_values: u32, slice_count: u64, value_count: u64) -> Header {
         let block_count = block_count(value_count, block_values);
         Header {
+            version: FORMAT_VERSION,
             meta,
             block_values,
             slice_count,
@@ -68,7 +83,7 @@ impl Header {
     pub fn encode(&self) -> [u8; HEADER_LEN as usize] {
         let mut b = [0u8; HEADER_LEN as usize];
         b[0..8].copy_from_slice(&HEADER_MAGIC);
-        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&self.meta.metric.code().to_le_bytes());
         b[16..20].copy_from_slice(&self.meta.index_layout.to_le_bytes());
         b[20..24].copy_from_slice(&self.block_values.to_le_bytes());
@@ -91,7 +106,7 @@ impl Header {
             return Err(HeaderError::NotATable);
         }
         let version = u32_at(b, 8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(HeaderError::Version(version));
         }
         let crc = u32_at(b, HEADER_CRC_AT);
@@ -138,6 +153,7 @@ impl Header {
             )));
         }
         Ok(Header {
+            version,
             meta: TableMeta {
                 material,
                 metric,
@@ -279,8 +295,10 @@ mod tests {
         b[0] ^= 1;
         assert_eq!(Header::decode(&b), Err(HeaderError::NotATable));
         let mut b = good;
-        b[8] = 2;
-        assert_eq!(Header::decode(&b), Err(HeaderError::Version(2)));
+        b[8] = 3;
+        assert_eq!(Header::decode(&b), Err(HeaderError::Version(3)));
+        b[8] = 0;
+        assert_eq!(Header::decode(&b), Err(HeaderError::Version(0)));
         for at in 12..HEADER_LEN as usize {
             let mut b = good;
             b[at] ^= 0x40;

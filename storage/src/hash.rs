@@ -1,20 +1,24 @@
 use crate::SliceKey;
 
 /// Domain tag that starts every slice hash, so that it never equals a hash of other data.
-const SLICE_HASH_TAG: &[u8; 16] = b"zermelo slice v1";
+const SLICE_HASH_TAG: &[u8; 16] = b"zermelo slice v2";
+/// The tag of format 1, whose hash did not cover the index layout.
+const SLICE_HASH_TAG_V1: &[u8; 16] = b"zermelo slice v1";
 
-/// A slice's identity: blake3 over a tag, the material, the key, the count and the values, as
-/// `FORMAT.md` spells out. Two slices with the same hash are the same slice with the same values.
+/// A slice's identity: blake3 over a tag, the index layout, the material, the key, the count and
+/// the values, as `FORMAT.md` spells out. Two slices with the same hash are the same slice, in
+/// the same layout, with the same values.
 ///
 /// ```
 /// use zermelo_storage::slice_hash;
-/// let a = slice_hash("KPvK", [1 << 12, 0], &[0, 1, 2]);
-/// assert_eq!(a, slice_hash("KPvK", [1 << 12, 0], &[0, 1, 2]));
-/// assert_ne!(a, slice_hash("KPvK", [1 << 12, 0], &[0, 1, 3]));
-/// assert_ne!(a, slice_hash("KPvKP", [1 << 12, 0], &[0, 1, 2]));
+/// let a = slice_hash(3, "KPvK", [1 << 12, 0], &[0, 1, 2]);
+/// assert_eq!(a, slice_hash(3, "KPvK", [1 << 12, 0], &[0, 1, 2]));
+/// assert_ne!(a, slice_hash(3, "KPvK", [1 << 12, 0], &[0, 1, 3]));
+/// assert_ne!(a, slice_hash(3, "KPvKP", [1 << 12, 0], &[0, 1, 2]));
+/// assert_ne!(a, slice_hash(4, "KPvK", [1 << 12, 0], &[0, 1, 2]));
 /// ```
-pub fn slice_hash(material: &str, key: SliceKey, values: &[u16]) -> [u8; 32] {
-    let mut h = SliceHasher::new(material, key, values.len() as u64);
+pub fn slice_hash(layout: u32, material: &str, key: SliceKey, values: &[u16]) -> [u8; 32] {
+    let mut h = SliceHasher::new(layout, material, key, values.len() as u64);
     h.update(values);
     h.finalize()
 }
@@ -25,9 +29,22 @@ pub struct SliceHasher {
 }
 
 impl SliceHasher {
-    pub fn new(material: &str, key: SliceKey, count: u64) -> SliceHasher {
+    /// The hash of a slice of index layout `layout` (format 2 on).
+    pub fn new(layout: u32, material: &str, key: SliceKey, count: u64) -> SliceHasher {
         let mut hasher = blake3::Hasher::new();
         hasher.update(SLICE_HASH_TAG);
+        hasher.update(&layout.to_le_bytes());
+        SliceHasher::rest(hasher, material, key, count)
+    }
+
+    /// The hash format-1 tables hold, which does not cover the layout (read, never written).
+    pub fn format_1(material: &str, key: SliceKey, count: u64) -> SliceHasher {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(SLICE_HASH_TAG_V1);
+        SliceHasher::rest(hasher, material, key, count)
+    }
+
+    fn rest(mut hasher: blake3::Hasher, material: &str, key: SliceKey, count: u64) -> SliceHasher {
         hasher.update(&(material.len() as u64).to_le_bytes());
         hasher.update(material.as_bytes());
         hasher.update(&key[0].to_le_bytes());

@@ -11,7 +11,7 @@ use crate::format::{
 use crate::hash::SliceHasher;
 use crate::memory::advise_huge_pages;
 use crate::source::{FileSource, MemorySource, MmapSource, RandomAccess};
-use crate::{slice_hash, SliceEntry, SliceKey, StorageError, TableMeta, FORMAT_VERSION};
+use crate::{SliceEntry, SliceKey, StorageError, TableMeta, FORMAT_VERSION};
 
 /// How many decompressed blocks [`Table::value`] keeps (8 x 128 KiB with the default block size).
 const CACHE_BLOCKS: usize = 8;
@@ -260,6 +260,12 @@ impl Table {
         &self.header.meta
     }
 
+    /// The file's format version ([`FORMAT_VERSION`] for a table this build wrote; an older
+    /// one's slice hashes are not this build's, see `FORMAT.md`).
+    pub fn format_version(&self) -> u32 {
+        self.header.version
+    }
+
     /// The slice table, sorted by key.
     pub fn slices(&self) -> &[SliceEntry] {
         &self.slices
@@ -322,7 +328,9 @@ impl Table {
             }
             at = block_start + hi as u64;
         }
-        if slice_hash(&self.header.meta.material, entry.key, &out) != entry.hash {
+        let mut hasher = self.header.slice_hasher(entry.key, entry.count);
+        hasher.update(&out);
+        if hasher.finalize() != entry.hash {
             return Err(self.corrupt(format!(
                 "slice {slice} (key {}) content hash mismatch",
                 fmt_key(entry.key)
@@ -339,7 +347,7 @@ impl Table {
         let entry = self.slice_entry(slice)?;
         let bv = u64::from(self.header.block_values);
         let end = entry.first + entry.count;
-        let mut hasher = SliceHasher::new(&self.header.meta.material, entry.key, entry.count);
+        let mut hasher = self.header.slice_hasher(entry.key, entry.count);
         let mut dctx = self.decompressor()?;
         let mut at = entry.first;
         while at < end {
@@ -433,7 +441,6 @@ impl Table {
         }
 
         // Every block once, in order, feeding the slices it holds.
-        let material = &self.header.meta.material;
         let mut dctx = self.decompressor()?;
         let mut next_slice = 0usize;
         let start_next = |next_slice: &mut usize| -> Result<Option<(usize, SliceHasher, u64)>, StorageError> {
@@ -442,9 +449,9 @@ impl Table {
                 let i = *next_slice;
                 *next_slice += 1;
                 if e.count == 0 {
-                    self.check_slice_hash(i, SliceHasher::new(material, e.key, 0).finalize())?;
+                    self.check_slice_hash(i, self.header.slice_hasher(e.key, 0).finalize())?;
                 } else {
-                    return Ok(Some((i, SliceHasher::new(material, e.key, e.count), e.count)));
+                    return Ok(Some((i, self.header.slice_hasher(e.key, e.count), e.count)));
                 }
             }
             Ok(None)

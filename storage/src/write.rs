@@ -218,7 +218,7 @@ impl TableWriter {
             key,
             count,
             first: self.values_pushed,
-            hasher: SliceHasher::new(&self.header.meta.material, key, count),
+            hasher: self.header.slice_hasher(key, count),
         });
         Ok(())
     }

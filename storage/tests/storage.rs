@@ -109,7 +109,7 @@ fn round_trip(slices: &[(SliceKey, Vec<u16>)], options: &WriteOptions) -> (tempf
         for (i, ((k, values), entry)) in slices.iter().zip(table.slices()).enumerate() {
             assert_eq!(entry.key, *k);
             assert_eq!(entry.count, values.len() as u64);
-            assert_eq!(entry.hash, slice_hash("KRPvKR", *k, values));
+            assert_eq!(entry.hash, slice_hash(meta.index_layout, "KRPvKR", *k, values));
             assert_eq!(entry.first_value(), first);
             first += entry.count;
             assert_eq!(table.find_slice(*k), Some(i));
@@ -340,7 +340,9 @@ fn canonical_bytes_of_a_small_table_are_pinned() {
 }
 
 const GOLDEN_LEN: u64 = 15788;
-const GOLDEN_HASH: &str = "9fc49844b18d3bef13375fd89b8afcb3111e8a0a6afb4f634f788224dd32ba23";
+/// Format 2 (slice hashes cover the index layout); format 1 wrote
+/// `9fc49844b18d3bef13375fd89b8afcb3111e8a0a6afb4f634f788224dd32ba23` for the same table.
+const GOLDEN_HASH: &str = "eb7b51d0771970ff5f51941ee6ce77928cffbd3858d1ab1369f784747ef78b83";
 
 #[test]
 fn a_rewrite_replaces_the_file_and_leaves_no_temp_file() {
@@ -614,21 +616,25 @@ fn errors_name_the_file_and_the_fault() {
     );
 
     let mut newer = bytes.clone();
-    newer[8] = 2;
+    newer[8] = 3;
     fs::write(&path, &newer).unwrap();
     let err = Table::open(&path).unwrap_err();
     assert!(
         matches!(
             err,
             StorageError::UnsupportedVersion {
-                found: 2,
+                found: 3,
                 supported: FORMAT_VERSION,
                 ..
             }
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("format version 2"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("format version 3, this build reads versions 1 to 2"),
+        "{err}"
+    );
 
     let err = Table::open(&dir.path().join("missing.zmt")).unwrap_err();
     assert!(matches!(err, StorageError::Io { .. }));
@@ -668,7 +674,7 @@ fn format_md_describes_the_bytes() {
     let u32_at = |at: usize| u32::from_le_bytes(f[at..at + 4].try_into().unwrap());
     let u64_at = |at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap());
     assert_eq!(&f[0..8], b"ZRMLTB\r\n");
-    assert_eq!([u32_at(8), u32_at(12), u32_at(16), u32_at(20)], [1, 1, 1, 256]);
+    assert_eq!([u32_at(8), u32_at(12), u32_at(16), u32_at(20)], [2, 1, 1, 256]);
     assert_eq!(&f[24..29], b"\x04KPvK");
     let (slice_count, value_count, block_count) = (u64_at(56), u64_at(64), u64_at(72));
     assert_eq!((slice_count, value_count, block_count), (4, 1350, 6));
@@ -699,7 +705,8 @@ fn format_md_describes_the_bytes() {
         assert_eq!([u64_at(at), u64_at(at + 8)], *k);
         assert_eq!(&stream[first..first + count], &values[..]);
         let mut h = blake3::Hasher::new();
-        h.update(b"zermelo slice v1");
+        h.update(b"zermelo slice v2");
+        h.update(&1u32.to_le_bytes()); // the index layout
         h.update(&4u64.to_le_bytes());
         h.update(b"KPvK");
         h.update(&k[0].to_le_bytes());
@@ -710,6 +717,58 @@ fn format_md_describes_the_bytes() {
         }
         assert_eq!(&f[at + 32..at + 64], h.finalize().as_bytes());
     }
+}
+
+/// A table of format 1 (slice hashes without the index layout, from `FORMAT.md`), made here
+/// by rewriting a format-2 file byte by byte, is still read and checked: every slice, with its
+/// format-1 hash; a format-1 file whose hashes are format 2's is corrupt.
+#[test]
+fn a_format_1_table_is_still_read() {
+    let slices = slices_of(&[300, 0, 1000, 50]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("KPvK.zmt");
+    write_table(&path, &meta("KPvK"), &as_data(&slices)).unwrap();
+    let v2 = fs::read(&path).unwrap();
+    let n = v2.len();
+    let u64_at = |f: &[u8], at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap());
+    let (slice_count, block_count) = (u64_at(&v2, 56) as usize, u64_at(&v2, 72) as usize);
+    let tables_at = n - 40 - 32 - (slice_count * 64 + block_count * 16);
+    let to_format_1 = |f: &mut Vec<u8>, hashes: bool| {
+        f[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32fast::hash(&f[..124]);
+        f[124..128].copy_from_slice(&crc.to_le_bytes());
+        for (s, (k, values)) in slices.iter().enumerate().filter(|_| hashes) {
+            let mut h = blake3::Hasher::new();
+            h.update(b"zermelo slice v1");
+            h.update(&4u64.to_le_bytes());
+            h.update(b"KPvK");
+            h.update(&k[0].to_le_bytes());
+            h.update(&k[1].to_le_bytes());
+            h.update(&(values.len() as u64).to_le_bytes());
+            for v in values {
+                h.update(&v.to_le_bytes());
+            }
+            let at = tables_at + s * 64 + 32;
+            f[at..at + 32].copy_from_slice(h.finalize().as_bytes());
+        }
+        let tables_hash = blake3::hash(&f[tables_at..n - 72]);
+        f[n - 72..n - 40].copy_from_slice(tables_hash.as_bytes());
+        let file_hash = blake3::hash(&f[..n - 40]);
+        f[n - 40..n - 8].copy_from_slice(file_hash.as_bytes());
+    };
+    let mut v1 = v2.clone();
+    to_format_1(&mut v1, true);
+    let table = Table::from_bytes(v1).unwrap();
+    assert_eq!(table.format_version(), 1);
+    table.verify_checksum().unwrap();
+    for (i, (_, values)) in slices.iter().enumerate() {
+        assert_eq!(&table.read_slice(i).unwrap()[..], &values[..]);
+    }
+    let mut mixed = v2;
+    to_format_1(&mut mixed, false);
+    let table = Table::from_bytes(mixed).unwrap();
+    assert!(table.verify_checksum().is_err());
+    assert!(table.read_slice(0).is_err());
 }
 
 proptest! {

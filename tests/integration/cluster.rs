@@ -563,7 +563,7 @@ fn a_finished_slice_cannot_be_overwritten() {
     let positions = 2 * 462 * 64;
     let draws = vec![1u16; positions];
     let data = zermelo_proto::wire::encode_values(&draws);
-    let hash = zermelo_storage::slice_hash("KQvK", [0, 0], &draws);
+    let hash = zermelo_storage::slice_hash(zermelo_chess::index::INDEX_LAYOUT, "KQvK", [0, 0], &draws);
     let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
@@ -1027,7 +1027,9 @@ const KPK_SUBTABLES: &[&str] = &["KBvK", "KNvK", "KQvK", "KRvK"];
 /// has to fetch them. Cache: every slice file in B's cache is then damaged in place, and B,
 /// restarted, builds KPvK on a second coordinator that holds good copies of the three-man tables
 /// (found complete in its tables directory): B reads its damaged copies, detects them, fetches
-/// them again (the new files are the intact bytes), and builds KPvK right.
+/// them again (the new files are the intact bytes), and builds KPvK right. Poisoned: B's copies
+/// are then replaced by files true to themselves but of other values; told the recorded hashes
+/// by its task, B uses none of them.
 #[test]
 fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_used() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1143,6 +1145,58 @@ fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_use
     }
     assert_same_tables(&tables, &solve_dir, &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"]);
     drop(c2);
+
+    // Poisoned: each three-man slice file of B's cache replaced by a file true to itself (its
+    // hash is its values') of other values: draws made wins and the rest draws. Such a file used to be
+    // read as the slice and gave a wrong KPvK. B, restarted, is told the recorded hashes in its
+    // task, uses none of them, and fetches the slices again.
+    for (name, bytes) in cache_files(&cache_b)
+        .iter()
+        .filter(|(n, _)| KPK_SUBTABLES.iter().any(|m| n.starts_with(&format!("{m}-"))))
+    {
+        let file = pb::wire::SliceFile::from_bytes(bytes).unwrap();
+        let values = pb::wire::decode_values(&file.data, file.positions).unwrap();
+        let draws: Vec<u16> = values
+            .iter()
+            .map(|&v| match v {
+                0 => 0,
+                1 => 3,
+                _ => 1,
+            })
+            .collect();
+        assert_ne!(values, draws, "{name}: the poisoned file must hold other values");
+        let material = name.split('-').next().unwrap();
+        let poisoned = pb::wire::SliceFile {
+            hash: zermelo_storage::slice_hash(zermelo_chess::index::INDEX_LAYOUT, material, [0, 0], &draws),
+            positions: file.positions,
+            data: pb::wire::encode_values(&draws),
+        };
+        std::fs::write(cache_b.join(name), poisoned.to_bytes()).unwrap();
+    }
+    let (c3, url, tables) = coordinator("3", &[]);
+    std::fs::create_dir_all(&tables).unwrap();
+    for m in KPK_SUBTABLES {
+        let n = format!("{m}.zmt");
+        std::fs::copy(solve_dir.join(&n), tables.join(&n)).unwrap();
+    }
+    let b3 = worker(&url, token, &cache_b, tmp.path().join("worker-b3.log"));
+    let job = submit(&url, token, &["KPvK"], &c3);
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(60),
+        &[&c3, &b3],
+        |s, _, _| s == "done",
+    );
+    drop(b3);
+    let log = std::fs::read_to_string(tmp.path().join("worker-b3.log")).unwrap();
+    assert!(
+        count(&log, "is not the one the coordinator recorded") >= KPK_SUBTABLES.len(),
+        "worker B log:\n{log}"
+    );
+    assert_same_tables(&tables, &solve_dir, &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"]);
+    drop(c3);
 }
 
 /// The slice bytes the workers uploaded, as `zermelo cluster` reports them on stderr.

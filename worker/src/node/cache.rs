@@ -15,9 +15,11 @@
 //! let cache = SliceCache::open_blocking(dir.path(), budget.0)?;
 //! let key = SliceKey::pawnless("KQvK".parse()?);
 //! let values = vec![3u16; 100];
-//! let hash = zermelo_storage::slice_hash("KQvK", key.raw(), &values);
+//! let hash = zermelo_storage::slice_hash(zermelo_chess::index::INDEX_LAYOUT, "KQvK", key.raw(), &values);
 //! cache.put_blocking(&key, &SliceFile { hash, positions: 100, data: encode_values(&values) })?;
-//! assert_eq!(cache.get_blocking(&key).as_deref().map(|v| &v[..]), Some(&values[..]));
+//! assert_eq!(cache.get_blocking(&key, &hash).as_deref().map(|v| &v[..]), Some(&values[..]));
+//! // A copy true to itself but not the slice the coordinator recorded is not used (and removed).
+//! assert_eq!(cache.get_blocking(&key, &[0; 32]), None);
 //! assert!(cache.evict_blocking(&BTreeSet::new()).is_empty()); // under budget
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -291,9 +293,10 @@ impl SliceCache {
 
     /// A large slice's table form: a table file of that one slice, in the cache, read a block
     /// at a time ([`Table::open_pread`]: no map, so what it reads is not resident) instead of
-    /// held whole. `None` if there is none, or it is not a table of exactly that slice (then
-    /// it is removed). Blocking.
-    pub fn table_blocking(&self, key: &SliceKey) -> Option<Arc<Table>> {
+    /// held whole. `None` if there is none, or it is not a table of exactly that slice with
+    /// content hash `expected` (then it is removed). Each block is checked against its CRC as
+    /// it is read; the content hash was checked when the file was made. Blocking.
+    pub fn table_blocking(&self, key: &SliceKey, expected: &[u8; 32]) -> Option<Arc<Table>> {
         let name = Self::table_name(key);
         let path = self.dir.join(&name);
         if !path.exists() {
@@ -305,10 +308,12 @@ impl SliceCache {
                 && t.slices()[0].count == SliceIndexer::new(*key).size()
                 && t.meta().material == key.material.to_string()
                 && t.meta().index_layout == INDEX_LAYOUT;
-            if one {
-                Ok(t)
-            } else {
+            if !one {
                 Err("not a table of that slice alone".to_string())
+            } else if t.slices()[0].hash != *expected {
+                Err(STALE.to_string())
+            } else {
+                Ok(t)
             }
         });
         match checked {
@@ -355,23 +360,31 @@ impl SliceCache {
     }
 
     /// A large slice's table form made from its slice file in the cache (a slice this worker
-    /// solved), decoded a piece at a time and checked against the hash in the file. `None` if
-    /// the slice file is missing or damaged (then it is removed, and the slice fetched).
-    /// Blocking.
-    pub fn table_from_slice_file_blocking(&self, key: &SliceKey) -> Result<Option<Arc<Table>>, CacheError> {
+    /// solved), decoded a piece at a time and checked against the hash in the file, which must
+    /// be `expected`. `None` if the slice file is missing, damaged or holds other values (then
+    /// it is removed, and the slice fetched). Blocking.
+    pub fn table_from_slice_file_blocking(
+        &self,
+        key: &SliceKey,
+        expected: &[u8; 32],
+    ) -> Result<Option<Arc<Table>>, CacheError> {
         let Some((file, header, _)) = self.file_blocking(key) else {
             return Ok(None);
         };
-        let mut table = self.create_table_blocking(key, header.positions)?;
-        type AnyError = Box<dyn std::error::Error + Send + Sync>;
-        let decoded = zermelo_proto::wire::decode_values_from(
-            std::io::BufReader::new(file),
-            header.positions,
-            &mut |v: &[u16]| table.push(v).map_err(AnyError::from),
-        );
-        let made = match decoded {
-            Ok(()) => table.finish(&header.hash)?,
-            Err(reason) => Err(reason.to_string()),
+        let made = if header.hash != *expected {
+            Err(STALE.to_string())
+        } else {
+            let mut table = self.create_table_blocking(key, header.positions)?;
+            type AnyError = Box<dyn std::error::Error + Send + Sync>;
+            let decoded = zermelo_proto::wire::decode_values_from(
+                std::io::BufReader::new(file),
+                header.positions,
+                &mut |v: &[u16]| table.push(v).map_err(AnyError::from),
+            );
+            match decoded {
+                Ok(()) => table.finish(&header.hash)?,
+                Err(reason) => Err(reason.to_string()),
+            }
         };
         match made {
             Ok(t) => Ok(Some(t)),
@@ -387,9 +400,10 @@ impl SliceCache {
     }
 
     /// A cached slice's values, read through a memory map and checked against the content hash
-    /// in its file; `None` if it is not cached. A damaged file is removed (and counted), so the
-    /// slice is fetched again. Blocking.
-    pub fn get_blocking(&self, key: &SliceKey) -> Option<SliceValues> {
+    /// in its file, which must be `expected` (the hash the coordinator recorded for the slice:
+    /// a file true to itself but of other values is not used); `None` if it is not cached. A
+    /// damaged or other file is removed (and counted), so the slice is fetched again. Blocking.
+    pub fn get_blocking(&self, key: &SliceKey, expected: &[u8; 32]) -> Option<SliceValues> {
         let name = Self::name(key);
         let path = self.dir.join(&name);
         let file = std::fs::File::open(&path).ok()?;
@@ -405,7 +419,7 @@ impl SliceCache {
             // fault); changed bytes would also fail the hash check below. The map saves copying
             // the compressed bytes into a buffer before zstd reads them.
             match unsafe { Mmap::map(&file) } {
-                Ok(map) => check_file(key, &map),
+                Ok(map) => check_file(key, &map, expected),
                 Err(e) => Err(format!("cannot map it: {e}")),
             }
         };
@@ -470,7 +484,7 @@ impl SliceCache {
             positions,
             pushed: 0,
             encoder,
-            hasher: SliceHasher::new(&key.material.to_string(), key.raw(), positions),
+            hasher: SliceHasher::new(INDEX_LAYOUT, &key.material.to_string(), key.raw(), positions),
         })
     }
 
@@ -650,12 +664,20 @@ impl NewTable<'_> {
     }
 }
 
-/// Decodes a mapped slice file and checks its values against the hash it claims.
-fn check_file(key: &SliceKey, bytes: &[u8]) -> Result<Vec<u16>, String> {
+/// Why a cached copy true to itself is not used: it holds other values than the slice the
+/// coordinator recorded (a copy from an older build, or planted).
+const STALE: &str = "its content hash is not the one the coordinator recorded for the slice";
+
+/// Decodes a mapped slice file and checks its values against the hash it claims, which must be
+/// `expected`.
+fn check_file(key: &SliceKey, bytes: &[u8], expected: &[u8; 32]) -> Result<Vec<u16>, String> {
     let (head, data) = bytes.split_at(SLICE_FILE_HEADER_LEN);
     let header = SliceFile::from_bytes(head).map_err(|e| e.to_string())?;
+    if header.hash != *expected {
+        return Err(STALE.to_string());
+    }
     let values = decode_values(data, header.positions).map_err(|e| e.to_string())?;
-    if slice_hash(&key.material.to_string(), key.raw(), &values) != header.hash {
+    if slice_hash(INDEX_LAYOUT, &key.material.to_string(), key.raw(), &values) != header.hash {
         return Err("content hash mismatch".to_string());
     }
     Ok(values)
@@ -669,7 +691,7 @@ mod tests {
     fn slice(material: &str, fill: u16, n: usize) -> (SliceKey, SliceFile) {
         let key = SliceKey::pawnless(material.parse().unwrap());
         let values = vec![fill; n];
-        let hash = slice_hash(material, key.raw(), &values);
+        let hash = slice_hash(INDEX_LAYOUT, material, key.raw(), &values);
         let file = SliceFile {
             hash,
             positions: n as u64,
@@ -736,7 +758,7 @@ mod tests {
         }
         assert_eq!(cache.bytes(), 4 * one);
         // KQvK, the oldest write, is read: now KRvK is the least recently used.
-        assert!(cache.get_blocking(&slices[0].0).is_some());
+        assert!(cache.get_blocking(&slices[0].0, &slices[0].1.hash).is_some());
         let evicted = cache.evict_blocking(&BTreeSet::new());
         let names: Vec<&str> = evicted.iter().map(|e| e.file.as_str()).collect();
         assert_eq!(
@@ -748,9 +770,12 @@ mod tests {
         );
         assert_eq!(cache.bytes(), 2 * one);
         assert!(!cache.path(&slices[1].0).exists() && !cache.path(&slices[2].0).exists());
-        assert!(cache.get_blocking(&slices[1].0).is_none());
+        assert!(cache.get_blocking(&slices[1].0, &slices[1].1.hash).is_none());
         assert_eq!(
-            cache.get_blocking(&slices[3].0).as_deref().map(|v| &v[..]),
+            cache
+                .get_blocking(&slices[3].0, &slices[3].1.hash)
+                .as_deref()
+                .map(|v| &v[..]),
             Some(&[4u16; 3000][..])
         );
         assert_eq!(cache.counters().evicted, 2);
@@ -803,7 +828,7 @@ mod tests {
         let (key, file) = slice("KQvK", 5, 64);
         cache.put_blocking(&key, &file).unwrap();
         assert_eq!(
-            cache.get_blocking(&key).as_deref().map(|v| &v[..]),
+            cache.get_blocking(&key, &file.hash).as_deref().map(|v| &v[..]),
             Some(&[5u16; 64][..])
         );
         // Other values under the same claimed hash.
@@ -812,7 +837,7 @@ mod tests {
             ..file.clone()
         };
         std::fs::write(cache.path(&key), bad.to_bytes()).unwrap();
-        assert_eq!(cache.get_blocking(&key), None);
+        assert_eq!(cache.get_blocking(&key, &file.hash), None);
         assert!(!cache.path(&key).exists());
         // One flipped byte in the compressed payload, and a truncated file.
         for damage in [
@@ -826,11 +851,46 @@ mod tests {
             let mut bytes = std::fs::read(cache.path(&key)).unwrap();
             damage(&mut bytes);
             std::fs::write(cache.path(&key), bytes).unwrap();
-            assert_eq!(cache.get_blocking(&key), None);
+            assert_eq!(cache.get_blocking(&key, &file.hash), None);
             assert!(!cache.path(&key).exists());
         }
         assert_eq!(cache.counters().damaged, 3);
         assert_eq!(cache.bytes(), 0);
+    }
+
+    /// A copy true to itself (its hash is its values') but of other values than the slice the
+    /// coordinator recorded (a file from an older build, or planted) is not used: not as a
+    /// slice file, not made into a table form, not as a table form. It is removed and counted.
+    #[test]
+    fn a_copy_of_other_values_than_the_recorded_slice_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SliceCache::open_blocking(dir.path(), 1 << 30).unwrap();
+        let n = SliceIndexer::new(SliceKey::pawnless("KQvK".parse().unwrap())).size() as usize;
+        let (key, recorded) = slice("KQvK", 5, n);
+        let (_, other) = slice("KQvK", 6, n);
+        cache.put_blocking(&key, &other).unwrap();
+        assert_eq!(cache.get_blocking(&key, &recorded.hash), None);
+        assert!(!cache.path(&key).exists());
+        cache.put_blocking(&key, &other).unwrap();
+        assert!(cache
+            .table_from_slice_file_blocking(&key, &recorded.hash)
+            .unwrap()
+            .is_none());
+        assert!(!cache.path(&key).exists());
+        assert_eq!(cache.counters().damaged, 2);
+
+        // The recorded slice makes a table form, which is then used for it and for no other.
+        cache.put_blocking(&key, &recorded).unwrap();
+        let table = cache
+            .table_from_slice_file_blocking(&key, &recorded.hash)
+            .unwrap()
+            .unwrap();
+        assert_eq!(table.slices()[0].hash, recorded.hash);
+        drop(table);
+        assert!(cache.table_blocking(&key, &recorded.hash).is_some());
+        assert!(cache.table_blocking(&key, &other.hash).is_none());
+        assert!(cache.table_blocking(&key, &recorded.hash).is_none(), "removed");
+        assert_eq!(cache.counters().damaged, 3);
     }
 
     /// A slice written in pieces is the file [`SliceCache::put_blocking`] would hold for it (the
@@ -847,9 +907,9 @@ mod tests {
             new.push(part).unwrap();
         }
         let (hash, len) = new.finish().unwrap();
-        assert_eq!(hash, slice_hash("KQvK", key.raw(), &values));
+        assert_eq!(hash, slice_hash(INDEX_LAYOUT, "KQvK", key.raw(), &values));
         assert_eq!(
-            cache.get_blocking(&key).as_deref().map(|v| &v[..]),
+            cache.get_blocking(&key, &hash).as_deref().map(|v| &v[..]),
             Some(&values[..])
         );
         assert_eq!(cache.bytes(), len);

@@ -12,7 +12,7 @@
 //! stored by the coordinator only once all its bytes arrived and its hash checked, so a stop in
 //! the middle of an upload never leaves half a slice anywhere.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +23,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
-use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::{Bitboard, Material, SliceKey};
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
@@ -84,6 +84,8 @@ pub enum WorkerError {
     Rpc { what: &'static str, status: Status },
     #[error("the coordinator sent {0}, which is not a slice key")]
     BadKey(String),
+    #[error("the coordinator sent a malformed task: {0}")]
+    BadTask(String),
     #[error("slice {key} could not be fetched intact in {FETCH_ATTEMPTS} attempts: {reason}")]
     Corrupt { key: SliceKey, reason: String },
     #[error("the coordinator did not send slice {0}")]
@@ -223,6 +225,8 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         config,
         id: None,
         memory: SliceMap::new(),
+        held: HashMap::new(),
+        expected: HashMap::new(),
         cache: Arc::new(cache),
         pinned: BTreeSet::new(),
         damaged_arrivals: 0,
@@ -255,6 +259,11 @@ struct Worker {
     id: Option<u64>,
     /// Slices in memory: the successors of the last task and the slices it solved.
     memory: SliceMap,
+    /// The content hash of each slice in `memory`.
+    held: HashMap<SliceKey, [u8; 32]>,
+    /// The successors of the task in hand with the hash the coordinator recorded for each: a
+    /// copy of one (in memory, cached or fetched) is used only when its hash is this one.
+    expected: HashMap<SliceKey, [u8; 32]>,
     cache: Arc<SliceCache>,
     /// The slices the task in hand reads or writes: never evicted from the cache.
     pinned: BTreeSet<SliceKey>,
@@ -409,6 +418,21 @@ impl Worker {
             .iter()
             .map(key_from_wire)
             .collect::<Result<BTreeSet<_>, _>>()?;
+        if task.successor_hashes.len() != task.successors.len() {
+            return Err(WorkerError::BadTask(format!(
+                "{} successors but {} hashes",
+                task.successors.len(),
+                task.successor_hashes.len()
+            )));
+        }
+        self.expected = HashMap::new();
+        for (k, h) in task.successors.iter().zip(&task.successor_hashes) {
+            let hash: [u8; 32] = h
+                .as_slice()
+                .try_into()
+                .map_err(|_| WorkerError::BadTask(format!("a hash of {} bytes", h.len())))?;
+            self.expected.insert(key_from_wire(k)?, hash);
+        }
         debug!(
             slices = slices.len(),
             successors = successors.len(),
@@ -442,7 +466,11 @@ impl Worker {
         }
         debug!(needed, budget, "the task fits the memory budget");
 
-        self.memory.retain(|k| successors.contains(k));
+        // What is in memory stays only if the task reads it, with the recorded hash.
+        let (expected, held) = (&self.expected, &mut self.held);
+        self.memory
+            .retain(|k| expected.get(k).is_some_and(|h| held.get(k) == Some(h)));
+        held.retain(|k, _| expected.contains_key(k));
         self.pinned = successors.iter().chain(&slices).copied().collect();
         self.bring_successors(&successors).await?;
 
@@ -491,6 +519,7 @@ impl Worker {
         for s in &solved {
             if let Some(values) = &s.values {
                 self.memory.insert(s.key, values.clone());
+                self.held.insert(s.key, s.hash);
             }
         }
         let cache = self.cache.clone();
@@ -581,7 +610,9 @@ impl Worker {
     /// Makes every successor readable: a small one held in memory (from the cache if it is
     /// there intact, else fetched), a large one (over [`keep_limit`]) read a block at a time
     /// from its table form in the cache (made from its slice file if this worker solved it,
-    /// else fetched straight into it).
+    /// else fetched straight into it). A copy is used only when its hash is the one the task
+    /// names ([`Worker::expected`]); a slice the task does not name (the solver asked for it)
+    /// is always fetched, and the coordinator's hash of it checked.
     async fn bring_successors(&mut self, successors: &BTreeSet<SliceKey>) -> Result<(), WorkerError> {
         let limit = keep_limit(self.config.memory);
         let (large, wanted): (Vec<SliceKey>, Vec<SliceKey>) = successors
@@ -596,17 +627,24 @@ impl Worker {
             return Ok(());
         }
         let cache = self.cache.clone();
+        let named: Vec<(SliceKey, Option<[u8; 32]>)> = wanted
+            .into_iter()
+            .map(|k| (k, self.expected.get(&k).copied()))
+            .collect();
         let from_cache = tokio::task::spawn_blocking(move || {
-            wanted
+            named
                 .into_iter()
-                .map(|k| (k, cache.get_blocking(&k)))
+                .map(|(k, hash)| (k, hash.and_then(|h| cache.get_blocking(&k, &h).map(|v| (v, h)))))
                 .collect::<Vec<_>>()
         })
         .await?;
         let mut missing = Vec::new();
         for (key, values) in from_cache {
             match values {
-                Some(v) => self.memory.insert(key, v),
+                Some((v, hash)) => {
+                    self.memory.insert(key, v);
+                    self.held.insert(key, hash);
+                }
                 None => missing.push(key),
             }
         }
@@ -614,8 +652,9 @@ impl Worker {
         while !missing.is_empty() {
             attempt += 1;
             let (arrived, bad) = self.fetch(&missing).await?;
-            for (key, v) in arrived {
+            for (key, v, hash) in arrived {
                 self.memory.insert(key, v);
+                self.held.insert(key, hash);
             }
             if let Some((key, reason)) = bad.first() {
                 if attempt >= FETCH_ATTEMPTS {
@@ -636,10 +675,14 @@ impl Worker {
     /// Makes a large successor readable a block at a time from its table form in the cache.
     async fn bring_large(&mut self, key: SliceKey) -> Result<(), WorkerError> {
         let cache = self.cache.clone();
+        let expected = self.expected.get(&key).copied();
         let local = tokio::task::spawn_blocking(move || -> Result<_, CacheError> {
-            match cache.table_blocking(&key) {
+            let Some(hash) = expected else {
+                return Ok(None);
+            };
+            match cache.table_blocking(&key, &hash) {
                 Some(table) => Ok(Some(table)),
-                None => cache.table_from_slice_file_blocking(&key),
+                None => cache.table_from_slice_file_blocking(&key, &hash),
             }
         })
         .await??;
@@ -649,7 +692,7 @@ impl Worker {
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
-                    match fetch_into_table(&mut self.client, &self.cache, key).await? {
+                    match fetch_into_table(&mut self.client, &self.cache, key, expected).await? {
                         Ok(table) => break table,
                         Err(reason) => {
                             self.damaged_arrivals += 1;
@@ -664,18 +707,26 @@ impl Worker {
             }
         };
         debug!(%key, "a large successor is read a block at a time from the cache");
+        let hash = table.slices()[0].hash;
         self.memory
             .insert_table(key, table)
-            .map_err(|e| WorkerError::Solve(e.into()))
+            .map_err(|e| WorkerError::Solve(e.into()))?;
+        self.held.insert(key, hash);
+        Ok(())
     }
 
-    /// Fetches slices; returns those that arrived intact (written to the cache) and those that
-    /// did not, with why.
+    /// Fetches slices; returns those that arrived intact, with the hash the task names for them
+    /// if it names one (written to the cache, with their hash), and those that did not, with
+    /// why.
     async fn fetch(
         &mut self,
         keys: &[SliceKey],
-    ) -> Result<(Vec<(SliceKey, SliceValues)>, Vec<(SliceKey, String)>), WorkerError> {
-        let (arrived, bad) = fetch_checked(&mut self.client, keys).await?;
+    ) -> Result<(Vec<(SliceKey, SliceValues, [u8; 32])>, Vec<(SliceKey, String)>), WorkerError> {
+        let (arrived, mut bad) = fetch_checked(&mut self.client, keys).await?;
+        let (arrived, other): (Vec<Fetched>, Vec<Fetched>) = arrived
+            .into_iter()
+            .partition(|(k, _, file)| self.expected.get(k).is_none_or(|h| *h == file.hash));
+        bad.extend(other.into_iter().map(|(k, _, _)| (k, NOT_RECORDED.to_string())));
         let damaged = self.damaged_arrivals;
         for (i, (key, reason)) in bad.iter().enumerate() {
             let damaged = damaged + i as u64 + 1;
@@ -687,7 +738,7 @@ impl Worker {
             let mut good = Vec::new();
             for (key, values, file) in arrived {
                 cache.put_blocking(&key, &file)?;
-                good.push((key, values));
+                good.push((key, values, file.hash));
             }
             Ok(good)
         })
@@ -703,6 +754,7 @@ async fn fetch_into_table(
     client: &mut Client,
     cache: &Arc<SliceCache>,
     key: SliceKey,
+    expected: Option<[u8; 32]>,
 ) -> Result<Result<Arc<Table>, String>, WorkerError> {
     type AnyError = Box<dyn std::error::Error + Send + Sync>;
     let request = pb::FetchSliceRequest {
@@ -732,6 +784,9 @@ async fn fetch_into_table(
                 };
                 if header.positions != SliceIndexer::new(key).size() {
                     return Ok(Err(format!("{} positions announced", header.positions)));
+                }
+                if expected.is_some_and(|e| e != hash) {
+                    return Ok(Err(NOT_RECORDED.into()));
                 }
                 let table = cache.create_table_blocking(&key, header.positions)?;
                 let decoder = ValuesDecoder::new(header.positions).map_err(|e| WorkerError::Rpc {
@@ -782,6 +837,9 @@ async fn fetch_into_table(
         None => written,
     }
 }
+
+/// Why a copy of a slice whose hash is not the one the task names is not used.
+const NOT_RECORDED: &str = "its content hash is not the one the coordinator recorded for it";
 
 /// A slice fetched intact: its key, values and file (the compressed form with its hash).
 pub type Fetched = (SliceKey, SliceValues, SliceFile);
@@ -871,7 +929,7 @@ fn check_arrival(
         .try_into()
         .map_err(|_| "a hash that is not 32 bytes".to_string())?;
     let values = decode_values(data, header.positions).map_err(|e| e.to_string())?;
-    if slice_hash(&key.material.to_string(), key.raw(), &values) != announced {
+    if slice_hash(INDEX_LAYOUT, &key.material.to_string(), key.raw(), &values) != announced {
         return Err("the content hash differs from the announced one".into());
     }
     Ok((announced, values.into()))
@@ -1001,7 +1059,7 @@ mod tests {
         let mut header = pb::SliceHeader {
             key: Some(key_to_wire(&key)),
             total_length: 0,
-            content_hash: slice_hash("KQvK", key.raw(), &values).to_vec(),
+            content_hash: slice_hash(INDEX_LAYOUT, "KQvK", key.raw(), &values).to_vec(),
             positions: 64,
         };
         let data = encode_values(&values);
