@@ -1,4 +1,5 @@
-//! `zermelo verify`: re-derives every value of a table from its successors, with its own rules.
+//! The independent verifier behind `zermelo verify`: re-derives every value of a table from its
+//! successors, with its own rules.
 //!
 //! The verifier shares no chess code with the solver. It has its own 0x88 mailbox move
 //! generator (`board.rs`), its own reading of material names and slice keys (`material.rs`) and
