@@ -82,6 +82,10 @@ pub struct CoordinatorOptions {
     pub metrics_listen: Option<String>,
     /// Serve gRPC over TLS with this certificate and key.
     pub tls: Option<TlsIdentity>,
+    /// Positions re-derived per uploaded slice ([`ServiceConfig::check_sample`]).
+    pub check_sample: usize,
+    /// The longest a lease lives, in seconds.
+    pub max_lease_time: u64,
 }
 
 /// The shortest cluster token a coordinator accepts, in characters.
@@ -143,6 +147,8 @@ pub fn coordinator(
     }
     config.token = token;
     config.tls = options.tls;
+    config.check_sample = options.check_sample;
+    config.schedule.max_lease_lifetime = options.max_lease_time.saturating_mul(1000);
     let tls_off = config.tls.is_none();
     if let Some(tls) = &config.tls {
         tls.server_config().map_err(|e| fail(2, e.to_string()))?;
@@ -196,6 +202,7 @@ pub fn worker(
         memory,
         token,
         name: format!("{host}-{}", std::process::id()),
+        tamper: None,
     };
     let rt = runtime()?;
     let result = rt.block_on(zermelo_worker::node::client::run(config, shutdown_signal()));

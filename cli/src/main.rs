@@ -149,6 +149,17 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 30,
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         lease_ttl: u64,
+        /// The longest a lease lives, heartbeats or not, in seconds: past it the task is leased
+        /// again (a hung solve cannot hold it for good). 1 to 2592000 (30 days); default a day.
+        #[arg(long, value_name = "SECONDS", default_value_t = 86_400,
+              value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
+        max_lease_time: u64,
+        /// Positions of each uploaded slice re-derived from their successors by the independent
+        /// verifier before the slice is accepted (every index is checked for range and
+        /// legality in any case); a slice that fails is refused, and its worker from then on.
+        /// 0 derives none.
+        #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::DEFAULT_SAMPLE)]
+        check_sample: usize,
         /// A test hook (hidden): flip one byte in the payload of the first N slice downloads
         /// served, to show that workers detect a corrupted transfer by its hash and fetch again.
         #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
@@ -801,6 +812,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             state,
             token,
             lease_ttl,
+            max_lease_time,
+            check_sample,
             fault_corrupt_downloads,
             metrics_listen,
             tls_cert,
@@ -816,7 +829,12 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 }),
                 _ => None,
             };
-            let options = cluster::CoordinatorOptions { metrics_listen, tls };
+            let options = cluster::CoordinatorOptions {
+                metrics_listen,
+                tls,
+                check_sample,
+                max_lease_time,
+            };
             Ok(cluster::coordinator(
                 &listen,
                 &tables,

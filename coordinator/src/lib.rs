@@ -15,6 +15,7 @@
 //! assert_eq!(names, ["KBvK", "KNvK", "KQvK", "KRvK", "KPvK"]);
 //! ```
 
+pub mod check;
 pub mod journal;
 pub mod metrics;
 pub mod plan;

@@ -39,6 +39,13 @@ pub struct Counters {
     /// Uploads and completions refused as not allowed: no live lease of the caller for that
     /// task, or a slice already finished.
     pub not_allowed: AtomicU64,
+    /// Uploaded slices checked by the independent verifier, and the positions it re-derived.
+    pub slices_checked: AtomicU64,
+    pub positions_derived: AtomicU64,
+    /// Uploaded slices too large to hold whole here, stored unchecked.
+    pub slices_unchecked: AtomicU64,
+    /// Uploaded slices that failed the check (their workers are refused from then on).
+    pub uploads_failed_check: AtomicU64,
     /// Tasks leased to a worker.
     pub leases_granted: AtomicU64,
     /// Leases that ran out (or whose worker was forgotten): their tasks are leased again.
@@ -79,6 +86,10 @@ pub struct CounterValues {
     pub uploads_refused: u64,
     pub downloads_refused: u64,
     pub not_allowed: u64,
+    pub slices_checked: u64,
+    pub positions_derived: u64,
+    pub slices_unchecked: u64,
+    pub uploads_failed_check: u64,
     pub leases_granted: u64,
     pub leases_expired: u64,
     pub leases_revoked: u64,
@@ -95,6 +106,10 @@ impl From<&Counters> for CounterValues {
             uploads_refused: Counters::get(&c.uploads_refused),
             downloads_refused: Counters::get(&c.downloads_refused),
             not_allowed: Counters::get(&c.not_allowed),
+            slices_checked: Counters::get(&c.slices_checked),
+            positions_derived: Counters::get(&c.positions_derived),
+            slices_unchecked: Counters::get(&c.slices_unchecked),
+            uploads_failed_check: Counters::get(&c.uploads_failed_check),
             leases_granted: Counters::get(&c.leases_granted),
             leases_expired: Counters::get(&c.leases_expired),
             leases_revoked: Counters::get(&c.leases_revoked),
@@ -210,6 +225,30 @@ pub fn render(s: &Snapshot) -> String {
         "counter",
         "Uploads and completions refused: no live lease of the caller for that task, or a slice already finished.",
         c.not_allowed,
+    );
+    t.single(
+        "zermelo_uploads_checked_total",
+        "counter",
+        "Uploaded slices checked by the independent verifier (range, legality, a sample re-derived) before they were accepted.",
+        c.slices_checked,
+    );
+    t.single(
+        "zermelo_positions_rederived_total",
+        "counter",
+        "Sampled positions of uploaded slices re-derived from their successors by the independent verifier.",
+        c.positions_derived,
+    );
+    t.single(
+        "zermelo_uploads_unchecked_total",
+        "counter",
+        "Uploaded slices too large to hold whole on the coordinator, accepted without the check.",
+        c.slices_unchecked,
+    );
+    t.single(
+        "zermelo_uploads_failed_check_total",
+        "counter",
+        "Uploaded slices whose values failed the check; each refused, and its worker with it.",
+        c.uploads_failed_check,
     );
     t.single(
         "zermelo_corrupt_downloads_refused_total",

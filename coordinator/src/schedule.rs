@@ -102,6 +102,10 @@ id_type!(
 pub struct Config {
     /// How long a lease lives after its grant or its last heartbeat.
     pub lease_ttl: Millis,
+    /// The longest a lease lives, heartbeats or not: past it a heartbeat no longer renews it
+    /// (the worker hears it is lost) and its task is leased again, so that a hung solve that
+    /// still heartbeats cannot hold a task for good.
+    pub max_lease_lifetime: Millis,
     /// A worker not heard from for this long is forgotten (its leases have expired by then);
     /// it must register again.
     pub worker_timeout: Millis,
@@ -121,6 +125,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             lease_ttl: 30_000,
+            max_lease_lifetime: 24 * 3_600_000,
             worker_timeout: 90_000,
             max_leases_per_worker: 4,
             target_task_positions: 1 << 20,
@@ -355,6 +360,8 @@ struct Lease {
     task: TaskIx,
     worker: WorkerId,
     deadline: Millis,
+    /// When it was granted.
+    granted: Millis,
 }
 
 #[derive(Debug)]
@@ -778,6 +785,7 @@ impl Scheduler {
                 task: t,
                 worker,
                 deadline,
+                granted: self.now,
             },
         );
     }
@@ -792,15 +800,23 @@ impl Scheduler {
             return;
         };
         w.last_seen = self.now;
-        let (mut valid, mut lost) = (Vec::new(), Vec::new());
+        let (mut valid, mut lost, mut too_old) = (Vec::new(), Vec::new(), Vec::new());
         for id in leases {
             match self.leases.get_mut(&id) {
                 Some(l) if l.worker == worker => {
-                    l.deadline = self.now + self.config.lease_ttl;
-                    valid.push(id);
+                    if self.now.saturating_sub(l.granted) >= self.config.max_lease_lifetime {
+                        too_old.push(id);
+                        lost.push(id);
+                    } else {
+                        l.deadline = self.now + self.config.lease_ttl;
+                        valid.push(id);
+                    }
                 }
                 _ => lost.push(id),
             }
+        }
+        for id in too_old {
+            self.expire(id, out);
         }
         out.push(Action::LeaseStatus {
             valid,
@@ -1089,6 +1105,7 @@ mod tests {
     fn config() -> Config {
         Config {
             lease_ttl: TTL,
+            max_lease_lifetime: 1000 * TTL,
             worker_timeout: 3 * TTL,
             target_task_positions: 1 << 16,
             max_leases_per_worker: 4,
@@ -1648,6 +1665,54 @@ mod tests {
         assert_ne!(other.slices, t.slices);
         sim.complete(&t);
         assert_eq!(sim.expired, 0);
+    }
+
+    /// Past its maximum lifetime a lease is not renewed by a heartbeat: the worker hears it is
+    /// lost, the lease expires at once and its task goes to another worker.
+    #[test]
+    fn heartbeats_do_not_renew_a_lease_past_its_lifetime() {
+        let mut config = config();
+        config.max_lease_lifetime = 5 * TTL;
+        let mut sim = Sim::new(Scheduler::new(config), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let (a, b) = (sim.register(), sim.register());
+        let t = first_lease(&mut sim, a);
+        let beat = |sim: &mut Sim| {
+            sim.step(Event::Heartbeat {
+                worker: a,
+                leases: vec![t.lease],
+            })
+        };
+        for _ in 0..5 {
+            sim.now += TTL - 1;
+            match &beat(&mut sim)[..] {
+                [Action::LeaseStatus { valid, .. }] => assert_eq!(valid, &[t.lease]),
+                other => panic!("{other:?}"),
+            }
+        }
+        sim.now += TTL - 1;
+        let actions = beat(&mut sim);
+        assert!(
+            actions.iter().any(|a| matches!(a, Action::LeaseStatus { lost, valid, .. } if lost == &[t.lease] && valid.is_empty())),
+            "{actions:?}"
+        );
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Expired { lease, .. } if *lease == t.lease)),
+            "{actions:?}"
+        );
+        // The same slices go to b, which heartbeats them normally.
+        let mut leased = Vec::new();
+        loop {
+            let u = first_lease(&mut sim, b);
+            let done = u.slices == t.slices;
+            leased.push(u);
+            if done {
+                break;
+            }
+            assert!(leased.len() < 10, "the expired task was not leased again");
+        }
     }
 
     #[test]

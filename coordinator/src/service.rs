@@ -11,7 +11,7 @@
 //! Errors: one enum, [`ServiceError`], mapped to a gRPC status (and a log level) in one place,
 //! [`ServiceError::status`].
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +29,7 @@ use zermelo_proto::coordinator_server::{Coordinator, CoordinatorServer};
 use zermelo_proto::{FramingError, SliceFramer};
 use zermelo_storage::{Metric, Table, TableMeta, TableWriter, WriteOptions};
 
+use crate::check::UploadCheck;
 use crate::journal::{JobSpec, Journal, JournalError, Record};
 use crate::metrics::{CounterValues, Counters, Snapshot};
 use crate::plan::{plan, reachable_plan_within, MaterialPlan, ReachablePlan, TooManySlices};
@@ -89,6 +90,9 @@ pub struct ServiceConfig {
     pub schedule: schedule::Config,
     /// The most men a submitted material may have.
     pub max_men: u32,
+    /// Positions of each uploaded slice re-derived by the independent verifier before it is
+    /// accepted (see [`crate::check`]); 0 keeps only the range and legality check.
+    pub check_sample: usize,
     /// A test hook, 0 in real use: flip one byte of the payload of the first this many slice
     /// downloads served (after the stored copy passed its hash check, with the right hash in the
     /// header), so that tests can show a worker detecting a transfer corrupted on the way.
@@ -163,6 +167,7 @@ impl ServiceConfig {
             token: None,
             schedule: schedule::Config::default(),
             max_men: 6,
+            check_sample: crate::check::DEFAULT_SAMPLE,
             fault_corrupt_downloads: 0,
             tls: None,
         }
@@ -237,7 +242,10 @@ impl ServiceError {
             | ServiceError::Framing(_) => Code::InvalidArgument,
             ServiceError::Store(StoreError::HashMismatch { .. } | StoreError::Wire { .. }) => Code::DataLoss,
             ServiceError::Store(
-                StoreError::BadKey(_) | StoreError::WrongPositions { .. } | StoreError::BadHashLength { .. },
+                StoreError::BadKey(_)
+                | StoreError::WrongPositions { .. }
+                | StoreError::BadHashLength { .. }
+                | StoreError::FailedCheck { .. },
             ) => Code::InvalidArgument,
             ServiceError::Store(StoreError::Missing { .. })
             | ServiceError::NotFinished { .. }
@@ -328,6 +336,8 @@ struct State {
     jobs: BTreeMap<u64, JobRecord>,
     materials: HashMap<Material, MaterialState>,
     next_job: u64,
+    /// Workers one of whose uploads failed the check: refused from then on.
+    refused: HashSet<WorkerId>,
 }
 
 struct Shared {
@@ -340,6 +350,8 @@ struct Shared {
     counters: Counters,
     /// Downloads still to corrupt ([`ServiceConfig::fault_corrupt_downloads`]).
     corrupt_downloads_left: AtomicU64,
+    /// The check of uploads.
+    check: UploadCheck,
 }
 
 /// The service. Cheap to clone (all clones share one state).
@@ -378,6 +390,7 @@ impl CoordinatorService {
                 jobs: BTreeMap::new(),
                 materials: HashMap::new(),
                 next_job: 1,
+                refused: HashSet::new(),
             }),
             store,
             tables: config.tables.clone(),
@@ -385,6 +398,7 @@ impl CoordinatorService {
             clock: Instant::now(),
             counters: Counters::default(),
             corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
+            check: UploadCheck::new(config.check_sample),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
@@ -870,6 +884,48 @@ impl CoordinatorService {
         Ok(())
     }
 
+    /// Checks an uploaded slice's values before it is accepted ([`crate::check`]), reading its
+    /// successors from the store. Blocking.
+    fn check_upload_blocking(&self, key: &SliceKey, values: Option<&[u16]>) -> Result<(), StoreError> {
+        let read = |k: &SliceKey| -> Option<Vec<u16>> {
+            let hash = self.lock().scheduler.finished(k)?;
+            let mut values = Vec::new();
+            let mut sink = |v: &[u16]| {
+                values.extend_from_slice(v);
+                Ok::<(), StoreError>(())
+            };
+            self.shared
+                .store
+                .for_each_value_blocking(k, &hash, &mut sink)
+                .ok()?;
+            Some(values)
+        };
+        let c = &self.shared.counters;
+        match self.shared.check.check_blocking(key, values, &read) {
+            Ok(crate::check::Outcome::Checked(report)) => {
+                Counters::add(&c.slices_checked, 1);
+                Counters::add(&c.positions_derived, report.derived);
+                debug!(%key, derived = report.derived, skipped = report.skipped, "upload checked");
+                Ok(())
+            }
+            Ok(crate::check::Outcome::TooLarge) => {
+                Counters::add(&c.slices_unchecked, 1);
+                debug!(%key, "upload too large to check here");
+                Ok(())
+            }
+            Err(reason) => Err(StoreError::FailedCheck { key: *key, reason }),
+        }
+    }
+
+    /// Refuses a worker from now on (an upload of it failed the check); its leases go to others.
+    fn refuse_worker(&self, worker: WorkerId) {
+        let now = self.now();
+        let mut state = self.lock();
+        state.refused.insert(worker);
+        let actions = state.scheduler.handle(now, Event::WorkerLost { worker });
+        actions.iter().for_each(|a| self.note(a));
+    }
+
     /// Expires leases and forgets silent workers: call every second or so.
     pub fn tick(&self) {
         let now = self.now();
@@ -1045,6 +1101,12 @@ impl Coordinator for CoordinatorService {
         let worker = WorkerId(request.into_inner().worker_id);
         let now = self.now();
         let mut state = self.lock();
+        if state.refused.contains(&worker) {
+            Counters::add(&self.shared.counters.not_allowed, 1);
+            return Err(Status::permission_denied(format!(
+                "{worker} is refused: a slice it uploaded failed the coordinator's check of its values"
+            )));
+        }
         let actions = state.scheduler.handle(now, Event::LeaseRequested { worker });
         let mut answer = None;
         for a in actions {
@@ -1182,10 +1244,11 @@ impl Coordinator for CoordinatorService {
         let mut bytes = 0u64;
         // The slices the upload's lease allows: those of its task, if the lease is live.
         let mut allowed: Option<Vec<SliceKey>> = None;
+        let mut uploader = None;
         while let Some(message) = stream.message().await? {
             if allowed.is_none() {
                 let lease = LeaseId(message.lease_id);
-                let Some((_, slices)) = self.lock().scheduler.lease_holder(lease) else {
+                let Some((worker, slices)) = self.lock().scheduler.lease_holder(lease) else {
                     Counters::add(&self.shared.counters.not_allowed, 1);
                     warn!(%lease, "upload without a live lease refused");
                     return Err(Status::permission_denied(format!(
@@ -1193,6 +1256,7 @@ impl Coordinator for CoordinatorService {
                     )));
                 };
                 allowed = Some(slices);
+                uploader = Some(worker);
             }
             let Some(chunk) = message.chunk else { continue };
             bytes += chunk.data.len() as u64;
@@ -1225,6 +1289,10 @@ impl Coordinator for CoordinatorService {
                 .await
                 .map_err(ServiceError::from)?
                 .map_err(ServiceError::from)?;
+                let mut begun = begun;
+                if header.positions <= crate::check::WHOLE_POSITIONS {
+                    begun.keep_values();
+                }
                 incoming = Some((key, wire_key, begun));
             }
             let (key, wire_key, mut slice) = incoming.take().expect("a slice under way");
@@ -1236,7 +1304,8 @@ impl Coordinator for CoordinatorService {
                 if complete {
                     // A finished slice is never replaced: checked under the lock that
                     // completions are recorded under, and put in place under it.
-                    slice.finish_with_blocking(|rename| {
+                    let check = |values: Option<&[u16]>| this.check_upload_blocking(&key, values);
+                    slice.finish_with_blocking(check, |rename| {
                         let state = this.lock();
                         if state.scheduler.finished(&key).is_some() {
                             return Err(StoreError::Finished { key });
@@ -1257,6 +1326,12 @@ impl Coordinator for CoordinatorService {
                 Err(e @ StoreError::Finished { .. }) => {
                     warn!(%key, error = %e, "upload of a finished slice refused");
                     Counters::add(&self.shared.counters.not_allowed, 1);
+                }
+                Err(e @ StoreError::FailedCheck { .. }) => {
+                    Counters::add(&self.shared.counters.uploads_failed_check, 1);
+                    let worker = uploader.expect("an upload has a lease");
+                    warn!(%key, %worker, error = %e, "an upload failed the check: its worker is refused from now on, its leases given to others");
+                    self.refuse_worker(worker);
                 }
                 _ => {}
             }
@@ -1725,7 +1800,11 @@ mod tests {
         assert_eq!(key.material, "KQvK");
         let chess_key = from_wire(&key).unwrap();
         let n = SliceIndexer::new(chess_key).size() as usize;
-        let values: Vec<u16> = (0..n).map(|i| (i % 5) as u16).collect();
+        // True values: the coordinator checks what it is sent.
+        let values =
+            zermelo_worker::solver::solve_slice(&chess_key, &zermelo_worker::tables::SliceMap::new(), 1)
+                .unwrap();
+        assert_eq!(values.len(), n);
         let hash = slice_hash(INDEX_LAYOUT, "KQvK", chess_key.raw(), &values);
 
         // A hash that does not match the bytes is refused, and nothing is stored.

@@ -43,6 +43,8 @@ pub enum StoreError {
     Finished { key: SliceKey },
     #[error("stored slice {key} is corrupt ({reason}); it is not served")]
     Corrupt { key: SliceKey, reason: String },
+    #[error("slice {key} failed the coordinator's check of its values: {reason}")]
+    FailedCheck { key: SliceKey, reason: String },
     #[error("slice store {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 }
@@ -231,6 +233,7 @@ impl SliceStore {
             decoder: ValuesDecoder::new(positions)
                 .map_err(|source| StoreError::Wire { key: *key, source })?,
             hasher: SliceHasher::new(INDEX_LAYOUT, &key.material.to_string(), key.raw(), positions),
+            kept: None,
         })
     }
 
@@ -362,16 +365,29 @@ pub struct IncomingSlice {
     file: std::io::BufWriter<tempfile::NamedTempFile>,
     decoder: ValuesDecoder,
     hasher: SliceHasher,
+    /// The values, when asked to keep them ([`IncomingSlice::keep_values`]).
+    kept: Option<Vec<u16>>,
 }
 
 impl IncomingSlice {
+    /// Keeps the values in memory as they arrive, for the check handed to
+    /// [`finish_with_blocking`](Self::finish_with_blocking) (2 bytes a position: for small
+    /// slices). Call before the first bytes.
+    pub fn keep_values(&mut self) {
+        self.kept = Some(Vec::new());
+    }
+
     /// The next wire bytes. Blocking.
     pub fn push_blocking(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         let key = self.key;
         let hasher = &mut self.hasher;
+        let kept = &mut self.kept;
         self.decoder
             .push(bytes, &mut |v: &[u16]| {
                 hasher.update(v);
+                if let Some(kept) = kept.as_mut() {
+                    kept.extend_from_slice(v);
+                }
                 Ok::<(), WireError>(())
             })
             .map_err(|source| StoreError::Wire { key, source })?;
@@ -384,15 +400,16 @@ impl IncomingSlice {
     /// Checks the whole slice and puts it in the store, replacing a copy already there.
     /// Blocking.
     pub fn finish_blocking(self) -> Result<Hash, StoreError> {
-        self.finish_with_blocking(|rename| rename())
+        self.finish_with_blocking(|_| Ok(()), |rename| rename())
     }
 
-    /// [`finish_blocking`](Self::finish_blocking), the file put in place by `publish`, which is
-    /// handed the rename: it runs it under whatever lock decides whether the slice may still be
-    /// stored (not once it is finished), or refuses. The data is synced before, the folder
-    /// after. Blocking.
+    /// [`finish_blocking`](Self::finish_blocking), the values (if kept) handed to `check` once
+    /// their hash is found right, then the file put in place by `publish`, which is handed the
+    /// rename: it runs it under whatever lock decides whether the slice may still be stored (not
+    /// once it is finished), or refuses. The data is synced before, the folder after. Blocking.
     pub fn finish_with_blocking(
         self,
+        check: impl FnOnce(Option<&[u16]>) -> Result<(), StoreError>,
         publish: impl FnOnce(&mut Rename<'_>) -> Result<(), StoreError>,
     ) -> Result<Hash, StoreError> {
         let key = self.key;
@@ -407,6 +424,7 @@ impl IncomingSlice {
                 found: hex(&found),
             });
         }
+        check(self.kept.as_deref())?;
         let io = |source| StoreError::Io {
             path: self.dir.clone(),
             source,

@@ -1703,3 +1703,87 @@ fn an_analysis_job_survives_kill_9_of_the_coordinator() {
         "the reachable tables differ after the coordinator's restart"
     );
 }
+
+/// A deliberately broken solver: half the decisive values (the odd indices) two plies too long.
+/// The slices stay plausible (legal positions hold values, in range), but most positions no
+/// longer agree with their children.
+fn two_plies_too_long(_: &zermelo_chess::SliceKey, first: u64, values: &mut [u16]) {
+    for (i, v) in (first..).zip(values.iter_mut()) {
+        if i % 2 == 1 && *v >= 2 {
+            *v += 2;
+        }
+    }
+}
+
+/// Issue 9, acceptance 2: a worker whose solver is broken (the worker library's test hook, not
+/// reachable from the command line) is caught by the coordinator's check of what it uploads:
+/// the first wrong slice is refused, the worker is refused from then on (it stops, saying why)
+/// and its task leased again; an honest worker then finishes the job, and the tables are
+/// byte-identical to `zermelo solve`'s. The metrics count the failed check and the checked
+/// uploads.
+#[test]
+fn a_worker_with_a_broken_solver_is_caught_by_the_check_and_the_tables_stay_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let state = tmp.path().join("state");
+    let extra = ["--metrics-listen", &metrics, "--state", state.to_str().unwrap()];
+    let (coord, url) = coordinator_with(tmp.path(), &extra, "http", &[]);
+    let token = "right-token-for-tests";
+    let job = submit(&url, token, &["KPvK"], &coord);
+
+    let config = zermelo_worker::node::client::WorkerConfig {
+        coordinator: url.clone(),
+        tls_ca: None,
+        cache: tmp.path().join("cache-broken"),
+        cache_size: 1 << 30,
+        threads: 1,
+        memory: 1 << 30,
+        token: Some(token.into()),
+        name: "broken".into(),
+        tamper: Some(two_plies_too_long),
+    };
+    let rt = test_runtime();
+    let stopped = rt.block_on(async {
+        let run = zermelo_worker::node::client::run(config, std::future::pending());
+        tokio::time::timeout(Duration::from_secs(60), run).await
+    });
+    let err = stopped
+        .unwrap_or_else(|_| panic!("the broken worker was never caught:\n{}", coord.log()))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("failed the coordinator's check of its values"),
+        "{err}"
+    );
+    let log = coord.log();
+    assert_eq!(log.matches("an upload failed the check").count(), 1, "{log}");
+
+    let honest = worker(
+        &url,
+        token,
+        &tmp.path().join("cache-honest"),
+        tmp.path().join("honest.log"),
+    );
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(60),
+        &[&coord, &honest],
+        |s, _, _| s == "done",
+    );
+    assert_same_tables(
+        &tmp.path().join("tables"),
+        &solve_dir,
+        &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"],
+    );
+    let (code, _, body) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200);
+    let m = samples(&body);
+    assert_eq!(m["zermelo_uploads_failed_check_total"], 1.0, "{body}");
+    assert!(m["zermelo_uploads_checked_total"] >= 5.0, "{body}");
+    assert!(m["zermelo_positions_rederived_total"] > 1000.0, "{body}");
+    assert_eq!(m["zermelo_uploads_unchecked_total"], 0.0, "{body}");
+}

@@ -60,6 +60,7 @@ mod material;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -147,6 +148,17 @@ pub enum VerifyError {
         fen: String,
         stored: String,
         derived: String,
+    },
+    /// A slice a check needs is not at hand (see [`check_slice`]).
+    #[error("slice ({key}) of {material} is not at hand")]
+    Unavailable { material: String, key: Pawns },
+    /// A stored value no table holds (above `0x7fff`).
+    #[error("table {material}, slice ({key}), index {index}: {value:#x} is not a value")]
+    OutOfRange {
+        material: String,
+        key: Pawns,
+        index: u64,
+        value: u16,
     },
     /// A legal position's legal child is stored as illegal (0).
     #[error(
@@ -263,7 +275,7 @@ pub fn verify_table(
         let other = 1 - phase.side;
         let loading = std::time::Instant::now();
         let half = Half {
-            values: table.read_range(phase.slice, other * per_side, per_side)?,
+            values: Cow::Owned(table.read_range(phase.slice, other * per_side, per_side)?),
             start: other * per_side,
         };
         tracing::debug!(
@@ -291,6 +303,157 @@ pub fn verify_table(
     };
     tracing::info!(material = %report.material, positions = report.positions, "table verified");
     Ok(report)
+}
+
+/// What [`check_slice`] covered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SliceCheck {
+    /// Indices checked for range and legality: every index of the slice.
+    pub indices: u64,
+    /// Sampled legal positions whose value was derived from their children, and agreed.
+    pub derived: u64,
+    /// Sampled indices that were not derived: a child lies in a slice not at hand.
+    pub skipped: u64,
+}
+
+/// The values of a successor slice, by normalized material name and raw key, whole; `None` when
+/// it is not at hand (see [`check_slice`]).
+pub type SuccessorValues<'a> = dyn Fn(&str, [u64; 2]) -> Option<Arc<Vec<u16>>> + Sync + 'a;
+
+/// The largest value a table holds (`FORMAT.md`: mate in at most 32,765 plies).
+const MAX_VALUE: u16 = 0x7fff;
+
+/// Checks the values of one slice, given whole (both sides to move), before they are trusted:
+/// what the coordinator of a cluster does to a slice a worker uploads.
+///
+/// * `material` (normalized) and `key` name a canonical slice, and `values` has its length;
+/// * every value is at most `0x7fff`; every index that is not a legal position holds 0 and every
+///   legal position holds a value (not 0): all indices;
+/// * at each index of `sample` (below the slice's length), the stored value is the one derived
+///   from the position's children, read from `values` itself and from `successor(material,
+///   key)` (normalized name, raw key; whole slices). `None` means the slice is not at hand: the
+///   index is skipped, and counted.
+///
+/// Like [`verify_table`] it shares no chess code with the solver.
+pub fn check_slice(
+    material: &str,
+    key: [u64; 2],
+    values: &[u16],
+    sample: &[u64],
+    successor: &SuccessorValues<'_>,
+) -> Result<SliceCheck, VerifyError> {
+    let parsed = Material::parse(material).map_err(|reason| VerifyError::BadMaterial {
+        name: material.to_owned(),
+        reason,
+    })?;
+    let normal = parsed.normalized();
+    let name = normal.to_string();
+    if name != material {
+        return Err(VerifyError::WrongMaterial {
+            file: PathBuf::new(),
+            found: material.to_owned(),
+            expected: name,
+        });
+    }
+    if normal.canonical_keys().binary_search(&key).is_err() {
+        return Err(VerifyError::UnexpectedSlice {
+            material: name,
+            key: Pawns(key),
+        });
+    }
+    let expected = 2 * normal.per_side();
+    if values.len() as u64 != expected {
+        return Err(VerifyError::WrongSliceSize {
+            material: name,
+            key: Pawns(key),
+            count: values.len() as u64,
+            expected,
+        });
+    }
+    let given = Given { successor };
+    let half = Half {
+        values: Cow::Borrowed(values),
+        start: 0,
+    };
+    let mut worker = Worker::new(&given, normal, key, &half);
+    let mut report = SliceCheck {
+        indices: expected,
+        ..SliceCheck::default()
+    };
+    for (index, &stored) in (0..).zip(values) {
+        if stored > MAX_VALUE {
+            return Err(VerifyError::OutOfRange {
+                material: name,
+                key: Pawns(key),
+                index,
+                value: stored,
+            });
+        }
+        let legal = match worker.decoder.decode(index) {
+            Decoded::Position(pos) if pos.is_legal() => Some(pos),
+            Decoded::Position(_) | Decoded::Collision { .. } => None,
+        };
+        match (legal, u32::from(stored)) {
+            (Some(pos), value::ILLEGAL) => {
+                return Err(VerifyError::Mismatch {
+                    material: name,
+                    fen: pos.fen(),
+                    stored: value::describe(value::ILLEGAL),
+                    derived: "a value (a legal position)".to_owned(),
+                })
+            }
+            (None, v) if v != value::ILLEGAL => {
+                let what = format!("index {index} of slice ({}), not a legal position", Pawns(key));
+                return Err(worker.mismatch(what, v, value::ILLEGAL));
+            }
+            _ => {}
+        }
+    }
+    let mut sample: Vec<u64> = sample.iter().copied().filter(|&i| i < expected).collect();
+    sample.sort_unstable();
+    sample.dedup();
+    for index in sample {
+        let at = index as usize;
+        match worker.check_range(index, &values[at..at + 1], || false) {
+            Ok(positions) => report.derived += positions,
+            Err(VerifyError::Unavailable { .. }) => report.skipped += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(report)
+}
+
+/// The slices [`check_slice`] reads: the one being checked is held whole (never asked for), its
+/// successors come from the caller.
+struct Given<'a> {
+    successor: &'a SuccessorValues<'a>,
+}
+
+impl Slices for Given<'_> {
+    fn successor(&self, material: Material, key: [u64; 2]) -> Result<Successor, VerifyError> {
+        let name = material.to_string();
+        let values = (self.successor)(&name, key).ok_or_else(|| VerifyError::Unavailable {
+            material: name.clone(),
+            key: Pawns(key),
+        })?;
+        let expected = 2 * material.per_side();
+        if values.len() as u64 != expected {
+            return Err(VerifyError::WrongSliceSize {
+                material: name,
+                key: Pawns(key),
+                count: values.len() as u64,
+                expected,
+            });
+        }
+        Ok(Successor::Whole(values))
+    }
+
+    fn own(&self, material: Material, key: [u64; 2], _index: u64) -> Result<u16, VerifyError> {
+        Err(VerifyError::Unavailable {
+            material: material.to_string(),
+            key: Pawns(key),
+        })
+    }
 }
 
 /// Checks that `table` holds exactly the canonical slices of `material`, in order, each of the
@@ -368,12 +531,12 @@ struct Phase {
 }
 
 /// The values of one half of the slice being checked: indices `start..start + values.len()`.
-struct Half {
-    values: Vec<u16>,
+struct Half<'v> {
+    values: Cow<'v, [u16]>,
     start: u64,
 }
 
-impl Half {
+impl Half<'_> {
     /// Where index `index` of the slice is in `values`, if this half holds it.
     fn place(&self, index: u64) -> Option<usize> {
         let at = index.checked_sub(self.start)?;
@@ -442,11 +605,11 @@ impl Shared<'_> {
 /// Verifies indices of one half of a slice: holds the other half's values and the successor
 /// slices it read.
 struct Worker<'a> {
-    library: &'a Library<'a>,
+    library: &'a dyn Slices,
     material: Material,
     key: [u64; 2],
     decoder: Decoder,
-    half: &'a Half,
+    half: &'a Half<'a>,
     /// Successor slices met so far for this slice.
     successors: FxHashMap<(Material, [u64; 2]), Successor>,
     /// Blocks read of the large ones: by slice and block of its table, with their last use.
@@ -499,7 +662,7 @@ impl From<VerifyError> for Fault {
 }
 
 impl<'a> Worker<'a> {
-    fn new(library: &'a Library<'a>, material: Material, key: [u64; 2], half: &'a Half) -> Worker<'a> {
+    fn new(library: &'a dyn Slices, material: Material, key: [u64; 2], half: &'a Half<'a>) -> Worker<'a> {
         Worker {
             library,
             material,
@@ -697,11 +860,7 @@ impl<'a> Worker<'a> {
             }
             // The half being checked (no child lands there: a move keeping the slice changes
             // the side to move, one changing the pawns leaves it for good), read from the file.
-            let table = self.library.table(material)?;
-            let slice = table
-                .find_slice(key)
-                .expect("the slice being checked is in its table");
-            return Ok(u32::from(table.value(slice, index).map_err(VerifyError::from)?));
+            return Ok(u32::from(self.library.own(material, key, index)?));
         }
         let successor = match self.successors.get(&(material, key)) {
             Some(v) => v,
@@ -794,6 +953,29 @@ struct SliceCache {
     values: u64,
     /// Use counter, for evicting the least recently used.
     tick: u64,
+}
+
+/// Where a verification reads values beyond the half slice in hand: the tables of a folder
+/// ([`Library`]), or slices handed over by the caller ([`Given`]).
+trait Slices: Sync {
+    /// Successor slice `key` of `material` (normalized).
+    fn successor(&self, material: Material, key: [u64; 2]) -> Result<Successor, VerifyError>;
+    /// The value at `index` of the slice being checked, outside the half in hand.
+    fn own(&self, material: Material, key: [u64; 2], index: u64) -> Result<u16, VerifyError>;
+}
+
+impl Slices for Library<'_> {
+    fn successor(&self, material: Material, key: [u64; 2]) -> Result<Successor, VerifyError> {
+        Library::successor(self, material, key)
+    }
+
+    fn own(&self, material: Material, key: [u64; 2], index: u64) -> Result<u16, VerifyError> {
+        let table = self.table(material)?;
+        let slice = table
+            .find_slice(key)
+            .expect("the slice being checked is in its table");
+        Ok(table.value(slice, index)?)
+    }
 }
 
 impl<'a> Library<'a> {

@@ -1652,7 +1652,7 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
     };
     // No half held: values of the slice itself are read from its file.
     let half = super::Half {
-        values: Vec::new(),
+        values: std::borrow::Cow::Owned(Vec::new()),
         start: 0,
     };
     let mut worker = super::Worker::new(&library, material, key, &half);
@@ -1871,4 +1871,69 @@ fn speed_on_kqvkr() {
             report.indices as f64 / secs / 1e6
         );
     }
+}
+
+/// [`super::check_slice`] on every slice of KPvK: the true values pass (every index for range and
+/// legality, one index in seven derived from its children), and each kind of damage is caught:
+/// a sampled position's value changed, 0 at a legal position, a value at an illegal index, a
+/// value out of range, another length, a key that is not a slice of the material. A successor
+/// not at hand skips the indices that need it, counted.
+#[test]
+fn check_slice_passes_true_values_and_catches_each_damage() {
+    use std::sync::Arc;
+    let kpk = table("KPvK");
+    let mut successors: HashMap<(String, [u64; 2]), Arc<Vec<u16>>> = HashMap::new();
+    // A pawn push leads into another slice of KPvK.
+    for name in ["KPvK", "KQvK", "KRvK", "KBvK", "KNvK"] {
+        for (key, values) in table(name) {
+            successors.insert((name.to_owned(), key), Arc::new(values));
+        }
+    }
+    let lookup = |m: &str, k: [u64; 2]| successors.get(&(m.to_owned(), k)).cloned();
+    let none = |_: &str, _: [u64; 2]| None;
+    let mut derived = 0;
+    for (key, values) in &kpk {
+        let sample: Vec<u64> = (0..values.len() as u64).step_by(7).collect();
+        let r = super::check_slice("KPvK", *key, values, &sample, &lookup).unwrap();
+        assert_eq!((r.indices, r.skipped), (values.len() as u64, 0));
+        derived += r.derived;
+    }
+    let legal: u64 = kpk
+        .iter()
+        .map(|(_, v)| v.iter().filter(|&&x| x != 0).count() as u64)
+        .sum();
+    assert!(derived * 8 > legal && derived * 6 < legal, "{derived} of {legal}");
+
+    // A pawn on the seventh rank promotes: without the successors, its checks are skipped.
+    let (key, values) = kpk.iter().find(|(k, _)| k[0] & (0xff << 48) != 0).unwrap();
+    let all: Vec<u64> = (0..values.len() as u64).collect();
+    let r = super::check_slice("KPvK", *key, values, &all, &none).unwrap();
+    assert!(r.skipped > 0 && r.derived > 0, "{r:?}");
+
+    let decisive = values.iter().position(|&v| v >= 2).unwrap();
+    let illegal = values.iter().position(|&v| v == 0).unwrap();
+    let check = |at: usize, v: u16| {
+        let mut bad = values.clone();
+        bad[at] = v;
+        super::check_slice("KPvK", *key, &bad, &[at as u64], &lookup)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(check(decisive, 1).contains("stored: draw, derived:"));
+    assert!(check(decisive, 0).contains("stored: illegal, derived: a value (a legal position)"));
+    assert!(check(illegal, 1).contains("not a legal position: stored: draw, derived: illegal"));
+    assert!(check(decisive, 0x8000).contains("0x8000 is not a value"));
+    let short = &values[..values.len() - 1];
+    assert!(matches!(
+        super::check_slice("KPvK", *key, short, &[], &lookup),
+        Err(VerifyError::WrongSliceSize { .. })
+    ));
+    assert!(matches!(
+        super::check_slice("KPvK", [key[0], 1], values, &[], &lookup),
+        Err(VerifyError::UnexpectedSlice { .. })
+    ));
+    assert!(matches!(
+        super::check_slice("KvKP", *key, values, &[], &lookup),
+        Err(VerifyError::WrongMaterial { .. })
+    ));
 }

@@ -66,7 +66,15 @@ pub struct WorkerConfig {
     pub token: Option<String>,
     /// A name for the coordinator's logs.
     pub name: String,
+    /// Changes the solver's values before they are written: `None` in real use, and not
+    /// reachable from the command line. Tests use it to run a worker with a broken solver, which
+    /// the coordinator's check of uploads must catch.
+    pub tamper: Option<Tamper>,
 }
+
+/// A change made to a solved slice's values (`key`, the index of the first of `values`): see
+/// [`WorkerConfig::tamper`].
+pub type Tamper = fn(key: &SliceKey, first: u64, values: &mut [u16]);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -365,7 +373,11 @@ impl Worker {
             .client
             .lease_task(pb::LeaseTaskRequest { worker_id: id })
             .await
-            .map_err(rpc("leasing a task"))?
+            .map_err(|status| match status.code() {
+                // This worker is refused (a slice it uploaded failed the coordinator's check).
+                Code::PermissionDenied => WorkerError::Refused(status.message().to_owned()),
+                _ => rpc("leasing a task")(status),
+            })?
             .into_inner();
         match answer.result {
             Some(pb::lease_task_response::Result::Task(task)) => {
@@ -480,12 +492,13 @@ impl Worker {
         let mut solved: Vec<Solved> = Vec::with_capacity(slices.len());
         let mut to_solve = slices.clone();
         let keep = keep_limit(budget);
+        let tamper = self.config.tamper;
         for round in 0.. {
             let memory = std::mem::take(&mut self.memory);
             let batch = to_solve.clone();
             let cache = self.cache.clone();
             let (memory, outcome) = tokio::task::spawn_blocking(move || {
-                let outcome = solve_all_blocking(&batch, &memory, threads, &cache, keep);
+                let outcome = solve_all_blocking(&batch, &memory, threads, &cache, keep, tamper);
                 (memory, outcome)
             })
             .await?;
@@ -970,13 +983,26 @@ fn solve_all_blocking(
     threads: usize,
     cache: &SliceCache,
     keep: u64,
+    tamper: Option<Tamper>,
 ) -> Result<(Vec<Solved>, Vec<(SliceKey, SliceKey)>), WorkerError> {
     let one = |key: &SliceKey, threads: usize| -> Result<Result<Solved, SliceKey>, WorkerError> {
         let _span = info_span!("slice", slice = %key).entered();
         let positions = SliceIndexer::new(*key).size();
         let mut file = cache.create_blocking(key, positions)?;
         let mut kept = (2 * positions <= keep).then(|| Vec::with_capacity(positions as usize));
+        let mut first = 0u64;
+        let mut changed = Vec::new();
         let solved = solve_slice_into(key, memory, threads, &mut |values| {
+            let values = match tamper {
+                None => values,
+                Some(tamper) => {
+                    changed.clear();
+                    changed.extend_from_slice(values);
+                    tamper(key, first, &mut changed);
+                    &changed[..]
+                }
+            };
+            first += values.len() as u64;
             file.push(values).map_err(|e| SolveError::Output(Box::new(e)))?;
             if let Some(kept) = kept.as_mut() {
                 kept.extend_from_slice(values);
