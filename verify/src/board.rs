@@ -129,6 +129,51 @@ const fn reach_table() -> ([u8; 239], [i8; 239]) {
     (reach, unit)
 }
 
+/// The table's legality rule ([`Position::is_legal`]) for men on distinct squares (`(colour,
+/// kind, square 0..64)`, kings first: White's, then Black's), `occupied` their squares as bits:
+/// whether they are a legal position with White to move, and with Black to move. Kings must not
+/// be adjacent, and the side to move must not attack the other king.
+pub(super) fn placement_legality(men: &[(Color, u8, u8)], occupied: u64) -> [bool; 2] {
+    let (w, b) = (sq88(men[0].2), sq88(men[1].2));
+    if (w >> 4).abs_diff(b >> 4) <= 1 && (w & 7).abs_diff(b & 7) <= 1 {
+        return [false, false];
+    }
+    let mut legal = [true, true];
+    for &(color, kind, sq) in &men[2..] {
+        let king = if color == Color::White { b } else { w };
+        if legal[color.index()] && attacks_king(color, kind, sq88(sq), king, occupied) {
+            legal[color.index()] = false;
+        }
+    }
+    legal
+}
+
+/// Whether a man of `color` and `kind` on 0x88 square `from` attacks 0x88 square `king`, the
+/// squares in `occupied` (bits by 0..64 square) blocking lines.
+fn attacks_king(color: Color, kind: u8, from: u8, king: u8, occupied: u64) -> bool {
+    let d = usize::from(king) + 119 - usize::from(from);
+    let bit = match (kind, color) {
+        (PAWN, Color::White) => WHITE_PAWN_BIT,
+        (PAWN, Color::Black) => BLACK_PAWN_BIT,
+        _ => 1 << kind,
+    };
+    if REACH[d] & bit == 0 {
+        return false;
+    }
+    if !matches!(kind, QUEEN | ROOK | BISHOP) {
+        return true;
+    }
+    let unit = UNIT_STEP[d];
+    let mut t = from.wrapping_add(unit as u8);
+    while t != king {
+        if occupied >> sq64(t) & 1 == 1 {
+            return false;
+        }
+        t = t.wrapping_add(unit as u8);
+    }
+    true
+}
+
 /// The algebraic name of a 0x88 square ("e4").
 pub(super) fn square_name(sq: u8) -> String {
     let file = (b'a' + (sq & 7)) as char;

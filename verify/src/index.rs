@@ -9,7 +9,7 @@
 //! squares ranked in the combinatorial number system: with squares `s1 < ... < sk`,
 //! `C(s1, 1) + ... + C(sk, k)`, in `0 .. C(64, k)`.
 
-use super::board::{Color, Position, KING, PAWN};
+use super::board::{self, Color, Position, KING, PAWN};
 use super::material::{mirror, Material};
 
 /// The index layout this verifier reads.
@@ -550,13 +550,57 @@ impl Decoder {
 
     /// The position at `index` (below [`len`](Decoder::len)).
     pub(super) fn decode(&self, index: u64) -> Decoded {
+        match self.men(index) {
+            Err(square) => Decoded::Collision { square },
+            Ok((men, n, turn, _)) => {
+                let pos = Position::from_men(&men[..n], turn);
+                // Men on distinct squares, one king a side, pawns on ranks 2-7 (as in every
+                // canonical key).
+                Decoded::Position(pos.expect("a canonical key and distinct squares make a position"))
+            }
+        }
+    }
+
+    /// Whether `index` is a legal position: what `decode` then `is_legal` answer, without
+    /// building the position.
+    #[cfg(test)]
+    pub(super) fn is_legal(&self, index: u64) -> bool {
+        let [white, black] = self.legal_both(index % self.per_side);
+        if index < self.per_side {
+            white
+        } else {
+            black
+        }
+    }
+
+    /// Whether placement `p` (below [`Material::per_side`]) is a legal position with White to
+    /// move (index `p`) and with Black to move (index `per_side + p`), without building the
+    /// positions: the check of a whole slice asks it of every placement.
+    pub(super) fn legal_both(&self, p: u64) -> [bool; 2] {
+        match self.men_at(p) {
+            Err(_) => [false, false],
+            Ok((men, n, occupied)) => board::placement_legality(&men[..n], occupied),
+        }
+    }
+
+    /// The men of `index` (kings first, pawns last), how many, the side to move and the
+    /// occupied squares (bit `s` for square `s` of 0..64); `Err` with a square two men share.
+    #[allow(clippy::type_complexity)]
+    fn men(&self, index: u64) -> Result<([(Color, u8, u8); MAX_MEN], usize, Color, u64), u8> {
         debug_assert!(index < self.len());
         let turn = if index < self.per_side {
             Color::White
         } else {
             Color::Black
         };
-        let mut rest = index % self.per_side;
+        let (men, n, occupied) = self.men_at(index % self.per_side)?;
+        Ok((men, n, turn, occupied))
+    }
+
+    /// The men, their number and occupied squares of placement `p` (see [`Decoder::men`]).
+    #[allow(clippy::type_complexity)]
+    fn men_at(&self, p: u64) -> Result<([(Color, u8, u8); MAX_MEN], usize, u64), u8> {
+        let mut rest = p;
         // Kings at 0 and 1, then the groups' men.
         let mut men = [(Color::White, KING, 0u8); MAX_MEN];
         let mut n = 2;
@@ -590,14 +634,12 @@ impl Decoder {
         let mut taken = self.pawn_squares;
         for &(_, _, sq) in &men[..n] {
             if taken >> sq & 1 == 1 {
-                return Decoded::Collision { square: sq };
+                return Err(sq);
             }
             taken |= 1 << sq;
         }
         men[n..n + self.pawns.len()].copy_from_slice(&self.pawns);
-        let pos = Position::from_men(&men[..n + self.pawns.len()], turn);
-        // Men on distinct squares, one king a side, pawns on ranks 2-7 (as in every canonical key).
-        Decoded::Position(pos.expect("a canonical key and distinct squares make a position"))
+        Ok((men, n + self.pawns.len(), taken))
     }
 }
 

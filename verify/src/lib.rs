@@ -380,33 +380,38 @@ pub fn check_slice(
         indices: expected,
         ..SliceCheck::default()
     };
-    for (index, &stored) in (0..).zip(values) {
-        if stored > MAX_VALUE {
-            return Err(VerifyError::OutOfRange {
-                material: name,
-                key: Pawns(key),
-                index,
-                value: stored,
-            });
-        }
-        let legal = match worker.decoder.decode(index) {
-            Decoded::Position(pos) if pos.is_legal() => Some(pos),
-            Decoded::Position(_) | Decoded::Collision { .. } => None,
-        };
-        match (legal, u32::from(stored)) {
-            (Some(pos), value::ILLEGAL) => {
-                return Err(VerifyError::Mismatch {
+    let per_side = normal.per_side();
+    for p in 0..per_side {
+        let legal = worker.decoder.legal_both(p);
+        for (side, legal) in legal.into_iter().enumerate() {
+            let index = side as u64 * per_side + p;
+            let stored = values[index as usize];
+            if stored > MAX_VALUE {
+                return Err(VerifyError::OutOfRange {
                     material: name,
-                    fen: pos.fen(),
-                    stored: value::describe(value::ILLEGAL),
-                    derived: "a value (a legal position)".to_owned(),
-                })
+                    key: Pawns(key),
+                    index,
+                    value: stored,
+                });
             }
-            (None, v) if v != value::ILLEGAL => {
-                let what = format!("index {index} of slice ({}), not a legal position", Pawns(key));
-                return Err(worker.mismatch(what, v, value::ILLEGAL));
+            match (legal, u32::from(stored)) {
+                (true, value::ILLEGAL) => {
+                    let Decoded::Position(pos) = worker.decoder.decode(index) else {
+                        unreachable!("a legal index is a position")
+                    };
+                    return Err(VerifyError::Mismatch {
+                        material: name,
+                        fen: pos.fen(),
+                        stored: value::describe(value::ILLEGAL),
+                        derived: "a value (a legal position)".to_owned(),
+                    });
+                }
+                (false, v) if v != value::ILLEGAL => {
+                    let what = format!("index {index} of slice ({}), not a legal position", Pawns(key));
+                    return Err(worker.mismatch(what, v, value::ILLEGAL));
+                }
+                _ => {}
             }
-            _ => {}
         }
     }
     let mut sample: Vec<u64> = sample.iter().copied().filter(|&i| i < expected).collect();

@@ -1937,3 +1937,30 @@ fn check_slice_passes_true_values_and_catches_each_damage() {
         Err(VerifyError::WrongMaterial { .. })
     ));
 }
+
+/// [`Decoder::is_legal`], which the check of a whole slice asks of every index, answers what
+/// decoding the position and asking it does, at every index of slices of pawnless, pawnful and
+/// like-man materials (every slice of the small ones, a spread of the larger KBPvKP and KPPvKP).
+#[test]
+fn the_quick_legality_test_agrees_with_the_decoded_position() {
+    let mut compared = 0u64;
+    for (name, step) in [
+        ("KQvKR", 1),
+        ("KRRvK", 1),
+        ("KPvKP", 1),
+        ("KPPvK", 1),
+        ("KBPvKP", 29),
+        ("KPPvKP", 41),
+    ] {
+        let m = Material::parse(name).unwrap().normalized();
+        for key in m.canonical_keys().into_iter().step_by(step) {
+            let d = Decoder::new(&m, key);
+            for i in 0..2 * m.per_side() {
+                let slow = matches!(d.decode(i), Decoded::Position(p) if p.is_legal());
+                assert_eq!(d.is_legal(i), slow, "{name} ({}) index {i}", Pawns(key));
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 5_000_000, "{compared}");
+}
