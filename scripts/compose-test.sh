@@ -136,7 +136,7 @@ for _ in $(seq 120); do
     [[ "$done_slices" -gt 0 ]] && break
     sleep 0.5
 done
-victim="$(dc ps -q worker | head -n 1)"
+victim="$(dc ps -q worker | sed -n 1p)"  # (head would cut the pipe: pipefail)
 docker kill --signal KILL "$victim" >/dev/null
 say "worker container ${victim:0:12} killed after $done_slices slices"
 docker restart "$(dc ps -q coordinator)" >/dev/null
