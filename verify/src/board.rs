@@ -141,17 +141,18 @@ pub(super) fn placement_legality(men: &[(Color, u8, u8)], occupied: u64) -> [boo
     let mut legal = [true, true];
     for &(color, kind, sq) in &men[2..] {
         let king = if color == Color::White { b } else { w };
-        if legal[color.index()] && attacks_king(color, kind, sq88(sq), king, occupied) {
+        let blocked = |t: u8| occupied >> sq64(t) & 1 == 1;
+        if legal[color.index()] && attacks(color, kind, sq88(sq), king, blocked) {
             legal[color.index()] = false;
         }
     }
     legal
 }
 
-/// Whether a man of `color` and `kind` on 0x88 square `from` attacks 0x88 square `king`, the
-/// squares in `occupied` (bits by 0..64 square) blocking lines.
-fn attacks_king(color: Color, kind: u8, from: u8, king: u8, occupied: u64) -> bool {
-    let d = usize::from(king) + 119 - usize::from(from);
+/// Whether a man of `color` and `kind` on 0x88 square `from` attacks 0x88 square `to`, the
+/// squares for which `blocked` is true blocking lines.
+fn attacks(color: Color, kind: u8, from: u8, to: u8, blocked: impl Fn(u8) -> bool) -> bool {
+    let d = usize::from(to) + 119 - usize::from(from);
     let bit = match (kind, color) {
         (PAWN, Color::White) => WHITE_PAWN_BIT,
         (PAWN, Color::Black) => BLACK_PAWN_BIT,
@@ -165,8 +166,8 @@ fn attacks_king(color: Color, kind: u8, from: u8, king: u8, occupied: u64) -> bo
     }
     let unit = UNIT_STEP[d];
     let mut t = from.wrapping_add(unit as u8);
-    while t != king {
-        if occupied >> sq64(t) & 1 == 1 {
+    while t != to {
+        if blocked(t) {
             return false;
         }
         t = t.wrapping_add(unit as u8);
@@ -305,35 +306,8 @@ impl Position {
     /// longer holds one of them, its man taken, is passed over).
     fn attacked_from(&self, sq: u8, by: Color, men: &[u8]) -> bool {
         men.iter().any(|&from| {
-            let d = usize::from(sq) + 119 - usize::from(from);
             let c = self.at(from);
-            if c == 0 || cell_color(c) != by {
-                return false;
-            }
-            let kind = cell_kind(c);
-            let bit = if kind == PAWN {
-                match by {
-                    Color::White => WHITE_PAWN_BIT,
-                    Color::Black => BLACK_PAWN_BIT,
-                }
-            } else {
-                1 << kind
-            };
-            if REACH[d] & bit == 0 {
-                return false;
-            }
-            if !matches!(kind, QUEEN | ROOK | BISHOP) {
-                return true;
-            }
-            let unit = UNIT_STEP[d];
-            let mut t = from.wrapping_add(unit as u8);
-            while t != sq {
-                if self.at(t) != 0 {
-                    return false;
-                }
-                t = t.wrapping_add(unit as u8);
-            }
-            true
+            c != 0 && cell_color(c) == by && attacks(by, cell_kind(c), from, sq, |t| self.at(t) != 0)
         })
     }
 

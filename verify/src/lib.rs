@@ -197,11 +197,7 @@ pub fn verify_table(
     opts: &VerifyOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<VerifyReport, VerifyError> {
-    let parsed = Material::parse(material).map_err(|reason| VerifyError::BadMaterial {
-        name: material.to_owned(),
-        reason,
-    })?;
-    let material = parsed.normalized();
+    let material = parse_material(material)?;
     let name = material.to_string();
     let library = Library::new(dir);
     let table = library.table(material)?;
@@ -342,11 +338,7 @@ pub fn check_slice(
     sample: &[u64],
     successor: &SuccessorValues<'_>,
 ) -> Result<SliceCheck, VerifyError> {
-    let parsed = Material::parse(material).map_err(|reason| VerifyError::BadMaterial {
-        name: material.to_owned(),
-        reason,
-    })?;
-    let normal = parsed.normalized();
+    let normal = parse_material(material)?;
     let name = normal.to_string();
     if name != material {
         return Err(VerifyError::WrongMaterial {
@@ -459,6 +451,16 @@ impl Slices for Given<'_> {
             key: Pawns(key),
         })
     }
+}
+
+/// A material name (any case, any order within a side), normalized.
+fn parse_material(name: &str) -> Result<Material, VerifyError> {
+    Material::parse(name)
+        .map(|m| m.normalized())
+        .map_err(|reason| VerifyError::BadMaterial {
+            name: name.to_owned(),
+            reason,
+        })
 }
 
 /// Checks that `table` holds exactly the canonical slices of `material`, in order, each of the
