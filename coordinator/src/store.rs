@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
-use zermelo_chess::{Bitboard, Material, SliceKey};
+use zermelo_chess::SliceKey;
 use zermelo_proto::wire::{
     decode_values_from, slice_file_name, SliceFile, ValuesDecoder, ValuesEncoder, WireError,
     SLICE_FILE_HEADER_LEN,
@@ -49,85 +49,13 @@ pub enum StoreError {
     Io { path: PathBuf, source: std::io::Error },
 }
 
-/// A wire slice key, checked to name a canonical slice of a table (the material in table
-/// orientation, the pawns where the material says, the canonical mirror half).
+/// A wire slice key, checked to name a canonical slice of a table: [`zermelo_proto::keys`], the
+/// codec the workers use too, its refusal as a store error.
 pub fn from_wire(key: &zermelo_proto::SliceKey) -> Result<SliceKey, StoreError> {
-    let bad = || {
-        StoreError::BadKey(format!(
-            "{}[w={:#x} b={:#x}]",
-            key.material, key.white_pawns, key.black_pawns
-        ))
-    };
-    if key.material.len() > MAX_MATERIAL_NAME {
-        return Err(bad());
-    }
-    let material: Material = key.material.parse().map_err(|_| bad())?;
-    if material.to_string() != key.material || material.is_bare_kings() {
-        return Err(bad());
-    }
-    if let Err(why) = within_bounds(&material) {
-        return Err(StoreError::BadKey(format!("{}: {why}", bad())));
-    }
-    let (w, b) = (key.white_pawns, key.black_pawns);
-    use zermelo_chess::{Color, Role};
-    let pawn_squares = zermelo_chess::slice::PAWN_SQUARES.0;
-    if w & b != 0
-        || (w | b) & !pawn_squares != 0
-        || w.count_ones() != u32::from(material.count(Color::White, Role::Pawn))
-        || b.count_ones() != u32::from(material.count(Color::Black, Role::Pawn))
-    {
-        return Err(bad());
-    }
-    let normal = SliceKey::normalize(material, Bitboard(w), Bitboard(b)).ok_or_else(bad)?;
-    if normal.raw() != [w, b] || normal.material != material {
-        return Err(bad());
-    }
-    Ok(normal)
+    zermelo_proto::keys::from_wire(key).map_err(|e| StoreError::BadKey(e.0))
 }
 
-/// The longest material name a key may carry (a chess position's is under 40 characters).
-const MAX_MATERIAL_NAME: usize = 40;
-
-/// The most indices one slice of a key may have: past every table this project can build
-/// (a 7-man pawnless slice has about 10^12), far below where index sizes overflow.
-pub const MAX_SLICE_INDICES: u128 = 1 << 44;
-
-/// Refuses a material no chess position has (more than 16 men a side, 8 pawns a side), or
-/// whose slices would be too large to index ([`MAX_SLICE_INDICES`], counted without overflow).
-pub fn within_bounds(material: &Material) -> Result<(), String> {
-    use zermelo_chess::{Color, Role};
-    for color in [Color::White, Color::Black] {
-        let men: u32 = Role::ALL
-            .iter()
-            .map(|&r| u32::from(material.count(color, r)))
-            .sum();
-        if men > 16 || material.count(color, Role::Pawn) > 8 {
-            return Err("more men than a side can have (16, of which 8 pawns)".into());
-        }
-    }
-    let binomial = |k: u8| -> u128 { (0..u128::from(k)).fold(1, |acc, i| acc * (64 - i) / (i + 1)) };
-    let mut indices: u128 = 2 * 3612;
-    for color in [Color::White, Color::Black] {
-        for role in [Role::Queen, Role::Rook, Role::Bishop, Role::Knight] {
-            indices = indices.saturating_mul(binomial(material.count(color, role)));
-        }
-    }
-    if indices > MAX_SLICE_INDICES {
-        return Err(format!(
-            "its slices would have about {indices:.3e} indices, past the {MAX_SLICE_INDICES} this coordinator takes"
-        ));
-    }
-    Ok(())
-}
-
-/// A slice key for the wire.
-pub fn to_wire(key: &SliceKey) -> zermelo_proto::SliceKey {
-    zermelo_proto::SliceKey {
-        material: key.material.to_string(),
-        white_pawns: key.white_pawns.0,
-        black_pawns: key.black_pawns.0,
-    }
-}
+pub use zermelo_proto::keys::{to_wire, MAX_SLICE_INDICES};
 
 /// Takes a slice's values, a piece at a time.
 pub type ValueSink<'a> = dyn FnMut(&[u16]) -> Result<(), StoreError> + 'a;

@@ -293,4 +293,5 @@ fn key_name(key: &SliceKey) -> String {
 mod tests;
 
 pub mod auth;
+pub mod keys;
 pub mod wire;

@@ -278,7 +278,7 @@ impl SliceCache {
     }
 
     fn name(key: &SliceKey) -> String {
-        slice_file_name(&super::wire::key_to_wire(key))
+        slice_file_name(&zermelo_proto::keys::to_wire(key))
     }
 
     /// The path of a slice's file.

@@ -24,7 +24,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
-use zermelo_chess::{Bitboard, Material, SliceKey};
+use zermelo_chess::SliceKey;
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
 use zermelo_proto::coordinator_client::CoordinatorClient;
@@ -35,10 +35,10 @@ use zermelo_storage::slice_hash;
 use zermelo_storage::Table;
 
 use super::cache::{human_bytes, CacheError, NewTable, SliceCache};
-use super::wire::key_to_wire;
 use crate::solver::par::for_each_chunk;
 use crate::solver::{slice_state_bytes, solve_slice_into, thread_bytes, SolveError};
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
+use zermelo_proto::keys::to_wire as key_to_wire;
 
 /// Bytes of slice data per upload chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
@@ -1051,26 +1051,10 @@ fn solve_all_blocking(
     Ok((solved, wanting))
 }
 
+/// A slice key from the coordinator, checked with the codec the coordinator uses
+/// ([`zermelo_proto::keys`]).
 fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
-    let bad = || {
-        WorkerError::BadKey(format!(
-            "{}[w={:#x} b={:#x}]",
-            k.material, k.white_pawns, k.black_pawns
-        ))
-    };
-    let material: Material = k.material.parse().map_err(|_| bad())?;
-    if material.to_string() != k.material || material.is_bare_kings() {
-        return Err(bad());
-    }
-    let key = SliceKey {
-        material,
-        white_pawns: Bitboard(k.white_pawns),
-        black_pawns: Bitboard(k.black_pawns),
-    };
-    if !key.is_canonical() || (material.pawns() == 0) != (k.white_pawns | k.black_pawns == 0) {
-        return Err(bad());
-    }
-    Ok(key)
+    zermelo_proto::keys::from_wire(k).map_err(|e| WorkerError::BadKey(e.0))
 }
 
 #[cfg(test)]

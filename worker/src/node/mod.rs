@@ -4,4 +4,3 @@
 
 pub mod cache;
 pub mod client;
-mod wire;
