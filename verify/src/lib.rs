@@ -353,15 +353,8 @@ pub fn check_slice(
             key: Pawns(key),
         });
     }
-    let expected = 2 * normal.per_side();
-    if values.len() as u64 != expected {
-        return Err(VerifyError::WrongSliceSize {
-            material: name,
-            key: Pawns(key),
-            count: values.len() as u64,
-            expected,
-        });
-    }
+    check_length(normal, key, values)?;
+    let expected = values.len() as u64;
     let given = Given { successor };
     let half = Half {
         values: Cow::Borrowed(values),
@@ -433,15 +426,7 @@ impl Slices for Given<'_> {
             material: name.clone(),
             key: Pawns(key),
         })?;
-        let expected = 2 * material.per_side();
-        if values.len() as u64 != expected {
-            return Err(VerifyError::WrongSliceSize {
-                material: name,
-                key: Pawns(key),
-                count: values.len() as u64,
-                expected,
-            });
-        }
+        check_length(material, key, &values)?;
         Ok(Successor::Whole(values))
     }
 
@@ -451,6 +436,20 @@ impl Slices for Given<'_> {
             key: Pawns(key),
         })
     }
+}
+
+/// Checks that `values` are as many as a slice of `material` has.
+fn check_length(material: Material, key: [u64; 2], values: &[u16]) -> Result<(), VerifyError> {
+    let expected = 2 * material.per_side();
+    if values.len() as u64 != expected {
+        return Err(VerifyError::WrongSliceSize {
+            material: material.to_string(),
+            key: Pawns(key),
+            count: values.len() as u64,
+            expected,
+        });
+    }
+    Ok(())
 }
 
 /// A material name (any case, any order within a side), normalized.
