@@ -165,7 +165,7 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
         fault_corrupt_downloads: u64,
         /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
-        /// 127.0.0.1:9100 or 0.0.0.0:9100.
+        /// 127.0.0.1:9490 or 0.0.0.0:9490.
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<String>,
         /// Serve gRPC over TLS with this PEM certificate (chain); clients then use https:// and

@@ -20,8 +20,6 @@ use axum::http::header::CONTENT_TYPE;
 use axum::routing::get;
 use zermelo_proto as pb;
 
-use crate::service::CoordinatorService;
-
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -72,6 +70,8 @@ impl Counters {
 /// What a scrape shows: the jobs as `JobStatus` reports them, the gauges, and the counters.
 #[derive(Debug, Default)]
 pub struct Snapshot {
+    /// `None` when the coordinator can take work; else why not (a broken journal).
+    pub unhealthy: Option<String>,
     pub jobs: Vec<pb::JobInfo>,
     pub workers_alive: u64,
     pub leases_outstanding: u64,
@@ -301,27 +301,102 @@ pub fn render(s: &Snapshot) -> String {
         for j in &s.jobs {
             let id = j.job_id.to_string();
             let materials = j.materials.join(",");
-            t.sample(name, &[("job", &id), ("materials", &materials)], field(j));
+            // Not `job`: Prometheus gives every series of a scrape a `job` label of its own.
+            t.sample(name, &[("job_id", &id), ("materials", &materials)], field(j));
         }
     }
+    process_metrics(&mut t);
     t.0
 }
 
-/// The router of the metrics endpoint: `GET /metrics`; anything else is 404 (or 405 for another
-/// method on `/metrics`).
-pub fn router(service: CoordinatorService) -> axum::Router {
-    axum::Router::new().route(
-        "/metrics",
-        get(move || {
-            let service = service.clone();
-            async move {
-                (
-                    [(CONTENT_TYPE, CONTENT_TYPE_TEXT)],
-                    render(&service.metrics_snapshot()),
-                )
-            }
-        }),
-    )
+/// The standard `process_*` metrics of this process, read from `/proc/self` (Linux; elsewhere
+/// none).
+fn process_metrics(t: &mut Text) {
+    let page = 4096.0;
+    let ticks = 100.0; // USER_HZ
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14, 15 (utime, stime), 22 (starttime), 23 (vsize), 24 (rss), counted from 1 with
+    // the pid and the name as 1 and 2: here from 0 after them.
+    let cpu = (num(11) + num(12)) / ticks;
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("btime ")
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            })
+        })
+        .unwrap_or(0.0);
+    t.single(
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+        cpu,
+    );
+    t.single(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        num(21) * page,
+    );
+    t.single(
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+        num(20),
+    );
+    t.single(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+        boot + num(19) / ticks,
+    );
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        t.single(
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            fds.count(),
+        );
+    }
+}
+
+/// What the endpoint reads a snapshot from (the coordinator's state, at each request).
+pub type SnapshotSource = std::sync::Arc<dyn Fn() -> Snapshot + Send + Sync>;
+
+/// The router of the metrics endpoint: `GET /metrics`, and `GET /health` (200 `ok`, or 503 with
+/// the reason when the coordinator cannot take work); anything else is 404 (or 405 for another
+/// method).
+pub fn router(snapshot: SnapshotSource) -> axum::Router {
+    let health = snapshot.clone();
+    axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let snapshot = snapshot.clone();
+                async move { ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], render(&snapshot())) }
+            }),
+        )
+        .route(
+            "/health",
+            get(move || {
+                let health = health.clone();
+                async move {
+                    match health().unhealthy {
+                        None => (axum::http::StatusCode::OK, "ok\n".to_owned()),
+                        Some(why) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+                    }
+                }
+            }),
+        )
 }
 
 #[cfg(test)]
@@ -337,6 +412,7 @@ mod tests {
     #[test]
     fn a_job_is_rendered_with_its_labels() {
         let s = Snapshot {
+            unhealthy: None,
             jobs: vec![pb::JobInfo {
                 job_id: 7,
                 materials: vec!["KPvK".into(), "KQvKR".into()],
@@ -360,10 +436,10 @@ mod tests {
             "zermelo_workers_alive 2",
             "zermelo_leases_outstanding 1",
             "zermelo_slice_bytes_uploaded_total 99",
-            "zermelo_job_slices_done{job=\"7\",materials=\"KPvK,KQvKR\"} 3",
-            "zermelo_job_positions_per_second{job=\"7\",materials=\"KPvK,KQvKR\"} 2.5",
-            "zermelo_job_done{job=\"7\",materials=\"KPvK,KQvKR\"} 1",
-            "zermelo_job_failed{job=\"7\",materials=\"KPvK,KQvKR\"} 0",
+            "zermelo_job_slices_done{job_id=\"7\",materials=\"KPvK,KQvKR\"} 3",
+            "zermelo_job_positions_per_second{job_id=\"7\",materials=\"KPvK,KQvKR\"} 2.5",
+            "zermelo_job_done{job_id=\"7\",materials=\"KPvK,KQvKR\"} 1",
+            "zermelo_job_failed{job_id=\"7\",materials=\"KPvK,KQvKR\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }

@@ -948,6 +948,10 @@ impl CoordinatorService {
     pub fn metrics_snapshot(&self) -> Snapshot {
         let state = self.lock();
         Snapshot {
+            unhealthy: state
+                .journal_broken
+                .as_ref()
+                .map(|e| format!("the journal failed ({e}); restart the coordinator")),
             jobs: state
                 .jobs
                 .keys()
@@ -1611,7 +1615,8 @@ pub async fn serve_with_metrics(
         Some(l) => {
             let addr = l.local_addr().ok();
             info!(addr = ?addr, "metrics listening (GET /metrics)");
-            let router = crate::metrics::router(service.clone());
+            let source = service.clone();
+            let router = crate::metrics::router(Arc::new(move || source.metrics_snapshot()));
             Some(tokio::spawn(async move { axum::serve(l, router).await }))
         }
         None => None,
@@ -1670,7 +1675,6 @@ mod tests {
     use zermelo_proto::auth::ClientAuth;
     use zermelo_proto::coordinator_client::CoordinatorClient;
     use zermelo_proto::wire::{decode_values, encode_values};
-    use zermelo_storage::slice_hash;
 
     use super::*;
 
@@ -1805,7 +1809,7 @@ mod tests {
             zermelo_worker::solver::solve_slice(&chess_key, &zermelo_worker::tables::SliceMap::new(), 1)
                 .unwrap();
         assert_eq!(values.len(), n);
-        let hash = slice_hash(INDEX_LAYOUT, "KQvK", chess_key.raw(), &values);
+        let hash = zermelo_proto::keys::slice_hash(&chess_key, &values);
 
         // A hash that does not match the bytes is refused, and nothing is stored.
         let mut wrong = hash;

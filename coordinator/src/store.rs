@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
+use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::SliceKey;
 use zermelo_proto::wire::{
     decode_values_from, slice_file_name, SliceFile, ValuesDecoder, ValuesEncoder, WireError,
@@ -160,7 +160,7 @@ impl SliceStore {
             file: std::io::BufWriter::with_capacity(1 << 20, file),
             decoder: ValuesDecoder::new(positions)
                 .map_err(|source| StoreError::Wire { key: *key, source })?,
-            hasher: SliceHasher::new(INDEX_LAYOUT, &key.material.to_string(), key.raw(), positions),
+            hasher: zermelo_proto::keys::slice_hasher(key, positions),
             kept: None,
         })
     }
@@ -186,7 +186,7 @@ impl SliceStore {
     ) -> Result<(), E> {
         let (file, positions) = self.open_file(key, recorded)?;
         let corrupt = |reason: String| StoreError::Corrupt { key: *key, reason };
-        let mut hasher = SliceHasher::new(INDEX_LAYOUT, &key.material.to_string(), key.raw(), positions);
+        let mut hasher = zermelo_proto::keys::slice_hasher(key, positions);
         let decoded = decode_values_from(std::io::BufReader::new(file), positions, &mut |v: &[u16]| {
             hasher.update(v);
             sink(v).map_err(Decoding::Sink)
@@ -384,7 +384,6 @@ pub(crate) fn hex(hash: &[u8]) -> String {
 mod tests {
     use super::*;
     use zermelo_proto::wire::encode_values;
-    use zermelo_storage::slice_hash;
 
     fn kpk() -> SliceKey {
         SliceKey::all_of("KPvK".parse().unwrap())[0]
@@ -412,7 +411,7 @@ mod tests {
         let k = kpk();
         let n = SliceIndexer::new(k).size();
         let values = vec![3u16; n as usize];
-        let hash = slice_hash(INDEX_LAYOUT, "KPvK", k.raw(), &values);
+        let hash = zermelo_proto::keys::slice_hash(&k, &values);
         let err = store
             .put_blocking(&k, n, &[0; 32], encode_values(&values))
             .unwrap_err();
@@ -460,7 +459,7 @@ mod tests {
         let k = kpk();
         let n = SliceIndexer::new(k).size();
         let values: Vec<u16> = (0..n).map(|i| (i % 1000) as u16).collect();
-        let hash = slice_hash(INDEX_LAYOUT, "KPvK", k.raw(), &values);
+        let hash = zermelo_proto::keys::slice_hash(&k, &values);
         let wire = encode_values(&values);
         let files = || std::fs::read_dir(dir.path()).unwrap().count();
 

@@ -2,7 +2,9 @@
 //! [`SliceKey`], for the coordinator and the workers alike: a key from the wire is checked to name
 //! a canonical slice of a table, within the bounds any chess position and index size allow.
 
+use zermelo_chess::index::INDEX_LAYOUT;
 use zermelo_chess::{Bitboard, Material, SliceKey};
+use zermelo_storage::SliceHasher;
 
 /// A wire key that is not a slice key of a table (the key as received, and why).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,4 +89,31 @@ pub fn to_wire(key: &SliceKey) -> crate::SliceKey {
         white_pawns: key.white_pawns.0,
         black_pawns: key.black_pawns.0,
     }
+}
+
+/// The content hash of slice `key`'s values: storage's slice hash, in this build's index layout.
+pub fn slice_hash(key: &SliceKey, values: &[u16]) -> [u8; 32] {
+    let mut h = slice_hasher(key, values.len() as u64);
+    h.update(values);
+    h.finalize()
+}
+
+/// [`slice_hash`] fed piece by piece, for `positions` values.
+pub fn slice_hasher(key: &SliceKey, positions: u64) -> SliceHasher {
+    SliceHasher::new(INDEX_LAYOUT, &key.material.to_string(), key.raw(), positions)
+}
+
+/// Decodes slice `key`'s wire bytes (`positions` values) and checks that their hash is
+/// `expected`: the values, or why they are not the slice.
+pub fn decode_checked(
+    key: &SliceKey,
+    data: &[u8],
+    positions: u64,
+    expected: &[u8; 32],
+) -> Result<Vec<u16>, String> {
+    let values = crate::wire::decode_values(data, positions).map_err(|e| e.to_string())?;
+    if slice_hash(key, &values) != *expected {
+        return Err("its content hash is not the one announced".into());
+    }
+    Ok(values)
 }

@@ -1333,7 +1333,8 @@ fn samples(text: &str) -> std::collections::HashMap<String, f64> {
 /// Issue 3, metrics: a coordinator with `--metrics-listen` and one worker build KPvK; `GET
 /// /metrics` over TCP reports the finished job (slices and positions done equal to their totals,
 /// as `zermelo status` gives them), a live worker, no lease left, the slice bytes `status`
-/// reports, one journal record per slice plus the job's, nothing refused. Other paths are 404.
+/// reports, one journal record per slice plus the job's, every upload checked, nothing refused,
+/// and the process metrics; `GET /health` answers `ok`. Other paths are 404.
 #[test]
 fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1377,7 +1378,8 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
         *m.get(name)
             .unwrap_or_else(|| panic!("{name} missing from\n{body}"))
     };
-    let job_labels = r#"{job="1",materials="KPvK"}"#;
+    // `job_id`, not `job`: Prometheus gives every scraped series a `job` label of its own.
+    let job_labels = r#"{job_id="1",materials="KPvK"}"#;
     let per_job = |name: &str| get(&format!("{name}{job_labels}"));
     assert_eq!(per_job("zermelo_job_slices_total"), slices as f64);
     assert_eq!(per_job("zermelo_job_slices_done"), slices as f64);
@@ -1403,7 +1405,17 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     );
     assert_eq!(get("zermelo_corrupt_uploads_refused_total"), 0.0);
     assert_eq!(get("zermelo_corrupt_downloads_refused_total"), 0.0);
+    // Every slice checked before it was accepted, none failed.
+    assert_eq!(get("zermelo_uploads_checked_total"), slices as f64);
+    assert_eq!(get("zermelo_uploads_failed_check_total"), 0.0);
+    // The process metrics Prometheus users expect.
+    assert!(get("process_resident_memory_bytes") > 1e6, "{body}");
+    assert!(get("process_cpu_seconds_total") > 0.0, "{body}");
+    assert!(get("process_start_time_seconds") > 1.7e9, "{body}");
+    assert!(get("process_open_fds") > 3.0, "{body}");
 
+    let (code, _, body) = http_get(&metrics, "/health");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
     let (code, _, _) = http_get(&metrics, "/nope");
     assert_eq!(code, 404);
     drop((worker, coord));

@@ -36,8 +36,8 @@ use memmap2::Mmap;
 use tracing::{info, warn};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::SliceKey;
-use zermelo_proto::wire::{decode_values, slice_file_name, SliceFile, ValuesEncoder, SLICE_FILE_HEADER_LEN};
-use zermelo_storage::{slice_hash, Metric, SliceHasher, Table, TableMeta, TableWriter, WriteOptions};
+use zermelo_proto::wire::{slice_file_name, SliceFile, ValuesEncoder, SLICE_FILE_HEADER_LEN};
+use zermelo_storage::{Metric, SliceHasher, Table, TableMeta, TableWriter, WriteOptions};
 
 /// The end of the name of a slice's table form: `KRNvKNN-0000000000000000-0000000000000000.slice.zmt`.
 const TABLE_SUFFIX: &str = ".zmt";
@@ -484,7 +484,7 @@ impl SliceCache {
             positions,
             pushed: 0,
             encoder,
-            hasher: SliceHasher::new(INDEX_LAYOUT, &key.material.to_string(), key.raw(), positions),
+            hasher: zermelo_proto::keys::slice_hasher(key, positions),
         })
     }
 
@@ -676,11 +676,7 @@ fn check_file(key: &SliceKey, bytes: &[u8], expected: &[u8; 32]) -> Result<Vec<u
     if header.hash != *expected {
         return Err(STALE.to_string());
     }
-    let values = decode_values(data, header.positions).map_err(|e| e.to_string())?;
-    if slice_hash(INDEX_LAYOUT, &key.material.to_string(), key.raw(), &values) != header.hash {
-        return Err("content hash mismatch".to_string());
-    }
-    Ok(values)
+    zermelo_proto::keys::decode_checked(key, data, header.positions, &header.hash)
 }
 
 #[cfg(test)]
@@ -691,7 +687,7 @@ mod tests {
     fn slice(material: &str, fill: u16, n: usize) -> (SliceKey, SliceFile) {
         let key = SliceKey::pawnless(material.parse().unwrap());
         let values = vec![fill; n];
-        let hash = slice_hash(INDEX_LAYOUT, material, key.raw(), &values);
+        let hash = zermelo_proto::keys::slice_hash(&key, &values);
         let file = SliceFile {
             hash,
             positions: n as u64,
@@ -907,7 +903,7 @@ mod tests {
             new.push(part).unwrap();
         }
         let (hash, len) = new.finish().unwrap();
-        assert_eq!(hash, slice_hash(INDEX_LAYOUT, "KQvK", key.raw(), &values));
+        assert_eq!(hash, zermelo_proto::keys::slice_hash(&key, &values));
         assert_eq!(
             cache.get_blocking(&key, &hash).as_deref().map(|v| &v[..]),
             Some(&values[..])
@@ -918,7 +914,10 @@ mod tests {
         std::io::Read::read_to_end(&mut file, &mut data).unwrap();
         assert_eq!((header.hash, header.positions), (hash, values.len() as u64));
         assert_eq!(data_len, data.len() as u64);
-        assert_eq!(decode_values(&data, values.len() as u64).unwrap(), values);
+        assert_eq!(
+            zermelo_proto::wire::decode_values(&data, values.len() as u64).unwrap(),
+            values
+        );
 
         let other = SliceKey::pawnless("KRvK".parse().unwrap());
         let mut short = cache.create_blocking(&other, 10).unwrap();

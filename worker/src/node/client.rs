@@ -23,15 +23,14 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
-use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
+use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::SliceKey;
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
 use zermelo_proto::coordinator_client::CoordinatorClient;
+use zermelo_proto::wire::SliceFile;
 use zermelo_proto::wire::ValuesDecoder;
-use zermelo_proto::wire::{decode_values, SliceFile};
 use zermelo_proto::{SliceAssembler, SliceFramer};
-use zermelo_storage::slice_hash;
 use zermelo_storage::Table;
 
 use super::cache::{human_bytes, CacheError, NewTable, SliceCache};
@@ -941,10 +940,7 @@ fn check_arrival(
         .as_slice()
         .try_into()
         .map_err(|_| "a hash that is not 32 bytes".to_string())?;
-    let values = decode_values(data, header.positions).map_err(|e| e.to_string())?;
-    if slice_hash(INDEX_LAYOUT, &key.material.to_string(), key.raw(), &values) != announced {
-        return Err("the content hash differs from the announced one".into());
-    }
+    let values = zermelo_proto::keys::decode_checked(key, data, header.positions, &announced)?;
     Ok((announced, values.into()))
 }
 
@@ -1069,7 +1065,7 @@ mod tests {
         let mut header = pb::SliceHeader {
             key: Some(key_to_wire(&key)),
             total_length: 0,
-            content_hash: slice_hash(INDEX_LAYOUT, "KQvK", key.raw(), &values).to_vec(),
+            content_hash: zermelo_proto::keys::slice_hash(&key, &values).to_vec(),
             positions: 64,
         };
         let data = encode_values(&values);
