@@ -191,6 +191,7 @@ pub fn worker(
     memory: u64,
     token: Option<String>,
     tls_ca: Option<Vec<u8>>,
+    metrics_listen: Option<&str>,
 ) -> Result<u8, ClusterFailure> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
     let config = WorkerConfig {
@@ -205,10 +206,22 @@ pub fn worker(
         tamper: None,
     };
     let rt = runtime()?;
-    let result = rt.block_on(zermelo_worker::node::client::run(config, shutdown_signal()));
+    let result = rt.block_on(async {
+        let metrics = match metrics_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| fail(2, format!("cannot listen on {addr} (--metrics-listen): {e}")))?,
+            ),
+            None => None,
+        };
+        zermelo_worker::node::client::run_with_metrics(config, metrics, shutdown_signal())
+            .await
+            .map_err(|e| fail(2, e.to_string()))
+    });
     // A solve still running on the blocking pool is abandoned, not waited for.
     rt.shutdown_background();
-    result.map(|()| 0).map_err(|e| fail(2, e.to_string()))
+    result.map(|()| 0)
 }
 
 fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure {

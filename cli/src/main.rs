@@ -205,6 +205,11 @@ enum Command {
         /// (and only allowed) with an https:// URL.
         #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
         tls_ca: Option<PathBuf>,
+        /// Serve this worker's Prometheus metrics (GET /metrics: tasks, slices and positions
+        /// solved, slice bytes fetched and uploaded, cache hits; GET /health) over plain HTTP on
+        /// this address, e.g. 127.0.0.1:9491.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<String>,
     },
     /// Submit a job to a coordinator: prints its id; with --wait, shows progress until it is done.
     Submit {
@@ -853,6 +858,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             memory,
             token,
             tls_ca,
+            metrics_listen,
         } => {
             let ca = read_ca(tls_ca)?;
             Ok(cluster::worker(
@@ -863,6 +869,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 memory::budget(memory.map(|m| m.0)),
                 token,
                 ca,
+                metrics_listen.as_deref(),
             )?)
         }
         Command::Submit {

@@ -13,15 +13,14 @@
 //! assert!(text.contains("# TYPE zermelo_workers_alive gauge\nzermelo_workers_alive 0\n"));
 //! ```
 
-use std::fmt::{Display, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::header::CONTENT_TYPE;
 use axum::routing::get;
 use zermelo_proto as pb;
 
-/// The content type of the text exposition format.
-pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use zermelo_proto::exposition::CONTENT_TYPE_TEXT;
+use zermelo_proto::exposition::{process_metrics, Text};
 
 /// Counters of the coordinator process, bumped where the events happen.
 #[derive(Debug, Default)]
@@ -120,45 +119,9 @@ impl From<&Counters> for CounterValues {
     }
 }
 
-/// Text in the exposition format, one metric family at a time.
-struct Text(String);
-
-impl Text {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {help}");
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
-        self.0.push_str(name);
-        if !labels.is_empty() {
-            self.0.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.0.push(',');
-                }
-                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
-            }
-            self.0.push('}');
-        }
-        let _ = writeln!(self.0, " {value}");
-    }
-
-    /// A family with one unlabelled sample.
-    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Display) {
-        self.family(name, kind, help);
-        self.sample(name, &[], value);
-    }
-}
-
-/// A label value with `\`, `"` and line feeds escaped, as the format asks.
-fn escape_label(v: &str) -> String {
-    v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
-}
-
 /// The exposition text of a snapshot.
 pub fn render(s: &Snapshot) -> String {
-    let mut t = Text(String::new());
+    let mut t = Text::default();
     let c = &s.counters;
     t.single(
         "zermelo_workers_alive",
@@ -306,67 +269,7 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     process_metrics(&mut t);
-    t.0
-}
-
-/// The standard `process_*` metrics of this process, read from `/proc/self` (Linux; elsewhere
-/// none).
-fn process_metrics(t: &mut Text) {
-    let page = 4096.0;
-    let ticks = 100.0; // USER_HZ
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return;
-    };
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-        return;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // Fields 14, 15 (utime, stime), 22 (starttime), 23 (vsize), 24 (rss), counted from 1 with
-    // the pid and the name as 1 and 2: here from 0 after them.
-    let cpu = (num(11) + num(12)) / ticks;
-    let boot = std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("btime ")
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-            })
-        })
-        .unwrap_or(0.0);
-    t.single(
-        "process_cpu_seconds_total",
-        "counter",
-        "Total user and system CPU time spent in seconds.",
-        cpu,
-    );
-    t.single(
-        "process_resident_memory_bytes",
-        "gauge",
-        "Resident memory size in bytes.",
-        num(21) * page,
-    );
-    t.single(
-        "process_virtual_memory_bytes",
-        "gauge",
-        "Virtual memory size in bytes.",
-        num(20),
-    );
-    t.single(
-        "process_start_time_seconds",
-        "gauge",
-        "Start time of the process since unix epoch in seconds.",
-        boot + num(19) / ticks,
-    );
-    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-        t.single(
-            "process_open_fds",
-            "gauge",
-            "Number of open file descriptors.",
-            fds.count(),
-        );
-    }
+    t.into_string()
 }
 
 /// What the endpoint reads a snapshot from (the coordinator's state, at each request).
@@ -402,12 +305,6 @@ pub fn router(snapshot: SnapshotSource) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
-        assert_eq!(escape_label("a\nb"), r"a\nb");
-    }
 
     #[test]
     fn a_job_is_rendered_with_its_labels() {

@@ -293,5 +293,6 @@ fn key_name(key: &SliceKey) -> String {
 mod tests;
 
 pub mod auth;
+pub mod exposition;
 pub mod keys;
 pub mod wire;

@@ -1340,7 +1340,8 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     let tmp = tempfile::tempdir().unwrap();
     let metrics = format!("127.0.0.1:{}", free_port());
     let (coord, url) = coordinator_with(tmp.path(), &["--metrics-listen", &metrics], "http", &[]);
-    let worker = worker_proc(tmp.path(), "worker", &url, &[]);
+    let worker_metrics = format!("127.0.0.1:{}", free_port());
+    let worker = worker_proc(tmp.path(), "worker", &url, &["--metrics-listen", &worker_metrics]);
     submit_and_wait(
         tmp.path(),
         &url,
@@ -1418,6 +1419,24 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     assert_eq!((code, body.as_str()), (200, "ok\n"));
     let (code, _, _) = http_get(&metrics, "/nope");
     assert_eq!(code, 404);
+
+    // The worker's own metrics: it solved every slice and uploaded every byte.
+    let (code, _, body) = http_get(&worker_metrics, "/metrics");
+    assert_eq!(code, 200, "{body}");
+    let w = samples(&body);
+    let wget = |name: &str| {
+        *w.get(name)
+            .unwrap_or_else(|| panic!("{name} missing from\n{body}"))
+    };
+    assert_eq!(wget("zermelo_worker_slices_solved_total"), slices as f64);
+    assert_eq!(wget("zermelo_worker_positions_solved_total"), positions as f64);
+    assert_eq!(wget("zermelo_worker_slice_bytes_uploaded_total"), uploaded as f64);
+    assert!(wget("zermelo_worker_tasks_done_total") >= 1.0);
+    assert_eq!(wget("zermelo_worker_damaged_arrivals_total"), 0.0);
+    assert!(wget("zermelo_worker_memory_budget_bytes") > 0.0);
+    assert!(wget("process_resident_memory_bytes") > 1e6);
+    let (code, _, body) = http_get(&worker_metrics, "/health");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
     drop((worker, coord));
 }
 

@@ -15,7 +15,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -220,6 +220,107 @@ pub fn connect_with_tls(
 /// Runs a worker until `shutdown` resolves (Ok) or a fatal error (Err). Transient failures (the
 /// coordinator unreachable or restarting) are logged and retried.
 pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
+    run_with_metrics(config, None, shutdown).await
+}
+
+/// What a worker has done since it started, for its metrics.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub tasks_done: AtomicU64,
+    pub slices_solved: AtomicU64,
+    pub positions_solved: AtomicU64,
+    /// Slice bytes received in fetches (intact or not) and sent in uploads.
+    pub bytes_fetched: AtomicU64,
+    pub bytes_uploaded: AtomicU64,
+    /// Fetched slices that arrived damaged or were not the recorded slice.
+    pub damaged_arrivals: AtomicU64,
+}
+
+impl WorkerStats {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The exposition text of a worker's metrics.
+fn render_metrics(stats: &WorkerStats, cache: &SliceCache, budget: u64) -> String {
+    use zermelo_proto::exposition::{process_metrics, Text};
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let c = cache.counters();
+    let mut t = Text::default();
+    let counters = [
+        (
+            "zermelo_worker_tasks_done_total",
+            "Tasks completed and accepted by the coordinator.",
+            get(&stats.tasks_done),
+        ),
+        (
+            "zermelo_worker_slices_solved_total",
+            "Slices solved in accepted tasks.",
+            get(&stats.slices_solved),
+        ),
+        (
+            "zermelo_worker_positions_solved_total",
+            "Positions of the slices solved in accepted tasks.",
+            get(&stats.positions_solved),
+        ),
+        (
+            "zermelo_worker_slice_bytes_fetched_total",
+            "Slice bytes received in fetches.",
+            get(&stats.bytes_fetched),
+        ),
+        (
+            "zermelo_worker_slice_bytes_uploaded_total",
+            "Slice bytes uploaded.",
+            get(&stats.bytes_uploaded),
+        ),
+        (
+            "zermelo_worker_damaged_arrivals_total",
+            "Fetched slices that arrived damaged, or other than the slice the task names (fetched again).",
+            get(&stats.damaged_arrivals),
+        ),
+        (
+            "zermelo_worker_cache_hits_total",
+            "Reads of the slice cache that found the slice intact.",
+            c.hits,
+        ),
+        (
+            "zermelo_worker_cache_damaged_total",
+            "Cache files found damaged or stale on a read (removed).",
+            c.damaged,
+        ),
+        (
+            "zermelo_worker_cache_evicted_total",
+            "Cache files evicted to stay under the cache budget.",
+            c.evicted,
+        ),
+    ];
+    for (name, help, value) in counters {
+        t.single(name, "counter", help, value);
+    }
+    t.single(
+        "zermelo_worker_cache_bytes",
+        "gauge",
+        "Bytes of the slice cache's files.",
+        cache.bytes(),
+    );
+    t.single(
+        "zermelo_worker_memory_budget_bytes",
+        "gauge",
+        "The worker's memory budget (--memory).",
+        budget,
+    );
+    process_metrics(&mut t);
+    t.into_string()
+}
+
+/// [`run`], and when `metrics` is given, the worker's Prometheus metrics (`GET /metrics`) and
+/// `GET /health` (200 `ok` while it runs) over plain HTTP on that listener.
+pub async fn run_with_metrics(
+    config: WorkerConfig,
+    metrics: Option<tokio::net::TcpListener>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
     let client = connect_with_tls(
         &config.coordinator,
         config.token.as_deref(),
@@ -227,14 +328,47 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     )?;
     let (dir, budget) = (config.cache.clone(), config.cache_size);
     let cache = tokio::task::spawn_blocking(move || SliceCache::open_blocking(&dir, budget)).await??;
+    let stats = Arc::new(WorkerStats::default());
+    let cache = Arc::new(cache);
+    let _metrics = match metrics {
+        None => None,
+        Some(listener) => {
+            use axum::routing::get;
+            let (stats, cache, budget) = (stats.clone(), cache.clone(), config.memory);
+            let router = axum::Router::new()
+                .route(
+                    "/metrics",
+                    get(move || {
+                        let text = render_metrics(&stats, &cache, budget);
+                        async move {
+                            (
+                                [(
+                                    axum::http::header::CONTENT_TYPE,
+                                    zermelo_proto::exposition::CONTENT_TYPE_TEXT,
+                                )],
+                                text,
+                            )
+                        }
+                    }),
+                )
+                .route("/health", get(|| async { "ok\n" }));
+            info!(addr = ?listener.local_addr().ok(), "metrics listening (GET /metrics)");
+            Some(AbortOnDrop(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    warn!(error = %e, "the metrics endpoint stopped");
+                }
+            })))
+        }
+    };
     let mut worker = Worker {
+        stats,
         client,
         config,
         id: None,
         memory: SliceMap::new(),
         held: HashMap::new(),
         expected: HashMap::new(),
-        cache: Arc::new(cache),
+        cache,
         pinned: BTreeSet::new(),
         damaged_arrivals: 0,
     };
@@ -261,6 +395,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
 }
 
 struct Worker {
+    stats: Arc<WorkerStats>,
     client: Client,
     config: WorkerConfig,
     id: Option<u64>,
@@ -588,6 +723,7 @@ impl Worker {
             .await;
         producer.await??;
         let uploaded = uploaded.map_err(rpc("uploading slices"))?.into_inner();
+        WorkerStats::add(&self.stats.bytes_uploaded, uploaded.bytes);
         debug!(slices = uploaded.stored.len(), bytes = uploaded.bytes, "uploaded");
         let request = pb::CompleteTaskRequest {
             worker_id,
@@ -610,6 +746,10 @@ impl Worker {
         match answer.result {
             Some(pb::complete_task_response::Result::Accepted(a)) => {
                 info!(slices = solved.len(), job_done = a.job_done, "task done");
+                WorkerStats::add(&self.stats.tasks_done, 1);
+                WorkerStats::add(&self.stats.slices_solved, solved.len() as u64);
+                let positions = solved.iter().map(|s| s.positions).sum();
+                WorkerStats::add(&self.stats.positions_solved, positions);
             }
             Some(pb::complete_task_response::Result::Rejected(r)) => {
                 warn!(reason = %r.reason, "completion rejected")
@@ -708,6 +848,7 @@ impl Worker {
                         Ok(table) => break table,
                         Err(reason) => {
                             self.damaged_arrivals += 1;
+                            WorkerStats::add(&self.stats.damaged_arrivals, 1);
                             let damaged = self.damaged_arrivals;
                             warn!(%key, %reason, damaged, "a fetched slice is damaged: fetching it again");
                             if attempt >= FETCH_ATTEMPTS {
@@ -735,6 +876,8 @@ impl Worker {
         keys: &[SliceKey],
     ) -> Result<(Vec<(SliceKey, SliceValues, [u8; 32])>, Vec<(SliceKey, String)>), WorkerError> {
         let (arrived, mut bad) = fetch_checked(&mut self.client, keys).await?;
+        let bytes: usize = arrived.iter().map(|(_, _, f)| f.data.len()).sum();
+        WorkerStats::add(&self.stats.bytes_fetched, bytes as u64);
         let (arrived, other): (Vec<Fetched>, Vec<Fetched>) = arrived
             .into_iter()
             .partition(|(k, _, file)| self.expected.get(k).is_none_or(|h| *h == file.hash));
@@ -745,6 +888,7 @@ impl Worker {
             warn!(%key, %reason, damaged, "a fetched slice is damaged: fetching it again");
         }
         self.damaged_arrivals += bad.len() as u64;
+        WorkerStats::add(&self.stats.damaged_arrivals, bad.len() as u64);
         let cache = self.cache.clone();
         let good = tokio::task::spawn_blocking(move || -> Result<_, WorkerError> {
             let mut good = Vec::new();
