@@ -182,26 +182,31 @@ pub fn coordinator(
     result.map(|()| 0)
 }
 
+/// What `zermelo worker` is given.
+pub struct WorkerOptions<'a> {
+    pub coordinator: &'a str,
+    pub cache: &'a Path,
+    pub cache_size: u64,
+    pub threads: usize,
+    pub memory: u64,
+    pub token: Option<String>,
+    pub tls_ca: Option<Vec<u8>>,
+    /// Serve the worker's metrics on this address.
+    pub metrics_listen: Option<&'a str>,
+}
+
 /// `zermelo worker`: works until ctrl-c or SIGTERM (exit 0) or a fatal error (exit 2).
-pub fn worker(
-    coordinator: &str,
-    cache: &Path,
-    cache_size: u64,
-    threads: usize,
-    memory: u64,
-    token: Option<String>,
-    tls_ca: Option<Vec<u8>>,
-    metrics_listen: Option<&str>,
-) -> Result<u8, ClusterFailure> {
+pub fn worker(o: WorkerOptions<'_>) -> Result<u8, ClusterFailure> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
+    let metrics_listen = o.metrics_listen;
     let config = WorkerConfig {
-        coordinator: coordinator.to_owned(),
-        tls_ca,
-        cache: cache.to_owned(),
-        cache_size,
-        threads,
-        memory,
-        token,
+        coordinator: o.coordinator.to_owned(),
+        tls_ca: o.tls_ca,
+        cache: o.cache.to_owned(),
+        cache_size: o.cache_size,
+        threads: o.threads,
+        memory: o.memory,
+        token: o.token,
         name: format!("{host}-{}", std::process::id()),
         tamper: None,
     };

@@ -861,16 +861,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             metrics_listen,
         } => {
             let ca = read_ca(tls_ca)?;
-            Ok(cluster::worker(
-                &coordinator,
-                &cache,
-                cache_size.0,
-                threads(t)?,
-                memory::budget(memory.map(|m| m.0)),
+            Ok(cluster::worker(cluster::WorkerOptions {
+                coordinator: &coordinator,
+                cache: &cache,
+                cache_size: cache_size.0,
+                threads: threads(t)?,
+                memory: memory::budget(memory.map(|m| m.0)),
                 token,
-                ca,
-                metrics_listen.as_deref(),
-            )?)
+                tls_ca: ca,
+                metrics_listen: metrics_listen.as_deref(),
+            })?)
         }
         Command::Submit {
             coordinator,
