@@ -160,8 +160,11 @@ enum Command {
         /// 0 derives none.
         #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::DEFAULT_SAMPLE)]
         check_sample: usize,
-        /// A test hook (hidden): flip one byte in the payload of the first N slice downloads
-        /// served, to show that workers detect a corrupted transfer by its hash and fetch again.
+        /// A test hook (hidden, and only in builds with debug assertions, such as the `checked`
+        /// profile the tests use: a release binary has no such flag): flip one byte in the
+        /// payload of the first N slice downloads served, to show that workers detect a
+        /// corrupted transfer by its hash and fetch again.
+        #[cfg(debug_assertions)]
         #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
         fault_corrupt_downloads: u64,
         /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
@@ -819,11 +822,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             lease_ttl,
             max_lease_time,
             check_sample,
+            #[cfg(debug_assertions)]
             fault_corrupt_downloads,
             metrics_listen,
             tls_cert,
             tls_key,
         } => {
+            #[cfg(not(debug_assertions))]
+            let fault_corrupt_downloads = 0;
             if lease_ttl == 0 {
                 return Err(Failure::input("--lease-ttl must be at least 1 second"));
             }
