@@ -333,21 +333,26 @@ mod tests {
             "zermelo_workers_alive 2",
             "zermelo_leases_outstanding 1",
             "zermelo_slice_bytes_uploaded_total 99",
-            "zermelo_job_slices_done{job_id=\"7\",materials=\"KPvK,KQvKR\"} 3",
+            "zermelo_job_slices_done{job_id=\"7\",materials=\"KPvK,KQvKR\"} 3.0",
             "zermelo_job_positions_per_second{job_id=\"7\",materials=\"KPvK,KQvKR\"} 2.5",
-            "zermelo_job_done{job_id=\"7\",materials=\"KPvK,KQvKR\"} 1",
-            "zermelo_job_failed{job_id=\"7\",materials=\"KPvK,KQvKR\"} 0",
+            "zermelo_job_done{job_id=\"7\",materials=\"KPvK,KQvKR\"} 1.0",
+            "zermelo_job_failed{job_id=\"7\",materials=\"KPvK,KQvKR\"} 0.0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }
-        // Every sample line follows its family's HELP and TYPE lines.
+        // Every sample line follows its family's HELP and TYPE lines (a counter's family is
+        // named without `_total`).
         let mut declared = std::collections::HashSet::new();
         for l in text.lines() {
             if let Some(rest) = l.strip_prefix("# TYPE ") {
                 declared.insert(rest.split(' ').next().unwrap().to_owned());
             } else if !l.starts_with('#') {
                 let name = l.split(['{', ' ']).next().unwrap();
-                assert!(declared.contains(name), "{name} has no TYPE line before it");
+                let family = name.strip_suffix("_total").unwrap_or(name);
+                assert!(
+                    declared.contains(name) || declared.contains(family),
+                    "{name} has no TYPE line before it"
+                );
             }
         }
     }

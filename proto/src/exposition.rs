@@ -1,51 +1,121 @@
-//! The Prometheus text exposition format (0.0.4), for the coordinator's and the workers'
-//! metrics endpoints, and the standard `process_*` metrics of the process serving them.
+//! The metrics endpoints' text, built with the official `prometheus-client` crate (OpenMetrics
+//! text, which Prometheus reads), for the coordinator and the workers; and the standard
+//! `process_*` metrics of the process serving them.
 
-use std::fmt::{Display, Write};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 
-/// The content type of the text exposition format.
-pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
-/// Text in the exposition format, one metric family at a time.
-#[derive(Debug, Default)]
-pub struct Text(String);
+/// The content type of the text the endpoints serve.
+pub const CONTENT_TYPE_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-impl Text {
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {help}");
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-    }
+/// A number a metric takes: whole numbers stay whole in the text.
+#[derive(Clone, Copy, Debug)]
+pub enum Number {
+    Int(i64),
+    Float(f64),
+}
 
-    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
-        self.0.push_str(name);
-        if !labels.is_empty() {
-            self.0.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.0.push(',');
-                }
-                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
-            }
-            self.0.push('}');
-        }
-        let _ = writeln!(self.0, " {value}");
-    }
-
-    /// The text so far.
-    pub fn into_string(self) -> String {
-        self.0
-    }
-
-    /// A family with one unlabelled sample.
-    pub fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Display) {
-        self.family(name, kind, help);
-        self.sample(name, &[], value);
+impl From<u64> for Number {
+    fn from(v: u64) -> Number {
+        Number::Int(i64::try_from(v).unwrap_or(i64::MAX))
     }
 }
 
-/// A label value with `\`, `"` and line feeds escaped, as the format asks.
-fn escape_label(v: &str) -> String {
-    v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
+impl From<usize> for Number {
+    fn from(v: usize) -> Number {
+        Number::from(v as u64)
+    }
+}
+
+impl From<f64> for Number {
+    fn from(v: f64) -> Number {
+        Number::Float(v)
+    }
+}
+
+type Labels = Vec<(String, String)>;
+
+/// The metrics of one scrape: families registered one at a time, then encoded.
+#[derive(Debug, Default)]
+pub struct Text {
+    registry: Registry,
+    families: HashMap<String, Family<Labels, Gauge<f64, AtomicU64>>>,
+}
+
+/// The crate ends every help text with a full stop: ours without theirs.
+fn help_of(help: &str) -> &str {
+    help.strip_suffix('.').unwrap_or(help)
+}
+
+impl Text {
+    /// A family of gauges with labels; its samples come from [`sample`](Self::sample).
+    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
+        debug_assert_eq!(kind, "gauge", "labelled families are gauges");
+        let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        self.registry.register(name, help_of(help), family.clone());
+        self.families.insert(name.to_owned(), family);
+    }
+
+    /// A sample of family `name` (declared by [`family`](Self::family)).
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        let labels: Labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.families
+            .get(name)
+            .expect("a family is declared before its samples")
+            .get_or_create(&labels)
+            .set(value);
+    }
+
+    /// A family with one unlabelled sample: `kind` is `counter` (`name` ends in `_total`) or
+    /// `gauge`.
+    pub fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Into<Number>) {
+        let help = help_of(help);
+        match (kind, value.into()) {
+            ("counter", n) => {
+                let base = name
+                    .strip_suffix("_total")
+                    .expect("a counter's name ends in _total");
+                match n {
+                    Number::Int(v) => {
+                        let c = Counter::<u64>::default();
+                        c.inc_by(v.max(0) as u64);
+                        self.registry.register(base, help, c);
+                    }
+                    Number::Float(v) => {
+                        let c = Counter::<f64, AtomicU64>::default();
+                        c.inc_by(v.max(0.0));
+                        self.registry.register(base, help, c);
+                    }
+                }
+            }
+            (_, Number::Int(v)) => {
+                let g = Gauge::<i64>::default();
+                g.set(v);
+                self.registry.register(name, help, g);
+            }
+            (_, Number::Float(v)) => {
+                let g = Gauge::<f64, AtomicU64>::default();
+                g.set(v);
+                self.registry.register(name, help, g);
+            }
+        }
+    }
+
+    /// The text of every family registered.
+    pub fn into_string(self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a string does not fail");
+        out
+    }
 }
 
 /// The standard `process_*` metrics of this process, read from `/proc/self` (Linux; elsewhere
@@ -112,10 +182,25 @@ pub fn process_metrics(t: &mut Text) {
 mod tests {
     use super::*;
 
+    /// Label values are escaped, counters end in `_total`, whole numbers stay whole.
     #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
-        assert_eq!(escape_label("a\nb"), r"a\nb");
+    fn families_are_encoded_as_prometheus_reads_them() {
+        let mut t = Text::default();
+        t.single("x_bytes_total", "counter", "Bytes.", 99u64);
+        t.single("x_alive", "gauge", "Alive.", 2u64);
+        t.family("x_rate", "gauge", "Rate.");
+        t.sample("x_rate", &[("job_id", "7"), ("materials", "a\"b\\c")], 2.5);
+        let text = t.into_string();
+        for line in [
+            "# HELP x_bytes Bytes.",
+            "# TYPE x_bytes counter",
+            "x_bytes_total 99",
+            "x_alive 2",
+            r#"x_rate{job_id="7",materials="a\"b\\c"} 2.5"#,
+            "# EOF",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
     }
 
     /// This process's own metrics are there, with plausible values.

@@ -1371,9 +1371,10 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     assert_eq!(code, 200, "{head}\n{body}");
     assert!(
         head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
         "{head}"
     );
+    assert_eq!(body.lines().last(), Some("# EOF"), "{body}");
     let m = samples(&body);
     let get = |name: &str| {
         *m.get(name)
