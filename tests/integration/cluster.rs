@@ -1222,6 +1222,73 @@ fn table_stamps(dir: &Path) -> Vec<(String, u64, std::time::SystemTime, Vec<u8>)
         .collect()
 }
 
+/// Rewrites a table file as format 1 wrote it (FORMAT.md, "Version 1"): version 1 and its
+/// header CRC, each slice's content hash without the index layout, the tables hash and the file
+/// hash. The values and blocks are the same.
+fn rewrite_as_format_1(path: &Path) {
+    let table = zermelo_storage::Table::open(path).unwrap();
+    let material = table.meta().material.clone();
+    let hashes: Vec<[u8; 32]> = (0..table.slices().len())
+        .map(|i| {
+            let e = &table.slices()[i];
+            let mut h = zermelo_storage::SliceHasher::format_1(&material, e.key, e.count);
+            h.update(&table.read_slice(i).unwrap());
+            h.finalize()
+        })
+        .collect();
+    drop(table);
+    let mut f = std::fs::read(path).unwrap();
+    let n = f.len();
+    let u64_at = |f: &[u8], at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap()) as usize;
+    let (slices, blocks) = (u64_at(&f, 56), u64_at(&f, 72));
+    let tables_at = n - 40 - 32 - (slices * 64 + blocks * 16);
+    f[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&f[..124]);
+    f[124..128].copy_from_slice(&crc.to_le_bytes());
+    for (s, h) in hashes.iter().enumerate() {
+        let at = tables_at + s * 64 + 32;
+        f[at..at + 32].copy_from_slice(h);
+    }
+    let tables_hash = blake3::hash(&f[tables_at..n - 72]);
+    f[n - 72..n - 40].copy_from_slice(tables_hash.as_bytes());
+    let file_hash = blake3::hash(&f[..n - 40]);
+    f[n - 40..n - 8].copy_from_slice(file_hash.as_bytes());
+    std::fs::write(path, f).unwrap();
+}
+
+/// A table of the older format 1 (its slice hashes do not cover the index layout) is read by
+/// `probe` and `verify`, but the coordinator does not take it over as finished (it records the
+/// hashes of what it serves): it builds it again, in format 2, byte-identical to `solve`'s.
+#[test]
+fn the_coordinator_builds_a_format_1_table_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    let kqk = dir.join("KQvK.zmt");
+    let current = std::fs::read(&kqk).unwrap();
+    rewrite_as_format_1(&kqk);
+    let old = zermelo_storage::Table::open(&kqk).unwrap();
+    assert_eq!(old.format_version(), 1);
+    old.verify_checksum().unwrap();
+    drop(old);
+    let o = run(&["verify", "--tables", dir.to_str().unwrap(), "KQvK"]);
+    assert_ok(&o);
+    let before = table_stamps(&dir);
+    std::thread::sleep(Duration::from_millis(20));
+
+    cluster_build(tmp.path(), &["KPvK"], Duration::from_secs(60));
+    let log = std::fs::read_to_string(tmp.path().join("cluster.log")).unwrap();
+    assert!(uploaded_bytes(&log) > 0, "KQvK was not built again:\n{log}");
+    let after = table_stamps(&dir);
+    for (old, new) in before.iter().zip(&after) {
+        if old.0 == "KQvK.zmt" {
+            assert!(new.3 == current, "KQvK.zmt built again is not the format-2 table");
+        } else {
+            assert!(old == new, "{} was rewritten", old.0);
+        }
+    }
+    assert_eq!(zermelo_storage::Table::open(&kqk).unwrap().format_version(), 2);
+}
+
 /// `zermelo cluster --tables DIR` skips the tables already complete and valid in DIR, as
 /// `zermelo solve` does: a second run solves nothing (the workers upload no slice) and leaves
 /// the files untouched; with one table removed, only that one is built again.
