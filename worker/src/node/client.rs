@@ -229,7 +229,8 @@ pub struct WorkerStats {
     pub tasks_done: AtomicU64,
     pub slices_solved: AtomicU64,
     pub positions_solved: AtomicU64,
-    /// Slice bytes received in fetches (intact or not) and sent in uploads.
+    /// Slice bytes of the slices fetched whole and intact (a large slice fetched straight into
+    /// its table form is not counted), and bytes sent in uploads.
     pub bytes_fetched: AtomicU64,
     pub bytes_uploaded: AtomicU64,
     /// Fetched slices that arrived damaged or were not the recorded slice.
@@ -266,7 +267,7 @@ fn render_metrics(stats: &WorkerStats, cache: &SliceCache, budget: u64) -> Strin
         ),
         (
             "zermelo_worker_slice_bytes_fetched_total",
-            "Slice bytes received in fetches.",
+            "Slice bytes of the slices fetched whole and intact (large ones fetched straight into a table form not counted).",
             get(&stats.bytes_fetched),
         ),
         (
