@@ -143,3 +143,61 @@ impl UploadCheck {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use zermelo_worker::solver::solve_slice;
+    use zermelo_worker::tables::SliceMap;
+
+    /// Every slice of KPvK and of what it converts into, solved by the solver, passes the check
+    /// with every sampled position re-derived: the verifier's keys of the successors (pawn
+    /// pushes, promotions, captures) all map back to the chess crate's keys, none is skipped.
+    /// Changed values are caught.
+    #[test]
+    fn true_slices_pass_with_nothing_skipped_and_changed_values_fail() {
+        let mut map = SliceMap::new();
+        let mut solved: HashMap<SliceKey, Vec<u16>> = HashMap::new();
+        let mut order = Vec::new();
+        for name in ["KQvK", "KRvK", "KBvK", "KNvK"] {
+            order.push(SliceKey::pawnless(name.parse().unwrap()));
+        }
+        let plan = crate::plan::plan(&["KPvK".parse().unwrap()]);
+        let kpk = plan.materials.last().unwrap();
+        order.extend(kpk.waves.iter().flatten().copied());
+        for key in &order {
+            let values = solve_slice(key, &map, 1).unwrap();
+            map.insert(*key, values.clone().into());
+            solved.insert(*key, values);
+        }
+        let read = |k: &SliceKey| solved.get(k).cloned();
+        let check = UploadCheck::new(4096);
+        let mut derived = 0;
+        for key in &order {
+            let values = &solved[key];
+            match check.check_blocking(key, Some(values), &read).unwrap() {
+                Outcome::Checked(r) => {
+                    assert_eq!(r.skipped, 0, "{key}: {r:?}");
+                    derived += r.derived;
+                }
+                Outcome::TooLarge => panic!("{key} is small"),
+            }
+        }
+        assert!(derived > 20_000, "{derived}");
+        // A slice with a pawn on the seventh rank, its decisive values at odd indices two plies
+        // too long: most decisive positions then disagree with their children, and a sample as
+        // large as the slice cannot miss them all but by a negligible chance.
+        let key = order
+            .iter()
+            .find(|k| k.material.has_pawns() && k.white_pawns.0 & (0xff << 48) != 0)
+            .unwrap();
+        let mut bad = solved[key].clone();
+        for v in bad.iter_mut().skip(1).step_by(2).filter(|v| **v >= 2) {
+            *v += 2;
+        }
+        let every = UploadCheck::new(usize::MAX);
+        let err = every.check_blocking(key, Some(&bad), &read).unwrap_err();
+        assert!(err.contains("stored: "), "{err}");
+    }
+}
