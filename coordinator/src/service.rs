@@ -604,13 +604,7 @@ impl CoordinatorService {
         let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
         expected.sort();
         let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
-        // A table of an older format is built again: its slice hashes are not this build's.
-        if table.meta().material != material.to_string()
-            || table.meta().index_layout != INDEX_LAYOUT
-            || table.format_version() != zermelo_storage::FORMAT_VERSION
-            || found != expected
-            || table.verify_checksum().is_err()
-        {
+        if !written_by_this_build(&table, material) || found != expected || table.verify_checksum().is_err() {
             return Ok(None);
         }
         let mut slices = Vec::with_capacity(expected.len());
@@ -813,8 +807,8 @@ impl CoordinatorService {
         let closure = plan_analysis(&spec)?;
         let to_adopt: Vec<Material> = match (&spec, &closure) {
             (JobSpec::Materials(materials), _) => materials.clone(),
-            (JobSpec::Analysis(_), closure) => {
-                let closure = closure.as_ref().expect("planned above");
+            (JobSpec::Analysis(_), None) => unreachable!("an analysis job is planned above"),
+            (JobSpec::Analysis(_), Some(closure)) => {
                 let mut reached: Vec<Material> = closure.slices().map(|s| s.material).collect();
                 reached.sort();
                 reached.dedup();
@@ -998,6 +992,15 @@ impl CoordinatorService {
     }
 }
 
+/// Whether `table` is of `material` as this build writes tables: its index layout and the
+/// current table format (an older format's slice hashes are not this build's: such a table is
+/// built again, not taken over).
+fn written_by_this_build(table: &Table, material: Material) -> bool {
+    table.meta().material == material.to_string()
+        && table.meta().index_layout == INDEX_LAYOUT
+        && table.format_version() == zermelo_storage::FORMAT_VERSION
+}
+
 /// Whether the material's table file holds exactly its finished slices, with their hashes; with
 /// `whole`, its checksum is checked too (the whole file read).
 fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler, whole: bool) -> bool {
@@ -1005,10 +1008,7 @@ fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler, wh
     let Ok(table) = Table::open(&path) else {
         return false;
     };
-    if table.meta().material != mp.material.to_string()
-        || table.meta().index_layout != INDEX_LAYOUT
-        || table.format_version() != zermelo_storage::FORMAT_VERSION
-    {
+    if !written_by_this_build(&table, mp.material) {
         return false;
     }
     let mut expected: Vec<([u64; 2], Option<schedule::Hash>)> =
@@ -1285,7 +1285,7 @@ impl Coordinator for CoordinatorService {
                     .into());
                 }
                 let this = self.clone();
-                let begun = tokio::task::spawn_blocking(move || {
+                let mut begun = tokio::task::spawn_blocking(move || {
                     this.shared
                         .store
                         .begin_put_blocking(&key, header.positions, &header.content_hash)
@@ -1293,7 +1293,6 @@ impl Coordinator for CoordinatorService {
                 .await
                 .map_err(ServiceError::from)?
                 .map_err(ServiceError::from)?;
-                let mut begun = begun;
                 if header.positions <= crate::check::WHOLE_POSITIONS {
                     begun.keep_values();
                 }

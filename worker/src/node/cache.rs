@@ -15,7 +15,7 @@
 //! let cache = SliceCache::open_blocking(dir.path(), budget.0)?;
 //! let key = SliceKey::pawnless("KQvK".parse()?);
 //! let values = vec![3u16; 100];
-//! let hash = zermelo_storage::slice_hash(zermelo_chess::index::INDEX_LAYOUT, "KQvK", key.raw(), &values);
+//! let hash = zermelo_proto::keys::slice_hash(&key, &values);
 //! cache.put_blocking(&key, &SliceFile { hash, positions: 100, data: encode_values(&values) })?;
 //! assert_eq!(cache.get_blocking(&key, &hash).as_deref().map(|v| &v[..]), Some(&values[..]));
 //! // A copy true to itself but not the slice the coordinator recorded is not used (and removed).
@@ -664,9 +664,9 @@ impl NewTable<'_> {
     }
 }
 
-/// Why a cached copy true to itself is not used: it holds other values than the slice the
-/// coordinator recorded (a copy from an older build, or planted).
-const STALE: &str = "its content hash is not the one the coordinator recorded for the slice";
+/// Why a copy true to itself (cached or fetched) is not used: it holds other values than the
+/// slice the coordinator recorded (a copy from an older build, or planted).
+pub(crate) const STALE: &str = "its content hash is not the one the coordinator recorded for the slice";
 
 /// Decodes a mapped slice file and checks its values against the hash it claims, which must be
 /// `expected`.

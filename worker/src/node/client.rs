@@ -33,7 +33,7 @@ use zermelo_proto::wire::ValuesDecoder;
 use zermelo_proto::{SliceAssembler, SliceFramer};
 use zermelo_storage::Table;
 
-use super::cache::{human_bytes, CacheError, NewTable, SliceCache};
+use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{slice_state_bytes, solve_slice_into, thread_bytes, SolveError};
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
@@ -882,7 +882,7 @@ impl Worker {
         let (arrived, other): (Vec<Fetched>, Vec<Fetched>) = arrived
             .into_iter()
             .partition(|(k, _, file)| self.expected.get(k).is_none_or(|h| *h == file.hash));
-        bad.extend(other.into_iter().map(|(k, _, _)| (k, NOT_RECORDED.to_string())));
+        bad.extend(other.into_iter().map(|(k, _, _)| (k, STALE.to_string())));
         let damaged = self.damaged_arrivals;
         for (i, (key, reason)) in bad.iter().enumerate() {
             let damaged = damaged + i as u64 + 1;
@@ -943,7 +943,7 @@ async fn fetch_into_table(
                     return Ok(Err(format!("{} positions announced", header.positions)));
                 }
                 if expected.is_some_and(|e| e != hash) {
-                    return Ok(Err(NOT_RECORDED.into()));
+                    return Ok(Err(STALE.into()));
                 }
                 let table = cache.create_table_blocking(&key, header.positions)?;
                 let decoder = ValuesDecoder::new(header.positions).map_err(|e| WorkerError::Rpc {
@@ -994,9 +994,6 @@ async fn fetch_into_table(
         None => written,
     }
 }
-
-/// Why a copy of a slice whose hash is not the one the task names is not used.
-const NOT_RECORDED: &str = "its content hash is not the one the coordinator recorded for it";
 
 /// A slice fetched intact: its key, values and file (the compressed form with its hash).
 pub type Fetched = (SliceKey, SliceValues, SliceFile);
