@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use zermelo_chess::attacks::{attacks, king_attacks, pawn_attacks};
+use zermelo_chess::attacks::{attacks, between, king_attacks, pawn_attacks};
 use zermelo_chess::index::{
     group_rank, king_pair_field, on_triangle, pawnless_symmetry, ManField, Placement, SliceIndexer,
     SYMMETRY_TABLE, TRIANGLE_BB,
@@ -243,14 +243,19 @@ impl Geometry {
             let targets = attacks(self.men[k], now, d.occupied) & !d.occupied;
             let _ = self.for_each_shift(d, k, targets, mover, &mut f);
         }
-        if !self.pawnless {
-            return;
+        if self.pawnless {
+            self.for_each_image_unmove(j, d, &mut f);
         }
-        // Pawnless: a stored position `q` is a predecessor of `j` through every move that leads
-        // to an image `z` of position `j` whose table form is `j` itself. Beside `j`, such an
-        // image is not in table form, so its king pair is not stored: only a move of the
-        // mover's king can have led there from a stored position. Un-move that king from each
-        // distinct such image; each move from a stored position into `j` is found exactly once.
+    }
+
+    /// The un-moves of [`Geometry::for_each_unmove`] that come from an image of `j` (pawnless
+    /// slices): a stored position `q` is a predecessor of `j` through every move that leads to
+    /// an image `z` of position `j` whose table form is `j` itself. Beside `j`, such an image is
+    /// not in table form, so its king pair is not stored: only a move of the mover's king can
+    /// have led there from a stored position. Un-move that king from each distinct such image;
+    /// each move from a stored position into `j` is found exactly once.
+    fn for_each_image_unmove(&self, j: u64, d: &Decoded, f: &mut impl FnMut(u64) -> ControlFlow<()>) {
+        let mover = d.turn.other();
         let n = self.n;
         let bk = self.black_king;
         let king = if mover == Color::White { 0 } else { bk };
@@ -262,7 +267,7 @@ impl Geometry {
         // their squares: with both kings on the long diagonal (both diagonal images are stored).
         // Otherwise every image goes back to `j`, with no need to look.
         let both_on_diagonal = [d.squares[0], d.squares[bk]].iter().all(|s| s.file() == s.rank());
-        for table in &SYMMETRY_TABLE[1..] {
+        for (sym, table) in SYMMETRY_TABLE.iter().enumerate().skip(1) {
             let z0 = table[d.squares[0].index()];
             // With Black's king moved, White's stays: it must be on the triangle already; with
             // White's moved, it must stand next to the triangle.
@@ -293,7 +298,7 @@ impl Geometry {
             }
             seen[n_seen] = set;
             n_seen += 1;
-            let occupied = symmetry_of_bb(table, d.occupied);
+            let occupied = map_bb(sym, d.occupied);
             let targets = king_attacks(z[king]) & !occupied;
             for before in targets {
                 let mut q = z;
@@ -303,6 +308,181 @@ impl Geometry {
                 }
             }
         }
+    }
+
+    /// The line of 64 indices from `base` (a multiple of 64), which differ only in the square of
+    /// man `l` (the [`Geometry::line_man`]): the other men's squares, with `l` on a1 and its
+    /// field 0 in `fields` (so `fields` is the line's first index without the side to move),
+    /// and `occupied` the squares of every man but `l`. `None` if two other men share a square.
+    #[inline]
+    pub(super) fn decode_line(&self, base: u64, l: usize) -> Option<Decoded> {
+        debug_assert!(base.is_multiple_of(64) && self.line_man() == Some(l));
+        let Placement { squares, turn } = self.ix.placement(base);
+        let mut occupied = self.pawns[0] | self.pawns[1];
+        for (k, &s) in squares[..self.n].iter().enumerate() {
+            if k == l {
+                continue;
+            }
+            if occupied.contains(s) {
+                return None;
+            }
+            occupied = occupied.with(s);
+        }
+        Some(Decoded {
+            squares,
+            turn,
+            fields: if turn == Color::Black {
+                base - self.per_side
+            } else {
+                base
+            },
+            occupied,
+        })
+    }
+
+    /// [`Geometry::for_each_unmove`] for the positions of a line at once: `d` is the line
+    /// ([`Geometry::decode_line`], man `l` the line man) and `from` the squares of `l` of its
+    /// positions to un-move. Calls `f(line, squares)` with the first index of a line of
+    /// predecessors and the squares of `l` of those predecessors in it: the predecessors of the
+    /// positions of `from` are exactly the indices `line + q` so given (some perhaps more than
+    /// once, some illegal, as with [`Geometry::for_each_unmove`]).
+    pub(super) fn for_each_unmove_line(&self, l: usize, d: &Decoded, from: Bitboard, mut f: impl FnMut(u64, Bitboard)) {
+        let mover = d.turn.other();
+        let occ = d.occupied;
+        let from = from & !occ;
+        if from.is_empty() {
+            return;
+        }
+        let line_of = |turn: Color| d.fields + turn.index() as u64 * self.per_side;
+        for k in self.side(mover) {
+            if k == l {
+                // `l` moved, inside its own line: from any empty square it attacks.
+                let mut before = Bitboard::EMPTY;
+                for q in from {
+                    before |= attacks(self.men[l], q, occ);
+                }
+                before &= !occ;
+                if before.any() {
+                    f(line_of(mover), before);
+                }
+                continue;
+            }
+            // Another man moved, from a square `t` it attacks on the board without `l`: for the
+            // positions where `l` stands neither on `t` nor between.
+            let now = d.squares[k];
+            for t in attacks(self.men[k], now, occ) & !occ {
+                let squares = from & !(between(now, t) | Bitboard::EMPTY.with(t));
+                if squares.is_empty() {
+                    continue;
+                }
+                let _ = self.for_each_shift(d, k, Bitboard::EMPTY.with(t), mover, &mut |p| {
+                    f(p, squares);
+                    ControlFlow::Continue(())
+                });
+            }
+        }
+        if !self.pawnless {
+            return;
+        }
+        let bk = self.black_king;
+        if [d.squares[0], d.squares[bk]].iter().all(|s| s.file() == s.rank()) {
+            // Both kings on the long diagonal: images compared position by position.
+            for q in from {
+                let mut dq = Decoded {
+                    squares: d.squares,
+                    turn: d.turn,
+                    fields: d.fields + q.u8() as u64,
+                    occupied: occ.with(q),
+                };
+                dq.squares[l] = q;
+                let j = dq.fields + d.turn.index() as u64 * self.per_side;
+                self.for_each_image_unmove(j, &dq, &mut |p| {
+                    f(p & !63, Bitboard::EMPTY.with(Square::new((p & 63) as u8)));
+                    ControlFlow::Continue(())
+                });
+            }
+            return;
+        }
+        // Otherwise every image of a position of the line is distinct and goes back to it (see
+        // `for_each_image_unmove`): the line's image under each symmetry, its king un-moved.
+        let king = if mover == Color::White { 0 } else { bk };
+        for (sym, table) in SYMMETRY_TABLE.iter().enumerate().skip(1) {
+            let z0 = table[d.squares[0].index()];
+            if mover == Color::Black && !on_triangle(z0) || (king_attacks(z0) & TRIANGLE_BB).is_empty() {
+                continue;
+            }
+            let mut z = [Square::A1; 8];
+            for (t, &s) in z.iter_mut().zip(&d.squares[..self.n]) {
+                *t = table[s.index()];
+            }
+            z[l] = Square::A1;
+            let occupied = map_bb(sym, occ);
+            let from_z = map_bb(sym, from);
+            for before in king_attacks(z[king]) & !occupied {
+                let squares = from_z.without(before);
+                if squares.is_empty() {
+                    continue;
+                }
+                let mut q = z;
+                q[king] = before;
+                if let Some(p) = self.ix.index_of(&q[..self.n], mover) {
+                    f(p, squares);
+                }
+            }
+        }
+    }
+
+    /// The moves inside the slice of the positions of a line, but those of the line man `l`
+    /// itself ([`Geometry::for_each_move`] for a line; `d` from [`Geometry::decode_line`]):
+    /// calls `f(line, squares, sym)` for each move of another man of the side to move, with the
+    /// first index of the line it leads to and the squares of `l` of the positions of `at` for
+    /// which it is a move. Position `q` of them leads to index `line + s` where `s` is `q` mapped
+    /// by symmetry `sym` ([`map_bb`]; 0 but for a king move of a pawnless slice brought back into
+    /// table form), and `squares` is given mapped too. Stops when `f` breaks.
+    pub(super) fn for_each_move_line(
+        &self,
+        l: usize,
+        d: &Decoded,
+        at: Bitboard,
+        mut f: impl FnMut(u64, Bitboard, usize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let us = d.turn;
+        let them = us.other();
+        let occ = d.occupied;
+        let side = self.side(us);
+        let king = side.start;
+        for k in side.skip(1).chain([king]) {
+            if k == l {
+                continue;
+            }
+            let now = d.squares[k];
+            for t in attacks(self.men[k], now, occ) & !occ {
+                let squares = at & !(between(now, t) | Bitboard::EMPTY.with(t));
+                if squares.is_empty() {
+                    continue;
+                }
+                if self.pawnless && self.is_king(k) {
+                    let (wk, bk) = (d.squares[0], d.squares[self.black_king]);
+                    let (w, b) = if k == 0 { (t, bk) } else { (wk, t) };
+                    let sym = pawnless_symmetry(w, b);
+                    if sym != 0 {
+                        let table = &SYMMETRY_TABLE[sym];
+                        let mut q = d.squares;
+                        q[k] = t;
+                        for s in &mut q[..self.n] {
+                            *s = table[s.index()];
+                        }
+                        q[l] = Square::A1;
+                        if let Some(p) = self.ix.index_of(&q[..self.n], them) {
+                            f(p, map_bb(sym, squares), sym)?;
+                        }
+                        continue;
+                    }
+                }
+                self.for_each_shift(d, k, Bitboard::EMPTY.with(t), them, &mut |p| f(p, squares, 0))?;
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -315,11 +495,35 @@ pub(super) fn kings(g: &Geometry, d: &Decoded) -> (Square, Square) {
     }
 }
 
-/// A bitboard mapped square by square through a symmetry table.
+/// A bitboard mapped square by square through symmetry `sym` (`SYMMETRY_TABLE[sym]`): the
+/// file mirror if bit 0 is set, then the rank mirror if bit 1, then the a1-h8 diagonal if bit 2.
 #[inline]
-fn symmetry_of_bb(table: &[Square; 64], b: Bitboard) -> Bitboard {
-    b.into_iter()
-        .fold(Bitboard::EMPTY, |acc, s| acc.with(table[s.index()]))
+pub(super) fn map_bb(sym: usize, mut b: Bitboard) -> Bitboard {
+    if sym & 1 != 0 {
+        b = b.flip_file();
+    }
+    if sym & 2 != 0 {
+        b = b.flip_rank();
+    }
+    if sym & 4 != 0 {
+        b = b.flip_diagonal();
+    }
+    b
+}
+
+/// The inverse of [`map_bb`]: the same mirrors in the other order.
+#[inline]
+pub(super) fn unmap_bb(sym: usize, mut b: Bitboard) -> Bitboard {
+    if sym & 4 != 0 {
+        b = b.flip_diagonal();
+    }
+    if sym & 2 != 0 {
+        b = b.flip_rank();
+    }
+    if sym & 1 != 0 {
+        b = b.flip_file();
+    }
+    b
 }
 
 /// Sorts the squares of each run of like men (same piece, next to each other in `men`), so that
@@ -330,5 +534,114 @@ pub(super) fn sort_like_men(men: &[Piece], squares: &mut [Square]) {
         let end = start + men[start..].iter().take_while(|&&p| p == men[start]).count();
         squares[start..end].sort_unstable();
         start = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// The mirrors on bitboards are the symmetry tables' square by square, and unmapping undoes
+    /// them.
+    #[test]
+    fn bitboard_symmetries_are_the_tables() {
+        for (sym, table) in SYMMETRY_TABLE.iter().enumerate() {
+            for s in 0..64u8 {
+                let sq = Square::new(s);
+                let one = Bitboard::EMPTY.with(sq);
+                assert_eq!(map_bb(sym, one), Bitboard::EMPTY.with(table[sq.index()]), "{sym} {sq:?}");
+                assert_eq!(unmap_bb(sym, map_bb(sym, one)), one);
+            }
+        }
+    }
+
+    /// Lines of several slices (the line man White's or Black's, pawnless with both kings'
+    /// images, with pawns), sampled, with random sets of squares of the line man: the un-moves
+    /// and moves of a line are those of its positions one by one.
+    #[test]
+    fn line_moves_and_unmoves_are_those_of_each_position() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move || {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mut keys: Vec<SliceKey> = ["KQvKR", "KQRvK", "KBNvK", "KNvKQ", "KRvKR"]
+            .iter()
+            .map(|m| SliceKey::pawnless(m.parse().unwrap()))
+            .collect();
+        keys.extend(SliceKey::all_of("KRvKP".parse().unwrap()).into_iter().step_by(5));
+        let mut lines_checked = 0u64;
+        for key in keys {
+            let g = Geometry::new(&key);
+            let l = g.line_man().expect("a lone man lowest");
+            let n = g.ix.size();
+            let mut base = 0;
+            while base < n {
+                let line_base = base;
+                base += 64 * (1 + random() % 61);
+                let Some(d) = g.decode_line(line_base, l) else {
+                    continue;
+                };
+                lines_checked += 1;
+                for from in [Bitboard::ALL, Bitboard(random()), Bitboard(random() & random())] {
+                    // Un-moves.
+                    let mut by_line = BTreeSet::new();
+                    g.for_each_unmove_line(l, &d, from, |p, squares| {
+                        assert!(p.is_multiple_of(64));
+                        by_line.extend(squares.into_iter().map(|q| p + q.u8() as u64));
+                    });
+                    let mut by_index = BTreeSet::new();
+                    for q in from {
+                        let j = line_base + q.u8() as u64;
+                        if let Some(dj) = g.decode(j) {
+                            g.for_each_unmove(j, &dj, |p| {
+                                by_index.insert(p);
+                            });
+                        }
+                    }
+                    assert_eq!(by_line, by_index, "{key}: un-moves of line {line_base} from {from:?}");
+                    // Moves.
+                    let at = from & !d.occupied;
+                    // Moves, as lists: a king move brought back into table form may land on
+                    // a position the line man's own move reaches too.
+                    let mut by_line = Vec::new();
+                    let _ = g.for_each_move_line(l, &d, at, |p, squares, sym| {
+                        for s in squares {
+                            let q = unmap_bb(sym, Bitboard::EMPTY.with(s)).first().unwrap();
+                            assert!(at.contains(q));
+                            by_line.push((q, p + s.u8() as u64));
+                        }
+                        ControlFlow::Continue(())
+                    });
+                    let mut by_index = Vec::new();
+                    let them = d.turn.other();
+                    for q in at {
+                        let j = line_base + q.u8() as u64;
+                        let dj = g.decode(j).expect("l on an empty square");
+                        let mut moves = Vec::new();
+                        let _ = g.for_each_move(&dj, |s| {
+                            moves.push(s);
+                            ControlFlow::Continue(())
+                        });
+                        // The line man's own moves are not in `for_each_move_line`.
+                        if g.side(d.turn).contains(&l) {
+                            for t in attacks(g.men[l], q, d.occupied) & !d.occupied {
+                                let own = d.fields + them.index() as u64 * g.per_side + t.u8() as u64;
+                                let at = moves.iter().position(|&s| s == own).expect("an own move");
+                                moves.swap_remove(at);
+                            }
+                        }
+                        by_index.extend(moves.into_iter().map(|s| (q, s)));
+                    }
+                    by_line.sort_unstable();
+                    by_index.sort_unstable();
+                    assert_eq!(by_line, by_index, "{key}: moves of line {line_base} at {at:?}");
+                }
+            }
+        }
+        assert!(lines_checked > 5_000, "only {lines_checked} lines");
     }
 }

@@ -164,6 +164,56 @@ impl Deferred {
     }
 }
 
+/// [`Deferred`] for lines: work on some of the 64 indices from `base`, queued with the squares
+/// (bits) of those indices, both ends of the line prefetched.
+pub(crate) struct DeferredLines {
+    ring: [(usize, u64); DEFERRED_LINES],
+    n: usize,
+}
+
+/// Lines in flight in a [`DeferredLines`] (a power of two).
+const DEFERRED_LINES: usize = 16;
+
+impl DeferredLines {
+    pub(crate) fn new() -> DeferredLines {
+        DeferredLines {
+            ring: [(0, 0); DEFERRED_LINES],
+            n: 0,
+        }
+    }
+
+    /// Queues indices `base + b` of `bytes` for the bits `b` of `bits`; runs `f` on the indices
+    /// of the oldest queued line when the queue is full.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, bytes: &[AtomicU8], base: usize, bits: u64, f: &mut impl FnMut(usize)) {
+        prefetch(bytes, base + bits.trailing_zeros() as usize);
+        prefetch(bytes, base + 63 - bits.leading_zeros() as usize);
+        let slot = &mut self.ring[self.n % DEFERRED_LINES];
+        if self.n >= DEFERRED_LINES {
+            run_line(*slot, f);
+        }
+        *slot = (base, bits);
+        self.n += 1;
+    }
+
+    /// Runs `f` on the indices of every queued line.
+    pub(crate) fn drain(&mut self, f: &mut impl FnMut(usize)) {
+        let first = self.n.saturating_sub(DEFERRED_LINES);
+        for k in first..self.n {
+            run_line(self.ring[k % DEFERRED_LINES], f);
+        }
+        self.n = 0;
+    }
+}
+
+#[inline(always)]
+fn run_line((base, mut bits): (usize, u64), f: &mut impl FnMut(usize)) {
+    while bits != 0 {
+        f(base + bits.trailing_zeros() as usize);
+        bits &= bits - 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,9 +51,9 @@ use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Square};
 
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
-use super::geometry::{kings, Decoded, Geometry};
+use super::geometry::{kings, unmap_bb, Decoded, Geometry};
 use super::memory::{
-    atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred, LANES_LOW,
+    atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred, DeferredLines, LANES_LOW,
 };
 use super::par::for_each_chunk;
 use super::pawn_exits::{CaptureMap, Exits, PawnExits};
@@ -354,6 +354,9 @@ pub fn solve_slice_into(
     // 2. Retrograde passes, one per ply.
     let mut log = DtmLog::new(n >= SPILL_FROM);
     let mut plies: u32 = 0;
+    let line_man = g.line_man();
+    // Seconds spent finding the frontiers, un-moving from them and verifying changed positions.
+    let (mut scan_seconds, mut unmove_seconds, mut verify_seconds) = (0.0, 0.0, 0.0);
     let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
     debug_assert!(chunks_per_segment << CHUNK_SHIFT == SEG_INDICES);
     while plies <= st.horizon.load(Relaxed) {
@@ -363,6 +366,7 @@ pub fn solve_slice_into(
         // The frontier: the positions decided in the last pass, and those decided at this ply
         // other than through it (scan the chunks flagged for it), set final here. Recorded in
         // the log, and un-moved from below.
+        let phase = std::time::Instant::now();
         let scan_all =
             plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
@@ -413,6 +417,8 @@ pub fn solve_slice_into(
             .map(|e| e.into_inner().expect("segment lock"))
             .collect();
         log.record(plies, &encoded).map_err(SolveError::Scratch)?;
+        scan_seconds += phase.elapsed().as_secs_f64();
+        let phase = std::time::Instant::now();
         if n >= SPILL_FROM {
             debug!(
                 slice = %key,
@@ -441,17 +447,46 @@ pub fn solve_slice_into(
         for_each_chunk(segments, 1, threads, |range| {
             let mut mark = mark;
             let mut queue = Deferred::new();
+            let mut lines = DeferredLines::new();
             for s in range {
                 let first = s * SEG_INDICES;
-                for_each_offset(&encoded[s], |o| {
-                    let j = (first + o) as u64;
-                    let d = g.decode(j).expect("a decided index is a position");
-                    g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
-                });
+                match line_man {
+                    // By lines of 64: the frontier positions of a line un-moved at once.
+                    Some(l) => {
+                        let mut unmove = |base: usize, from: u64| {
+                            let d = g.decode_line(base as u64, l).expect("a decided line is placed");
+                            g.for_each_unmove_line(l, &d, Bitboard(from), |p, squares| {
+                                lines.push(&st.bytes, p as usize, squares.0, &mut mark)
+                            });
+                        };
+                        let (mut base, mut from) = (usize::MAX, 0u64);
+                        for_each_offset(&encoded[s], |o| {
+                            let j = first + o;
+                            if j & !63 != base {
+                                if from != 0 {
+                                    unmove(base, from);
+                                }
+                                (base, from) = (j & !63, 0);
+                            }
+                            from |= 1 << (j & 63);
+                        });
+                        if from != 0 {
+                            unmove(base, from);
+                        }
+                    }
+                    None => for_each_offset(&encoded[s], |o| {
+                        let j = (first + o) as u64;
+                        let d = g.decode(j).expect("a decided index is a position");
+                        g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
+                    }),
+                }
             }
             queue.drain(&mut mark);
+            lines.drain(&mut mark);
             Ok::<(), SolveError>(())
         })?;
+        unmove_seconds += phase.elapsed().as_secs_f64();
+        let phase = std::time::Instant::now();
         if !lost_here {
             // Verify the changed positions: lost if every inside move leads to a win. A group
             // of chunks is verified by one thread, which alone writes its bytes meanwhile.
@@ -463,23 +498,48 @@ pub fn solve_slice_into(
                     }
                     let mut result = Ok(());
                     let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                    for_each_flagged(&st.bytes, chunk, changed, |i| {
-                        let v = st.get(i);
-                        if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
-                            result = verify(&ctx, &st, i, v, plies);
+                    match line_man {
+                        // By lines of 64: the changed positions of a line verified at once.
+                        Some(l) => {
+                            let (mut base, mut at) = (usize::MAX, 0u64);
+                            for_each_flagged(&st.bytes, chunk, changed, |i| {
+                                let v = st.get(i);
+                                if may_lose(v) && v & F_CHANGED != 0 {
+                                    if i & !63 != base {
+                                        if at != 0 && result.is_ok() {
+                                            result = verify_line(&ctx, &st, l, base, at, plies);
+                                        }
+                                        (base, at) = (i & !63, 0);
+                                    }
+                                    at |= 1 << (i & 63);
+                                }
+                            });
+                            if at != 0 && result.is_ok() {
+                                result = verify_line(&ctx, &st, l, base, at, plies);
+                            }
                         }
-                    });
+                        None => for_each_flagged(&st.bytes, chunk, changed, |i| {
+                            let v = st.get(i);
+                            if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
+                                result = verify(&ctx, &st, i, v, plies);
+                            }
+                        }),
+                    }
                     result?;
                 }
                 Ok::<(), SolveError>(())
             })?;
         }
+        verify_seconds += phase.elapsed().as_secs_f64();
         plies += 1;
     }
     debug!(
         slice = %key,
         passes = plies,
         init_seconds,
+        scan_seconds,
+        unmove_seconds,
+        verify_seconds,
         log_bytes = log.bytes(),
         seconds = start.elapsed().as_secs_f64(),
         "slice solved"
@@ -602,9 +662,66 @@ fn verify(ctx: &Context<'_>, st: &State, i: usize, v: u8, plies: u32) -> Result<
         st.set(i, v & !F_CHANGED);
         return Ok(());
     }
+    set_lost(ctx, st, i, v, plies, &d)
+}
+
+/// The changed positions of a line in the pass of `plies` ([`verify`] for the squares `at` of
+/// the line man `l` in the line from `base`, at once): each move inside the slice is looked at
+/// once for all of them, on the line it leads to.
+fn verify_line(ctx: &Context<'_>, st: &State, l: usize, base: usize, at: u64, plies: u32) -> Result<(), SolveError> {
+    let g = ctx.g;
+    let d = g.decode_line(base as u64, l).expect("a changed line is placed");
+    let at = Bitboard(at);
+    // An illegal successor is not a move.
+    let won = |i: u64| matches!(st.get(i as usize), S_WON | S_ILLEGAL);
+    // The positions with a move to a position not (yet) won for the opponent.
+    let mut open = Bitboard::EMPTY;
+    let us = d.turn;
+    if g.side(us).contains(&l) {
+        let line = d.fields + us.other().index() as u64 * g.ix.per_side();
+        for q in at {
+            let targets = attacks(g.men[l], q, d.occupied) & !d.occupied;
+            if targets.into_iter().any(|t| !won(line + t.u8() as u64)) {
+                open = open.with(q);
+            }
+        }
+    }
+    if open != at {
+        let _ = g.for_each_move_line(l, &d, at & !open, |line, squares, sym| {
+            let mut not_won = Bitboard::EMPTY;
+            for s in squares {
+                if !won(line + s.u8() as u64) {
+                    not_won = not_won.with(s);
+                }
+            }
+            open |= unmap_bb(sym, not_won);
+            if open == at {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+    }
+    for q in at {
+        let i = base + q.index();
+        let v = st.get(i);
+        if open.contains(q) {
+            st.set(i, v & !F_CHANGED);
+        } else {
+            let dq = g.decode(i as u64).expect("a changed index is a position");
+            set_lost(ctx, st, i, v, plies, &dq)?;
+        }
+    }
+    Ok(())
+}
+
+/// A changed position `i` (state `v`, decoded `d`) whose moves inside the slice all lead to a
+/// win for the opponent: lost in `plies + 1`, or in its slowest losing exit if that is later.
+#[inline]
+fn set_lost(ctx: &Context<'_>, st: &State, i: usize, v: u8, plies: u32, d: &Decoded) -> Result<(), SolveError> {
     let mut lost_in = plies + 1;
     if v & F_LOSS_EXIT != 0 {
-        lost_in = lost_in.max(exits(ctx, &d)?.slowest_loss as u32);
+        lost_in = lost_in.max(exits(ctx, d)?.slowest_loss as u32);
     }
     if lost_in == plies + 1 {
         st.set_next(i, plies + 1);
