@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use zermelo_chess::attacks::{attacks, between, king_attacks, pawn_attacks};
+use zermelo_chess::attacks::{attacks, attacks_from_set, between, king_attacks, pawn_attacks};
 use zermelo_chess::index::{
     group_rank, king_pair_field, on_triangle, pawnless_symmetry, ManField, Placement, SliceIndexer,
     SYMMETRY_TABLE, TRIANGLE_BB,
@@ -357,11 +357,7 @@ impl Geometry {
         for k in self.side(mover) {
             if k == l {
                 // `l` moved, inside its own line: from any empty square it attacks.
-                let mut before = Bitboard::EMPTY;
-                for q in from {
-                    before |= attacks(self.men[l], q, occ);
-                }
-                before &= !occ;
+                let before = attacks_from_set(self.men[l], from, occ) & !occ;
                 if before.any() {
                     f(line_of(mover), before);
                 }

@@ -111,7 +111,7 @@ pub(crate) fn for_each_flagged(
 
 /// Asks the processor to bring the line of `bytes[i]` into its cache, without waiting for it.
 #[inline(always)]
-pub(crate) fn prefetch(bytes: &[AtomicU8], i: usize) {
+pub(crate) fn prefetch<T>(bytes: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
     // Safety: a prefetch never faults and changes no memory, whatever the address; the address
     // is computed without dereferencing (`wrapping_add`).
@@ -164,45 +164,79 @@ impl Deferred {
     }
 }
 
-/// [`Deferred`] for lines: work on some of the 64 indices from `base`, queued with the squares
-/// (bits) of those indices, both ends of the line prefetched.
+/// [`Deferred`] for lines, in two stages: work on some of the 64 indices from `base` (a multiple
+/// of 64), queued with the squares (bits) of those indices. The first stage prefetches the
+/// line's word of a bitmap `skip` (a bit per index on which there is nothing to do), the
+/// second drops the skipped bits and prefetches both ends of what is left of the line.
 pub(crate) struct DeferredLines {
-    ring: [(usize, u64); DEFERRED_LINES],
-    n: usize,
+    filter: [(usize, u64); DEFERRED_LINES],
+    n_filter: usize,
+    work: [(usize, u64); DEFERRED_LINES],
+    n_work: usize,
 }
 
-/// Lines in flight in a [`DeferredLines`] (a power of two).
+/// Lines in flight in each stage of a [`DeferredLines`] (a power of two).
 const DEFERRED_LINES: usize = 16;
 
 impl DeferredLines {
     pub(crate) fn new() -> DeferredLines {
         DeferredLines {
-            ring: [(0, 0); DEFERRED_LINES],
-            n: 0,
+            filter: [(0, 0); DEFERRED_LINES],
+            n_filter: 0,
+            work: [(0, 0); DEFERRED_LINES],
+            n_work: 0,
         }
     }
 
     /// Queues indices `base + b` of `bytes` for the bits `b` of `bits`; runs `f` on the indices
-    /// of the oldest queued line when the queue is full.
+    /// not skipped of the oldest line queued, when the queues are full.
     #[inline(always)]
-    pub(crate) fn push(&mut self, bytes: &[AtomicU8], base: usize, bits: u64, f: &mut impl FnMut(usize)) {
-        prefetch(bytes, base + bits.trailing_zeros() as usize);
-        prefetch(bytes, base + 63 - bits.leading_zeros() as usize);
-        let slot = &mut self.ring[self.n % DEFERRED_LINES];
-        if self.n >= DEFERRED_LINES {
-            run_line(*slot, f);
+    pub(crate) fn push(
+        &mut self,
+        skip: &[AtomicU64],
+        bytes: &[AtomicU8],
+        base: usize,
+        bits: u64,
+        f: &mut impl FnMut(usize),
+    ) {
+        debug_assert!(base.is_multiple_of(64));
+        prefetch(skip, base / 64);
+        let slot = self.n_filter % DEFERRED_LINES;
+        if self.n_filter >= DEFERRED_LINES {
+            let oldest = self.filter[slot];
+            self.to_work(skip, bytes, oldest, f);
         }
-        *slot = (base, bits);
-        self.n += 1;
+        self.filter[slot] = (base, bits);
+        self.n_filter += 1;
     }
 
-    /// Runs `f` on the indices of every queued line.
-    pub(crate) fn drain(&mut self, f: &mut impl FnMut(usize)) {
-        let first = self.n.saturating_sub(DEFERRED_LINES);
-        for k in first..self.n {
-            run_line(self.ring[k % DEFERRED_LINES], f);
+    #[inline(always)]
+    fn to_work(&mut self, skip: &[AtomicU64], bytes: &[AtomicU8], (base, bits): (usize, u64), f: &mut impl FnMut(usize)) {
+        let bits = bits & !skip[base / 64].load(Relaxed);
+        if bits == 0 {
+            return;
         }
-        self.n = 0;
+        prefetch(bytes, base + bits.trailing_zeros() as usize);
+        prefetch(bytes, base + 63 - bits.leading_zeros() as usize);
+        let slot = self.n_work % DEFERRED_LINES;
+        if self.n_work >= DEFERRED_LINES {
+            run_line(self.work[slot], f);
+        }
+        self.work[slot] = (base, bits);
+        self.n_work += 1;
+    }
+
+    /// Runs `f` on the indices not skipped of every queued line.
+    pub(crate) fn drain(&mut self, skip: &[AtomicU64], bytes: &[AtomicU8], f: &mut impl FnMut(usize)) {
+        for k in self.n_filter.saturating_sub(DEFERRED_LINES)..self.n_filter {
+            let line = self.filter[k % DEFERRED_LINES];
+            self.to_work(skip, bytes, line, f);
+        }
+        for k in self.n_work.saturating_sub(DEFERRED_LINES)..self.n_work {
+            run_line(self.work[k % DEFERRED_LINES], f);
+        }
+        self.n_filter = 0;
+        self.n_work = 0;
     }
 }
 

@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use tracing::debug;
-use zermelo_chess::attacks::{attacks, between, pawn_attacks};
+use zermelo_chess::attacks::{attacks, attacks_from_set, between, pawn_attacks};
 use zermelo_chess::index::{
     king_pair_field, pawnless_symmetry, SliceIndexer, KING_PAIRS_PAWNFUL, SYMMETRY_TABLE,
 };
@@ -149,10 +149,16 @@ struct State {
     next: Vec<AtomicU8>,
     /// Largest distance assigned so far (final or pending): the passes run up to it.
     horizon: AtomicU32,
+    /// For slices solved by lines (with a [`Geometry::line_man`]), a bit per index: set if the
+    /// index is [`S_WON`] or [`S_ILLEGAL`], a word per line. The verification reads a successor
+    /// line's word instead of its bytes, and the un-moves skip such predecessors, which no
+    /// mark can change. Set after init (illegal) and by the frontier scans (won), each word by
+    /// the one thread that owns its line then; read in the other phases. Empty otherwise.
+    won: Vec<AtomicU64>,
 }
 
 impl State {
-    fn new(n: usize) -> State {
+    fn new(n: usize, by_lines: bool) -> State {
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
         let flags = || (0..chunks).map(|_| AtomicU8::new(0)).collect();
         State {
@@ -163,7 +169,25 @@ impl State {
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
             changed: flags(),
             horizon: AtomicU32::new(0),
+            won: if by_lines {
+                (0..n / 64).map(|_| AtomicU64::new(0)).collect()
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    /// The bits of [`State::won`] of the line from `base`.
+    #[inline]
+    fn won_line(&self, base: u64) -> Bitboard {
+        Bitboard(self.won[(base / 64) as usize].load(Relaxed))
+    }
+
+    /// Sets the bit of [`State::won`] of index `i`: only by the thread that owns its line.
+    #[inline]
+    fn set_won_bit(&self, i: usize) {
+        let w = &self.won[i / 64];
+        w.store(w.load(Relaxed) | 1 << (i % 64), Relaxed);
     }
 
     #[inline]
@@ -328,7 +352,8 @@ pub fn solve_slice_into(
     let g = Geometry::new(key);
     let n = g.ix.size() as usize;
     let start = std::time::Instant::now();
-    let st = State::new(n);
+    let line_man = g.line_man();
+    let st = State::new(n, line_man.is_some());
     let chunk = 1 << CHUNK_SHIFT;
     let ctx = Context {
         g: &g,
@@ -349,12 +374,24 @@ pub fn solve_slice_into(
             Ok::<(), SolveError>(())
         })?,
     }
+    if line_man.is_some() {
+        // The illegal indices' bits, a line per word.
+        for_each_chunk(n / 64, 1 << 12, threads, |words| {
+            for w in words {
+                let mut bits = 0u64;
+                for (b, byte) in st.bytes[w * 64..(w + 1) * 64].iter().enumerate() {
+                    bits |= ((byte.load(Relaxed) == S_ILLEGAL) as u64) << b;
+                }
+                st.won[w].store(bits, Relaxed);
+            }
+            Ok::<(), SolveError>(())
+        })?;
+    }
     let init_seconds = start.elapsed().as_secs_f64();
 
     // 2. Retrograde passes, one per ply.
     let mut log = DtmLog::new(n >= SPILL_FROM);
     let mut plies: u32 = 0;
-    let line_man = g.line_man();
     // Seconds spent finding the frontiers, un-moving from them and verifying changed positions.
     let (mut scan_seconds, mut unmove_seconds, mut verify_seconds) = (0.0, 0.0, 0.0);
     let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
@@ -402,6 +439,9 @@ pub fn solve_slice_into(
                         let v = st.get(i);
                         if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
                             st.set(i, now);
+                            if now == S_WON && line_man.is_some() {
+                                st.set_won_bit(i);
+                            }
                             enc.push(i - first);
                             any += 1;
                         }
@@ -456,7 +496,8 @@ pub fn solve_slice_into(
                         let mut unmove = |base: usize, from: u64| {
                             let d = g.decode_line(base as u64, l).expect("a decided line is placed");
                             g.for_each_unmove_line(l, &d, Bitboard(from), |p, squares| {
-                                lines.push(&st.bytes, p as usize, squares.0, &mut mark)
+                                // Won and illegal predecessors are skipped: no mark changes them.
+                                lines.push(&st.won, &st.bytes, p as usize, squares.0, &mut mark)
                             });
                         };
                         let (mut base, mut from) = (usize::MAX, 0u64);
@@ -482,7 +523,7 @@ pub fn solve_slice_into(
                 }
             }
             queue.drain(&mut mark);
-            lines.drain(&mut mark);
+            lines.drain(&st.won, &st.bytes, &mut mark);
             Ok::<(), SolveError>(())
         })?;
         unmove_seconds += phase.elapsed().as_secs_f64();
@@ -672,29 +713,20 @@ fn verify_line(ctx: &Context<'_>, st: &State, l: usize, base: usize, at: u64, pl
     let g = ctx.g;
     let d = g.decode_line(base as u64, l).expect("a changed line is placed");
     let at = Bitboard(at);
-    // An illegal successor is not a move.
-    let won = |i: u64| matches!(st.get(i as usize), S_WON | S_ILLEGAL);
+    // An illegal successor is not a move: won or illegal, the bits of `st.won`.
     // The positions with a move to a position not (yet) won for the opponent.
     let mut open = Bitboard::EMPTY;
     let us = d.turn;
     if g.side(us).contains(&l) {
         let line = d.fields + us.other().index() as u64 * g.ix.per_side();
-        for q in at {
-            let targets = attacks(g.men[l], q, d.occupied) & !d.occupied;
-            if targets.into_iter().any(|t| !won(line + t.u8() as u64)) {
-                open = open.with(q);
-            }
-        }
+        // A move of `l` between two squares works both ways: the squares from which `l`
+        // reaches a position not won are those it attacks from them.
+        let not_won = !d.occupied & !st.won_line(line);
+        open = at & attacks_from_set(g.men[l], not_won, d.occupied);
     }
     if open != at {
         let _ = g.for_each_move_line(l, &d, at & !open, |line, squares, sym| {
-            let mut not_won = Bitboard::EMPTY;
-            for s in squares {
-                if !won(line + s.u8() as u64) {
-                    not_won = not_won.with(s);
-                }
-            }
-            open |= unmap_bb(sym, not_won);
+            open |= unmap_bb(sym, squares & !st.won_line(line));
             if open == at {
                 ControlFlow::Break(())
             } else {
