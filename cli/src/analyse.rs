@@ -272,8 +272,8 @@ fn plan_for(pos: &Position, stores: &Stores) -> (ReachablePlan, HashMap<SliceKey
 fn summary(plan: &ReachablePlan, threads: usize) -> PlanSummary {
     // Every slice to solve and every reused one is held in memory (2 bytes a position); the
     // solver's state is a byte a position of the slice it solves, with per-chunk summaries
-    // (1/64 byte), for up to one slice per thread.
-    let state = plan.largest_slice + plan.largest_slice / 64;
+    // (1/64 byte) and a bitmap (1/8 byte), for up to one slice per thread.
+    let state = plan.largest_slice + plan.largest_slice / 64 + plan.largest_slice / 8;
     let memory = 2 * (plan.positions + plan.available_positions) + threads.max(1) as u64 * state + (64 << 20);
     PlanSummary {
         slices: plan.slice_count(),

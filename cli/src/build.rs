@@ -586,8 +586,9 @@ mod tests {
     }
 
     /// The memory of KPvK's build, counted by hand from FORMAT.md's sizes: on 2 threads, one
-    /// slice (2 * 3,612 positions) per thread at once, each with 1 + 1/64 byte a position of
-    /// state and a log of plies of at most a byte a position; per thread a segment of values
+    /// slice (2 * 3,612 positions) per thread at once, each with 1 + 1/64 + 1/8 byte a position
+    /// of state (the last a bitmap of slices solved by lines, counted for every slice) and a
+    /// log of plies of at most a byte a position; per thread a segment of values
     /// (here the whole slice, 2 bytes a position), 1 MiB of writer blocks and 32 cached blocks
     /// of 65,536 values. No table's values are held. KQvK alone (pawnless, one slice of
     /// 2 * 462 * 64): one slice's state and log. KPvK one slice at a time: one state.
@@ -607,13 +608,13 @@ mod tests {
             (need.largest, need.at_once, need.per_thread),
             (n, 2, per_thread(n))
         );
-        assert_eq!(need.bytes, 2 * (n + n / 64 + n) + 2 * per_thread(n));
+        assert_eq!(need.bytes, 2 * (n + n / 64 + n / 8 + n) + 2 * per_thread(n));
         let need = material_memory(of("KPvK"), 2, false);
         assert_eq!(need.at_once, 1);
-        assert_eq!(need.bytes, n + n / 64 + n + 2 * per_thread(n));
+        assert_eq!(need.bytes, n + n / 64 + n / 8 + n + 2 * per_thread(n));
         let n = 2 * 462 * 64;
         let need = material_memory(of("KQvK"), 1, true);
         assert_eq!((need.largest, need.at_once), (n, 1));
-        assert_eq!(need.bytes, n + n / 64 + n + per_thread(n));
+        assert_eq!(need.bytes, n + n / 64 + n / 8 + n + per_thread(n));
     }
 }

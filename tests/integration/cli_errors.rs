@@ -74,11 +74,11 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
     };
     let o = solve_in("100KiB");
     assert_clean_failure(&o, 2, "building KRvK needs about");
-    // KRvK (pawnless, one slice of 2 * 462 * 64 = 59,136 positions): 1 + 1/64 byte of state
-    // and at most a byte of log a position (59,136 + 924 + 59,136); per thread its values
-    // written out (2 bytes each), 1 MiB of writer blocks and 4 MiB of cached blocks of the
-    // tables it reads: 118,272 + 1,048,576 + 4,194,304 = 5,361,152 (5.1 MiB). In all 5,480,348
-    // bytes (5.2 MiB).
+    // KRvK (pawnless, one slice of 2 * 462 * 64 = 59,136 positions): 1 + 1/64 + 1/8 byte of
+    // state and at most a byte of log a position (59,136 + 924 + 7,392 + 59,136); per thread
+    // its values written out (2 bytes each), 1 MiB of writer blocks and 4 MiB of cached blocks
+    // of the tables it reads: 118,272 + 1,048,576 + 4,194,304 = 5,361,152 (5.1 MiB). In all
+    // 5,487,740 bytes (5.2 MiB).
     assert!(
         stderr(&o).contains("1 slice(s) of up to 59136 positions at once, and 5.1 MiB of buffers a thread"),
         "{}",

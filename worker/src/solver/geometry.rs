@@ -346,7 +346,13 @@ impl Geometry {
     /// predecessors and the squares of `l` of those predecessors in it: the predecessors of the
     /// positions of `from` are exactly the indices `line + q` so given (some perhaps more than
     /// once, some illegal, as with [`Geometry::for_each_unmove`]).
-    pub(super) fn for_each_unmove_line(&self, l: usize, d: &Decoded, from: Bitboard, mut f: impl FnMut(u64, Bitboard)) {
+    pub(super) fn for_each_unmove_line(
+        &self,
+        l: usize,
+        d: &Decoded,
+        from: Bitboard,
+        mut f: impl FnMut(u64, Bitboard),
+    ) {
         let mover = d.turn.other();
         let occ = d.occupied;
         let from = from & !occ;
@@ -546,7 +552,11 @@ mod tests {
             for s in 0..64u8 {
                 let sq = Square::new(s);
                 let one = Bitboard::EMPTY.with(sq);
-                assert_eq!(map_bb(sym, one), Bitboard::EMPTY.with(table[sq.index()]), "{sym} {sq:?}");
+                assert_eq!(
+                    map_bb(sym, one),
+                    Bitboard::EMPTY.with(table[sq.index()]),
+                    "{sym} {sq:?}"
+                );
                 assert_eq!(unmap_bb(sym, map_bb(sym, one)), one);
             }
         }
@@ -598,7 +608,10 @@ mod tests {
                             });
                         }
                     }
-                    assert_eq!(by_line, by_index, "{key}: un-moves of line {line_base} from {from:?}");
+                    assert_eq!(
+                        by_line, by_index,
+                        "{key}: un-moves of line {line_base} from {from:?}"
+                    );
                     // Moves.
                     let at = from & !d.occupied;
                     // Moves, as lists: a king move brought back into table form may land on

@@ -204,14 +204,20 @@ impl DeferredLines {
         let slot = self.n_filter % DEFERRED_LINES;
         if self.n_filter >= DEFERRED_LINES {
             let oldest = self.filter[slot];
-            self.to_work(skip, bytes, oldest, f);
+            self.queue_work(skip, bytes, oldest, f);
         }
         self.filter[slot] = (base, bits);
         self.n_filter += 1;
     }
 
     #[inline(always)]
-    fn to_work(&mut self, skip: &[AtomicU64], bytes: &[AtomicU8], (base, bits): (usize, u64), f: &mut impl FnMut(usize)) {
+    fn queue_work(
+        &mut self,
+        skip: &[AtomicU64],
+        bytes: &[AtomicU8],
+        (base, bits): (usize, u64),
+        f: &mut impl FnMut(usize),
+    ) {
         let bits = bits & !skip[base / 64].load(Relaxed);
         if bits == 0 {
             return;
@@ -230,7 +236,7 @@ impl DeferredLines {
     pub(crate) fn drain(&mut self, skip: &[AtomicU64], bytes: &[AtomicU8], f: &mut impl FnMut(usize)) {
         for k in self.n_filter.saturating_sub(DEFERRED_LINES)..self.n_filter {
             let line = self.filter[k % DEFERRED_LINES];
-            self.to_work(skip, bytes, line, f);
+            self.queue_work(skip, bytes, line, f);
         }
         for k in self.n_work.saturating_sub(DEFERRED_LINES)..self.n_work {
             run_line(self.work[k % DEFERRED_LINES], f);

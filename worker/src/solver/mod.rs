@@ -20,8 +20,9 @@ pub use dtm_log::SEG_INDICES;
 pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
 
 /// Bytes the solver holds for one slice of `positions` positions, apart from its threads'
-/// buffers ([`thread_bytes`]): its state, a byte a position and per-chunk summaries (1/64 byte),
-/// and the log of its plies when that stays in memory (at most a byte a position, for slices
+/// buffers ([`thread_bytes`]): its state, a byte a position, per-chunk summaries (1/64 byte)
+/// and, for a slice solved by lines of 64, a bit a position (the won-or-illegal bitmap); and
+/// the log of its plies when that stays in memory (at most a byte a position, for slices
 /// under [`SPILL_FROM`] positions; a larger slice's goes to a temporary file).
 pub fn slice_state_bytes(positions: u64) -> u64 {
     let log = if positions < SPILL_FROM as u64 {
@@ -29,7 +30,7 @@ pub fn slice_state_bytes(positions: u64) -> u64 {
     } else {
         0
     };
-    positions + positions / 64 + log
+    positions + positions / 64 + positions / 8 + log
 }
 
 /// Bytes each solving thread holds for a slice of `positions` positions: the values of one

@@ -709,7 +709,14 @@ fn verify(ctx: &Context<'_>, st: &State, i: usize, v: u8, plies: u32) -> Result<
 /// The changed positions of a line in the pass of `plies` ([`verify`] for the squares `at` of
 /// the line man `l` in the line from `base`, at once): each move inside the slice is looked at
 /// once for all of them, on the line it leads to.
-fn verify_line(ctx: &Context<'_>, st: &State, l: usize, base: usize, at: u64, plies: u32) -> Result<(), SolveError> {
+fn verify_line(
+    ctx: &Context<'_>,
+    st: &State,
+    l: usize,
+    base: usize,
+    at: u64,
+    plies: u32,
+) -> Result<(), SolveError> {
     let g = ctx.g;
     let d = g.decode_line(base as u64, l).expect("a changed line is placed");
     let at = Bitboard(at);
@@ -750,7 +757,14 @@ fn verify_line(ctx: &Context<'_>, st: &State, l: usize, base: usize, at: u64, pl
 /// A changed position `i` (state `v`, decoded `d`) whose moves inside the slice all lead to a
 /// win for the opponent: lost in `plies + 1`, or in its slowest losing exit if that is later.
 #[inline]
-fn set_lost(ctx: &Context<'_>, st: &State, i: usize, v: u8, plies: u32, d: &Decoded) -> Result<(), SolveError> {
+fn set_lost(
+    ctx: &Context<'_>,
+    st: &State,
+    i: usize,
+    v: u8,
+    plies: u32,
+    d: &Decoded,
+) -> Result<(), SolveError> {
     let mut lost_in = plies + 1;
     if v & F_LOSS_EXIT != 0 {
         lost_in = lost_in.max(exits(ctx, d)?.slowest_loss as u32);
@@ -883,8 +897,21 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
         }
         s
     };
+    let fields = if us == Color::Black {
+        base as u64 - g.ix.per_side()
+    } else {
+        base as u64
+    };
     for q in legal & looked_at {
-        init_index(ctx, st, base + q.index())?;
+        let mut squares = *sq;
+        squares[l] = q;
+        let d = Decoded {
+            squares,
+            turn: us,
+            fields: fields + q.u8() as u64,
+            occupied: occ.with(q),
+        };
+        init_decoded(ctx, st, base + q.index(), &d)?;
     }
     for q in legal & !looked_at {
         st.set(base + q.index(), S_MAY_LOSE);
@@ -896,15 +923,21 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
 /// or undecided with its best exit.
 #[inline]
 fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError> {
+    match ctx.g.decode(i as u64) {
+        Some(d) => init_decoded(ctx, st, i, &d),
+        None => Ok(()),
+    }
+}
+
+/// [`init_index`] of index `i`, decoded as `d`.
+#[inline]
+fn init_decoded(ctx: &Context<'_>, st: &State, i: usize, d: &Decoded) -> Result<(), SolveError> {
     let g = ctx.g;
-    let Some(d) = g.decode(i as u64) else {
-        return Ok(());
-    };
     let us = d.turn;
     let them = us.other();
-    let (our_king, their_king) = kings(g, &d);
+    let (our_king, their_king) = kings(g, d);
     // Legal unless the side not to move is attacked (kings are never side by side here).
-    if g.attacked(&d, their_king, us) {
+    if g.attacked(d, their_king, us) {
         return Ok(());
     }
     // Exits: a pawn of ours (it may move), or a man of ours attacking one of theirs that is not
@@ -920,18 +953,18 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
     let may_exit = g.pawns[us.index()].any()
         || g.side(us)
             .any(|k| (attacks(g.men[k], d.squares[k], d.occupied) & theirs).any());
-    let in_check = g.attacked(&d, our_king, them);
+    let in_check = g.attacked(d, our_king, them);
     if !may_exit && !in_check {
         // Only moves inside the slice, or none (stalemate: never changed, a draw at the end).
         st.set(i, S_MAY_LOSE);
         return Ok(());
     }
     if let Some(captures) = &ctx.captures {
-        let exits = exits_by_captures(g, &d, our_king, captures)?;
+        let exits = exits_by_captures(g, d, our_king, captures)?;
         if let Some(Value::Loss(_)) | None = exits.best {
             // Lost (or mated, or stalemated) unless a move inside the slice does better: is
             // there one?
-            if !g.has_inside_move(&d, our_king) {
+            if !g.has_inside_move(d, our_king) {
                 return match exits.best {
                     Some(_) => set_decided(st, i, Value::Loss(exits.slowest_loss)),
                     None if in_check => {
@@ -949,7 +982,7 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
         return set_undecided(ctx, st, i, &exits);
     }
     if let Some(pe) = &ctx.pawn_exits {
-        let (exits, inside) = pe.exits(g, &d, ctx.succ)?;
+        let (exits, inside) = pe.exits(g, d, ctx.succ)?;
         return match (inside, exits.best) {
             (true, _) => set_undecided(ctx, st, i, &exits),
             (false, Some(best)) => set_decided(st, i, best),
@@ -963,7 +996,7 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
             }
         };
     }
-    let (exits, inside, no_move) = exits_by_moves(ctx, &d)?;
+    let (exits, inside, no_move) = exits_by_moves(ctx, d)?;
     if no_move {
         if in_check {
             st.set_later(i, 0);
