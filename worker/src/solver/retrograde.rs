@@ -28,6 +28,17 @@
 //!    frontier. A ply too large for the byte is kept in a side map.
 //! 3. *Finish*: what is still undecided is a draw.
 //!
+//! **Lines of 64.** When the lowest field of the index is a lone man (not a king, no like man:
+//! [`Geometry::line_man`]), the 64 indices from a multiple of 64 differ only in its square: a
+//! *line*. The passes then work a line at a time: the frontier positions of a line are
+//! un-moved together (each move of another man once, for all of them, onto one predecessor line
+//! with the squares of the line man it applies to; the line man's own un-moves by a fill of
+//! its squares), and the changed positions of a line are verified together (each move once, on
+//! the line it leads to). Beside the bytes such a slice keeps a bit per index, set when the
+//! index is won or illegal (`State::won`): verification reads a successor line's word instead
+//! of its bytes, and un-moves skip won predecessors before touching their bytes. The line forms
+//! are tested against the index-by-index forms in `geometry`; other slices go index by index.
+//!
 //! The result is a pure function of the slice and its successors: every phase reads only states
 //! final before it and writes each index from one rule, so the bytes do not depend on the
 //! number of threads or the order of the work. Threads share the state through relaxed atomic
