@@ -889,10 +889,11 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
     }
     // In check, or with a possible exit (a pawn of ours; a man of ours attacking a man of
     // theirs that is not the king): what `init_index` looks at move by move.
+    let in_check = attacked(our_king, them);
     let looked_at = if g.pawns[us.index()].any() {
         Bitboard::ALL
     } else {
-        let mut s = attacked(our_king, them);
+        let mut s = in_check;
         let mut victims = g.pawns[them.index()];
         for k in g.side(them).filter(|&k| k != l && !g.is_king(k)) {
             victims = victims.with(sq[k]);
@@ -922,7 +923,7 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
             fields: fields + q.u8() as u64,
             occupied: occ.with(q),
         };
-        init_decoded(ctx, st, base + q.index(), &d)?;
+        init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
     }
     for q in legal & !looked_at {
         st.set(base + q.index(), S_MAY_LOSE);
@@ -935,41 +936,55 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
 #[inline]
 fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError> {
     match ctx.g.decode(i as u64) {
-        Some(d) => init_decoded(ctx, st, i, &d),
+        Some(d) => init_decoded(ctx, st, i, &d, None),
         None => Ok(()),
     }
 }
 
 /// [`init_index`] of index `i`, decoded as `d`.
 #[inline]
-fn init_decoded(ctx: &Context<'_>, st: &State, i: usize, d: &Decoded) -> Result<(), SolveError> {
+fn init_decoded(
+    ctx: &Context<'_>,
+    st: &State,
+    i: usize,
+    d: &Decoded,
+    known: Option<bool>,
+) -> Result<(), SolveError> {
     let g = ctx.g;
     let us = d.turn;
     let them = us.other();
     let (our_king, their_king) = kings(g, d);
-    // Legal unless the side not to move is attacked (kings are never side by side here).
-    if g.attacked(d, their_king, us) {
-        return Ok(());
-    }
-    // Exits: a pawn of ours (it may move), or a man of ours attacking one of theirs that is not
-    // the king. Those positions, and positions in check (mates), are looked at move by move:
-    // by index when the successors are arrays (pawnless: captures; with pawns: every exit),
-    // else through a `Position`.
-    let mut theirs = g.pawns[them.index()];
-    for k in g.side(them) {
-        if !g.is_king(k) {
-            theirs = theirs.with(d.squares[k]);
+    let in_check = match known {
+        // Legal, and in check or with a possible exit (`init_line` found it so): in check?
+        Some(in_check) => in_check,
+        None => {
+            // Legal unless the side not to move is attacked (kings are never side by side here).
+            if g.attacked(d, their_king, us) {
+                return Ok(());
+            }
+            // Exits: a pawn of ours (it may move), or a man of ours attacking one of theirs that
+            // is not the king. Those positions, and positions in check (mates), are looked at
+            // move by move: by index when the successors are arrays (pawnless: captures; with
+            // pawns: every exit), else through a `Position`.
+            let mut theirs = g.pawns[them.index()];
+            for k in g.side(them) {
+                if !g.is_king(k) {
+                    theirs = theirs.with(d.squares[k]);
+                }
+            }
+            let may_exit = g.pawns[us.index()].any()
+                || g.side(us)
+                    .any(|k| (attacks(g.men[k], d.squares[k], d.occupied) & theirs).any());
+            let in_check = g.attacked(d, our_king, them);
+            if !may_exit && !in_check {
+                // Only moves inside the slice, or none (stalemate: never changed, a draw at the
+                // end).
+                st.set(i, S_MAY_LOSE);
+                return Ok(());
+            }
+            in_check
         }
-    }
-    let may_exit = g.pawns[us.index()].any()
-        || g.side(us)
-            .any(|k| (attacks(g.men[k], d.squares[k], d.occupied) & theirs).any());
-    let in_check = g.attacked(d, our_king, them);
-    if !may_exit && !in_check {
-        // Only moves inside the slice, or none (stalemate: never changed, a draw at the end).
-        st.set(i, S_MAY_LOSE);
-        return Ok(());
-    }
+    };
     if let Some(captures) = &ctx.captures {
         let exits = exits_by_captures(g, d, our_king, captures)?;
         if let Some(Value::Loss(_)) | None = exits.best {
