@@ -23,6 +23,14 @@ pub(crate) fn atomic_u8s(n: usize) -> Vec<AtomicU8> {
     v
 }
 
+/// `n` words set to 0, on huge pages when large.
+pub(crate) fn atomic_u64s(n: usize) -> Vec<AtomicU64> {
+    let mut v = Vec::with_capacity(n);
+    advise_huge_pages(&v);
+    v.extend((0..n).map(|_| AtomicU64::new(0)));
+    v
+}
+
 /// Gives the memory of `bytes` back to the system (the whole pages inside it), for an array
 /// that is read no more: its values become 0 (a valid value, never read again by the solver).
 pub(crate) fn release_bytes(bytes: &[AtomicU8]) {
