@@ -504,14 +504,6 @@ mod tests {
     #[test]
     fn attacks_from_a_set_are_the_union_of_each_squares() {
         let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
-        let roles = [
-            Role::King,
-            Role::Queen,
-            Role::Rook,
-            Role::Bishop,
-            Role::Knight,
-            Role::Pawn,
-        ];
         for round in 0..3000 {
             let occupied = match round % 3 {
                 0 => Bitboard(rng.next()),
@@ -523,7 +515,7 @@ mod tests {
                 1 => Bitboard(rng.next()),
                 _ => Bitboard(rng.next() & rng.next()),
             } & !occupied;
-            for role in roles {
+            for role in Role::ALL {
                 for color in [Color::White, Color::Black] {
                     let piece = Piece::new(color, role);
                     let union = from

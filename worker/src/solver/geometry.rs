@@ -77,9 +77,18 @@ impl Geometry {
     /// The placement at `i`, or `None` if two men (pawns included) share a square.
     #[inline]
     pub(super) fn decode(&self, i: u64) -> Option<Decoded> {
+        self.decode_but(i, None)
+    }
+
+    /// The placement at `i` with the occupancy of every man but `skip`.
+    #[inline(always)]
+    fn decode_but(&self, i: u64, skip: Option<usize>) -> Option<Decoded> {
         let Placement { squares, turn } = self.ix.placement(i);
         let mut occupied = self.pawns[0] | self.pawns[1];
-        for &s in &squares[..self.n] {
+        for (k, &s) in squares[..self.n].iter().enumerate() {
+            if Some(k) == skip {
+                continue;
+            }
             if occupied.contains(s) {
                 return None;
             }
@@ -317,27 +326,7 @@ impl Geometry {
     #[inline]
     pub(super) fn decode_line(&self, base: u64, l: usize) -> Option<Decoded> {
         debug_assert!(base.is_multiple_of(64) && self.line_man() == Some(l));
-        let Placement { squares, turn } = self.ix.placement(base);
-        let mut occupied = self.pawns[0] | self.pawns[1];
-        for (k, &s) in squares[..self.n].iter().enumerate() {
-            if k == l {
-                continue;
-            }
-            if occupied.contains(s) {
-                return None;
-            }
-            occupied = occupied.with(s);
-        }
-        Some(Decoded {
-            squares,
-            turn,
-            fields: if turn == Color::Black {
-                base - self.per_side
-            } else {
-                base
-            },
-            occupied,
-        })
+        self.decode_but(base, Some(l))
     }
 
     /// [`Geometry::for_each_unmove`] for the positions of a line at once: `d` is the line

@@ -64,7 +64,8 @@ use zermelo_chess::{Bitboard, Color, Square};
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry};
 use super::memory::{
-    atomic_u64s, atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred, DeferredLines, LANES_LOW,
+    atomic_u64s, atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred,
+    DeferredLines, LANES_LOW,
 };
 use super::par::for_each_chunk;
 use super::pawn_exits::{CaptureMap, Exits, PawnExits};
@@ -180,11 +181,7 @@ impl State {
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
             changed: flags(),
             horizon: AtomicU32::new(0),
-            won: if by_lines {
-                atomic_u64s(n / 64)
-            } else {
-                Vec::new()
-            },
+            won: if by_lines { atomic_u64s(n / 64) } else { Vec::new() },
         }
     }
 
