@@ -46,6 +46,23 @@ pub(super) struct PawnExits<'a> {
     /// position. `None` for kings, for a capture that leaves bare kings, or a successor
     /// without values by index.
     captures: [Option<ManCapture>; 8],
+    /// The plain promotions (no capture): `(from, role, where it leads)`, worked out once per
+    /// slice instead of per position (the men stay on their squares, the new man on the square
+    /// before the pawn).
+    promotions: Vec<(Square, Role, Target)>,
+}
+
+/// Where the positions after one kind of move out of the slice are stored: the successor (its
+/// place in `successors`), colours swapped (ranks mirrored) and files mirrored to reach it, and
+/// each man's place among its men (the men of the position after the move, in the order given
+/// to [`PawnExits::target`]).
+#[derive(Clone, Copy)]
+struct Target {
+    at: usize,
+    flip: bool,
+    mirror: bool,
+    slots: [usize; 9],
+    n: usize,
 }
 
 /// Where the capture of one man by another man leads in a slice with pawns (the pawns stay):
@@ -214,13 +231,31 @@ impl<'a> PawnExits<'a> {
             let map = CaptureMap::new(g, m, flip, mirror, successors[at].2.men());
             *slot = Some(ManCapture { at, map });
         }
-        Some(PawnExits {
+        let mut exits = PawnExits {
             material: key.material,
             successors,
             pushes,
             per_side: g.ix.per_side(),
             captures,
-        })
+            promotions: Vec::new(),
+        };
+        for us in [Color::White, Color::Black] {
+            for from in g.pawns[us.index()] {
+                if from.relative_rank(us) != 6 {
+                    continue;
+                }
+                let mut pawns = g.pawns;
+                pawns[us.index()] = pawns[us.index()].without(from);
+                for role in Role::PROMOTIONS {
+                    let material = key.material.without(us, Role::Pawn).with(us, role);
+                    let men = g.men[..g.n].iter().copied().chain([Piece::new(us, role)]);
+                    if let Ok(Some(t)) = exits.target(material, pawns, men) {
+                        exits.promotions.push((from, role, t));
+                    }
+                }
+            }
+        }
+        Some(exits)
     }
 
     /// The value after man `k` of `d` takes man `m` on `to` (the pawns unchanged), read through
@@ -357,6 +392,17 @@ impl<'a> PawnExits<'a> {
                         continue;
                     }
                 }
+                if to.relative_rank(us) == 7 && captured.is_none() && pawns == their_pawns {
+                    // A plain promotion: read through its target worked out once.
+                    let plain = self.promotions.iter().filter(|p| p.0 == from);
+                    if plain.clone().count() == Role::PROMOTIONS.len() {
+                        for (_, _, t) in plain {
+                            let squares = d.squares[..g.n].iter().copied().chain([to]);
+                            exits.add(self.read(t, squares, them)?.after_move());
+                        }
+                        continue;
+                    }
+                }
                 if to.relative_rank(us) == 7 {
                     for role in Role::PROMOTIONS {
                         let material = material.without(us, Role::Pawn).with(us, role);
@@ -413,19 +459,30 @@ impl<'a> PawnExits<'a> {
 
     /// The value for the side to move of a position after a move out of the slice.
     fn value(&self, a: After) -> Result<Value, SolveError> {
-        if a.material.is_bare_kings() {
-            return Ok(Value::Draw);
+        let men = a.men[..a.n].iter().map(|&(p, _)| p);
+        match self.target(a.material, a.pawns, men)? {
+            None => Ok(Value::Draw),
+            Some(t) => self.read(&t, a.men[..a.n].iter().map(|&(_, s)| s), a.turn),
+        }
+    }
+
+    /// Where positions with `material`, `pawns` and the men `men` (in that order) are stored;
+    /// `None` for bare kings (a draw).
+    fn target(
+        &self,
+        material: Material,
+        pawns: [Bitboard; 2],
+        men: impl Iterator<Item = Piece>,
+    ) -> Result<Option<Target>, SolveError> {
+        if material.is_bare_kings() {
+            return Ok(None);
         }
         // Colours swapped if the material is stored the other way round.
-        let flip = !a.material.is_normalized();
-        let (material, pawns, turn) = if flip {
-            (
-                a.material.flipped(),
-                [a.pawns[1].flip_rank(), a.pawns[0].flip_rank()],
-                a.turn.other(),
-            )
+        let flip = !material.is_normalized();
+        let (material, pawns) = if flip {
+            (material.flipped(), [pawns[1].flip_rank(), pawns[0].flip_rank()])
         } else {
-            (a.material, a.pawns, a.turn)
+            (material, pawns)
         };
         let raw = SliceKey {
             material,
@@ -437,29 +494,55 @@ impl<'a> PawnExits<'a> {
         } else {
             (raw, false)
         };
-        let (_, values, six) = self
+        let at = self
             .successors
             .iter()
-            .find(|(k, _, _)| *k == key)
+            .position(|(k, _, _)| *k == key)
             .ok_or(SolveError::MissingSuccessor(key))?;
         // The men in the successor's order.
-        let smen = six.men();
-        let mut sq = [Square::A1; 8];
+        let smen = self.successors[at].2.men();
+        let mut slots = [0usize; 9];
         let mut taken = [false; 8];
-        for &(p, s) in &a.men[..a.n] {
-            let (p, s) = if flip {
-                (Piece::new(p.color.other(), p.role), s.flip_rank())
+        let mut n = 0;
+        for p in men {
+            let p = if flip {
+                Piece::new(p.color.other(), p.role)
             } else {
-                (p, s)
+                p
             };
-            let s = if mirror { s.flip_file() } else { s };
             let slot = (0..smen.len())
                 .find(|&i| !taken[i] && smen[i] == p)
                 .expect("the successor has every man of the position");
             taken[slot] = true;
-            sq[slot] = s;
+            slots[n] = slot;
+            n += 1;
         }
-        value_in(*values, six, &mut sq[..smen.len()], turn)
+        Ok(Some(Target {
+            at,
+            flip,
+            mirror,
+            slots,
+            n,
+        }))
+    }
+
+    /// The value for `turn` to move of the position with the men of `t` on `squares` (in the
+    /// same order), read from its successor.
+    #[inline]
+    fn read(
+        &self,
+        t: &Target,
+        squares: impl Iterator<Item = Square>,
+        turn: Color,
+    ) -> Result<Value, SolveError> {
+        let mut sq = [Square::A1; 8];
+        for (k, s) in squares.enumerate() {
+            let s = if t.flip { s.flip_rank() } else { s };
+            sq[t.slots[k]] = if t.mirror { s.flip_file() } else { s };
+        }
+        let turn = if t.flip { turn.other() } else { turn };
+        let (_, values, six) = &self.successors[t.at];
+        value_in(*values, six, &mut sq[..t.n], turn)
     }
 
     /// The value, after the move, of the pawn move `from`-`to` of `d`, through a `Position`
