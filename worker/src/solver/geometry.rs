@@ -329,6 +329,20 @@ impl Geometry {
         self.decode_but(base, Some(l))
     }
 
+    /// The position of line `d` ([`Geometry::decode_line`]) with its line man `l` on `q` (an
+    /// empty square): what [`Geometry::decode`] gives for its index.
+    #[inline]
+    pub(super) fn line_position(&self, d: &Decoded, l: usize, q: Square) -> Decoded {
+        let mut squares = d.squares;
+        squares[l] = q;
+        Decoded {
+            squares,
+            turn: d.turn,
+            fields: d.fields + q.u8() as u64,
+            occupied: d.occupied.with(q),
+        }
+    }
+
     /// [`Geometry::for_each_unmove`] for the positions of a line at once: `d` is the line
     /// ([`Geometry::decode_line`], man `l` the line man) and `from` the squares of `l` of its
     /// positions to un-move. Calls `f(line, squares)` with the first index of a line of
@@ -379,13 +393,7 @@ impl Geometry {
         if [d.squares[0], d.squares[bk]].iter().all(|s| s.file() == s.rank()) {
             // Both kings on the long diagonal: images compared position by position.
             for q in from {
-                let mut dq = Decoded {
-                    squares: d.squares,
-                    turn: d.turn,
-                    fields: d.fields + q.u8() as u64,
-                    occupied: occ.with(q),
-                };
-                dq.squares[l] = q;
+                let dq = self.line_position(d, l, q);
                 let j = dq.fields + d.turn.index() as u64 * self.per_side;
                 self.for_each_image_unmove(j, &dq, &mut |p| {
                     f(p & !63, Bitboard::EMPTY.with(Square::new((p & 63) as u8)));
@@ -619,6 +627,12 @@ mod tests {
                     for q in at {
                         let j = line_base + q.u8() as u64;
                         let dj = g.decode(j).expect("l on an empty square");
+                        let lq = g.line_position(&d, l, q);
+                        assert_eq!(
+                            (lq.squares, lq.turn, lq.fields, lq.occupied),
+                            (dj.squares, dj.turn, dj.fields, dj.occupied),
+                            "{key}: index {j}"
+                        );
                         let mut moves = Vec::new();
                         let _ = g.for_each_move(&dj, |s| {
                             moves.push(s);

@@ -755,8 +755,7 @@ fn verify_line(
         if open.contains(q) {
             st.set(i, v & !F_CHANGED);
         } else {
-            let dq = g.decode(i as u64).expect("a changed index is a position");
-            set_lost(ctx, st, i, v, plies, &dq)?;
+            set_lost(ctx, st, i, v, plies, &g.line_position(&d, l, q))?;
         }
     }
     Ok(())
@@ -846,16 +845,11 @@ fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> R
 /// ([`S_MAY_LOSE`], what [`init_index`] would set). The others go through [`init_index`].
 fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(), SolveError> {
     let g = ctx.g;
-    let p = g.ix.placement(base as u64);
-    let (us, sq) = (p.turn, &p.squares);
+    let Some(line) = g.decode_line(base as u64, l) else {
+        return Ok(()); // Two other men share a square on the whole line.
+    };
+    let (us, sq, occ) = (line.turn, &line.squares, line.occupied);
     let them = us.other();
-    let mut occ = g.pawns[0] | g.pawns[1];
-    for k in (0..g.n).filter(|&k| k != l) {
-        if occ.contains(sq[k]) {
-            return Ok(()); // Two other men share a square on the whole line.
-        }
-        occ = occ.with(sq[k]);
-    }
     let (our_king, their_king) = match us {
         Color::White => (sq[0], sq[g.black_king]),
         Color::Black => (sq[g.black_king], sq[0]),
@@ -906,20 +900,8 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
         }
         s
     };
-    let fields = if us == Color::Black {
-        base as u64 - g.ix.per_side()
-    } else {
-        base as u64
-    };
     for q in legal & looked_at {
-        let mut squares = *sq;
-        squares[l] = q;
-        let d = Decoded {
-            squares,
-            turn: us,
-            fields: fields + q.u8() as u64,
-            occupied: occ.with(q),
-        };
+        let d = g.line_position(&line, l, q);
         init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
     }
     for q in legal & !looked_at {
