@@ -879,3 +879,227 @@ impl Position {
         Some(pos)
     }
 }
+
+/// A move of the side to move found without looking at its legality, on a board that lacks
+/// one man (the line man of `crate::line`): where it goes, and which squares that man must not
+/// stand on for the move to exist.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pseudo {
+    /// Squares 0..64.
+    pub(super) from: u8,
+    pub(super) to: u8,
+    pub(super) kind: u8,
+    /// The squares (bits of 0..64) strictly between `from` and `to` that the move passes over:
+    /// a slider's path, a double push's middle square.
+    pub(super) path: u64,
+    /// The man on `to` (a cell, 0 if empty).
+    pub(super) captured: u8,
+    pub(super) promotion: Option<u8>,
+    /// A pawn's diagonal step to an empty square: a move only if the missing man, of the other
+    /// side, stands on `to`.
+    pub(super) needs_victim: bool,
+}
+
+/// The part of the board that the line check needs: moves and attacks on a board from which
+/// one man is missing, with the squares that man would block.
+impl Position {
+    /// Calls `f` on every move of the side to move, legal or not (a king may move into check, a
+    /// pinned man may move), except king moves next to the other king, and on every diagonal
+    /// step of a pawn to an empty square (`needs_victim`). Promotions come as four moves.
+    pub(super) fn for_each_pseudo_move(&self, mut f: impl FnMut(Pseudo)) {
+        let us = self.turn;
+        let their_king = self.kings[us.other().index()];
+        let (ours, count) = self.men_of(us);
+        for &from in &ours[..count] {
+            let kind = cell_kind(self.at(from));
+            let mut emit = |to: u8, path: u64, promotion: Option<u8>, needs_victim: bool| {
+                f(Pseudo {
+                    from: sq64(from),
+                    to: sq64(to),
+                    kind,
+                    path,
+                    captured: self.at(to),
+                    promotion,
+                    needs_victim,
+                })
+            };
+            if kind == PAWN {
+                let (forward, start_rank, last_rank): (i8, u8, u8) = match us {
+                    Color::White => (16, 1, 7),
+                    Color::Black => (-16, 6, 0),
+                };
+                let promotions: &[Option<u8>] = if step(from, forward).is_some_and(|t| t >> 4 == last_rank) {
+                    &[Some(QUEEN), Some(ROOK), Some(BISHOP), Some(KNIGHT)]
+                } else {
+                    &[None]
+                };
+                if let Some(one) = step(from, forward).filter(|&t| self.at(t) == 0) {
+                    for &p in promotions {
+                        emit(one, 0, p, false);
+                    }
+                    if from >> 4 == start_rank {
+                        if let Some(two) = step(one, forward).filter(|&t| self.at(t) == 0) {
+                            emit(two, 1 << sq64(one), None, false);
+                        }
+                    }
+                }
+                for side in [-1i8, 1] {
+                    let Some(to) = step(from, forward + side) else {
+                        continue;
+                    };
+                    let c = self.at(to);
+                    if c == 0 || (cell_color(c) != us && cell_kind(c) != KING) {
+                        for &p in promotions {
+                            emit(to, 0, p, c == 0);
+                        }
+                    }
+                }
+                continue;
+            }
+            let (steps, slides): (&[i8], bool) = match kind {
+                KING => (&KING_STEPS, false),
+                KNIGHT => (&KNIGHT_STEPS, false),
+                ROOK => (&ROOK_RAYS, true),
+                BISHOP => (&BISHOP_RAYS, true),
+                _ => (&QUEEN_RAYS, true),
+            };
+            for &d in steps {
+                let mut path = 0u64;
+                let mut t = step(from, d);
+                while let Some(to) = t {
+                    if !self.can_land(to) {
+                        break;
+                    }
+                    let beside_king =
+                        kind == KING && (to >> 4).abs_diff(their_king >> 4) <= 1 && (to & 7).abs_diff(their_king & 7) <= 1;
+                    if !beside_king {
+                        emit(to, path, None, false);
+                    }
+                    if !slides || self.at(to) != 0 {
+                        break;
+                    }
+                    path |= 1 << sq64(to);
+                    t = step(to, d);
+                }
+            }
+        }
+    }
+
+    /// The squares (bits of 0..64) that a man of `kind` (not a pawn) on square `from` (0..64)
+    /// attacks on this board: along each line up to and with the first man met. The board's
+    /// man on `from`, if any, is ignored. Men other than pawns attack both ways, so these are
+    /// also the squares from which such a man attacks `from`.
+    pub(super) fn reach(&self, kind: u8, from: u8) -> u64 {
+        debug_assert!(kind != PAWN);
+        let from = sq88(from);
+        let (steps, slides): (&[i8], bool) = match kind {
+            KING => (&KING_STEPS, false),
+            KNIGHT => (&KNIGHT_STEPS, false),
+            ROOK => (&ROOK_RAYS, true),
+            BISHOP => (&BISHOP_RAYS, true),
+            _ => (&QUEEN_RAYS, true),
+        };
+        let mut set = 0u64;
+        for &d in steps {
+            let mut t = step(from, d);
+            while let Some(to) = t {
+                set |= 1 << sq64(to);
+                if !slides || self.at(to) != 0 {
+                    break;
+                }
+                t = step(to, d);
+            }
+        }
+        set
+    }
+
+    /// The squares (bits of 0..64) on which one more man, of any colour and kind but a
+    /// non-attacker, would leave square `target` (0..64) attacked by the men of `by`: all of
+    /// them if a man attacks it from next to it or by a knight's jump, else the squares off the
+    /// lines of the attacking queens, rooks and bishops; none if nothing attacks it.
+    pub(super) fn still_attacked(&self, target: u8, by: Color) -> u64 {
+        let to = sq88(target);
+        let (men, n) = self.men_of(by);
+        let mut set = 0u64;
+        for &from in &men[..n] {
+            let kind = cell_kind(self.at(from));
+            if !attacks(by, kind, from, to, |t| self.at(t) != 0) {
+                continue;
+            }
+            if !matches!(kind, QUEEN | ROOK | BISHOP) {
+                return u64::MAX;
+            }
+            let unit = UNIT_STEP[usize::from(to) + 119 - usize::from(from)];
+            let mut between = 0u64;
+            let mut t = from.wrapping_add(unit as u8);
+            while t != to {
+                between |= 1 << sq64(t);
+                t = t.wrapping_add(unit as u8);
+            }
+            set |= !between;
+        }
+        set
+    }
+
+    /// The square (0..64) of the king of `color`.
+    pub(super) fn king_square(&self, color: Color) -> u8 {
+        sq64(self.kings[color.index()])
+    }
+
+    /// The position after `mv` (of [`for_each_pseudo_move`](Position::for_each_pseudo_move)),
+    /// the other side to move, no en-passant square: whether the mover's king is attacked is
+    /// not looked at, nor (after a double push) the en-passant right, which depends on the man
+    /// still to come (see [`with_en_passant_after`](Position::with_en_passant_after)).
+    pub(super) fn after_pseudo(&self, mv: &Pseudo) -> Position {
+        let mut child = self.clone();
+        let (from, to) = (sq88(mv.from), sq88(mv.to));
+        let man = child.board[usize::from(from)];
+        child.board[usize::from(from)] = 0;
+        child.board[usize::from(to)] = match mv.promotion {
+            Some(kind) => cell(self.turn, kind),
+            None => man,
+        };
+        if cell_kind(man) == KING {
+            child.kings[self.turn.index()] = to;
+        }
+        child.turn = self.turn.other();
+        child.ep = None;
+        child
+    }
+
+    /// The position with the side to move changed, nothing else (no en-passant square).
+    pub(super) fn passed(&self) -> Position {
+        let mut child = self.clone();
+        child.turn = self.turn.other();
+        child.ep = None;
+        child
+    }
+
+    /// The position with a man of `color` and `kind` (not a king) put on the empty square `sq`
+    /// (0..64), or taken off it if `kind` is `None`.
+    pub(super) fn with_cell(&self, sq: u8, man: Option<(Color, u8)>) -> Position {
+        let mut pos = self.clone();
+        pos.board[usize::from(sq88(sq))] = man.map_or(0, |(color, kind)| cell(color, kind));
+        pos
+    }
+
+    /// The position (just after a double push over square `passed`, 0..64) with its
+    /// en-passant right: set iff the side to move can capture there legally, as after
+    /// [`play`](Position::play).
+    pub(super) fn with_en_passant_after(mut self, passed: u8) -> Position {
+        self.ep = Some(sq88(passed));
+        if !self.has_legal_en_passant() {
+            self.ep = None;
+        }
+        self
+    }
+
+    /// Whether a pawn of the side to move stands next to square `sq` (0..64) on its rank: after
+    /// a double push to `sq`, whether an en-passant right is possible at all.
+    pub(super) fn pawn_beside(&self, sq: u8) -> bool {
+        let s = sq88(sq);
+        [1i8, -1]
+            .iter()
+            .any(|&d| step(s, d).is_some_and(|t| self.at(t) == cell(self.turn, PAWN)))
+    }
+}

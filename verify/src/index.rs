@@ -135,7 +135,7 @@ fn combination_rank(mut set: u64) -> u64 {
 
 /// One of the eight symmetries of the board: every square XORed with `flip` (7 mirrors the
 /// files a <-> h, 56 the ranks 1 <-> 8), then mirrored in the a1-h8 diagonal if `transpose`.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Symmetry {
     flip: u8,
     transpose: bool,
@@ -600,6 +600,13 @@ impl Decoder {
     /// The men, their number and occupied squares of placement `p` (see [`Decoder::men`]).
     #[allow(clippy::type_complexity)]
     fn men_at(&self, p: u64) -> Result<([(Color, u8, u8); MAX_MEN], usize, u64), u8> {
+        self.men_at_but(p, 0)
+    }
+
+    /// [`Decoder::men_at`], the first `skip` men decoded (those of the least significant
+    /// field) left out of the test for shared squares and of the occupied squares.
+    #[allow(clippy::type_complexity)]
+    fn men_at_but(&self, p: u64, skip: usize) -> Result<([(Color, u8, u8); MAX_MEN], usize, u64), u8> {
         let mut rest = p;
         // Kings at 0 and 1, then the groups' men.
         let mut men = [(Color::White, KING, 0u8); MAX_MEN];
@@ -632,7 +639,10 @@ impl Decoder {
         men[1] = (Color::Black, KING, bk);
 
         let mut taken = self.pawn_squares;
-        for &(_, _, sq) in &men[..n] {
+        for (i, &(_, _, sq)) in men[..n].iter().enumerate() {
+            if (2..2 + skip).contains(&i) {
+                continue;
+            }
             if taken >> sq & 1 == 1 {
                 return Err(sq);
             }
@@ -640,6 +650,94 @@ impl Decoder {
         }
         men[n..n + self.pawns.len()].copy_from_slice(&self.pawns);
         Ok((men, n + self.pawns.len(), taken))
+    }
+}
+
+/// Where the children of one line are stored (see `crate::line`): the child with the line man
+/// on square `s` (0..64, board orientation) is at index `index(s)` of slice `key` of
+/// `material`. The line man's group has that man alone in the child too, and the orientation
+/// of the child (colour swap, symmetry) depends on its kings and pawns only, so the index is
+/// linear in the image of `s`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LineLocation {
+    pub(super) material: Material,
+    pub(super) key: [u64; 2],
+    /// The index with the line man's field taken out (its square's rank 0).
+    base: u64,
+    /// The weight of the line man's field.
+    weight: u64,
+    flip: u8,
+    symmetry: Symmetry,
+}
+
+impl LineLocation {
+    /// The index of the child with the line man on `s` (0..64, board orientation).
+    pub(super) fn index(&self, s: u8) -> u64 {
+        self.base + u64::from(self.symmetry.apply(s ^ self.flip)) * self.weight
+    }
+
+    /// Whether `index(s)` is `index(0) + s`: the line of the child is a line of its table.
+    pub(super) fn is_straight(&self) -> bool {
+        self.weight == 1 && self.flip == 0 && self.symmetry.flip == 0 && !self.symmetry.transpose
+    }
+}
+
+/// Where the children of `pos` with a man of `color` and `kind` added on each empty square
+/// are stored (see [`LineLocation`]); `pos` has the side to move of those children and no
+/// en-passant square, and `free` is one of its empty squares. `None` if, in the child's
+/// material, that man's group has other men.
+pub(super) fn locate_line(pos: &Position, color: Color, kind: u8, free: u8) -> Option<LineLocation> {
+    debug_assert!(pos.ep().is_none());
+    let with = pos.with_cell(free, Some((color, kind)));
+    let o = Oriented::new(&with, with.turn()).expect("a position with a piece has a table");
+    let color = if o.swap { color.other() } else { color };
+    if o.material.count(color, kind) != 1 {
+        return None;
+    }
+    let mut fields = u64::from(o.kk);
+    let mut weight = 0;
+    for (c, k, count) in o.material.groups() {
+        let set = o.sets[c.index()][usize::from(k)];
+        let size = binomial(64, count);
+        fields = fields * size + combination_rank(set);
+        weight = weight * size;
+        if (c, k) == (color, kind) {
+            weight = 1;
+        }
+    }
+    let flip = if o.swap { 56 } else { 0 };
+    let index = o.turn.index() as u64 * o.material.per_side() + fields;
+    Some(LineLocation {
+        material: o.material,
+        key: o.key,
+        base: index - u64::from(o.symmetry.apply(free ^ flip)) * weight,
+        weight,
+        flip,
+        symmetry: o.symmetry,
+    })
+}
+
+impl Decoder {
+    /// The line man of this slice (see `crate::line`): the men of the least significant group
+    /// when it has one man, as `(colour, kind)`.
+    pub(super) fn line_man(&self) -> Option<(Color, u8)> {
+        self.groups.last().filter(|g| g.men == 1).map(|g| (g.color, g.kind))
+    }
+
+    /// The men of placement `p` but the line man, whose field `p` must hold 0 (see
+    /// [`Decoder::men_at`]), and the squares they occupy; `Err` with a square two of them share.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn line_men(&self, p: u64) -> Result<([(Color, u8, u8); MAX_MEN], usize, u64), u8> {
+        debug_assert!(self.line_man().is_some() && p % 64 == 0);
+        let (mut men, n, _) = self.men_at_but(p, 1)?;
+        // The line man came out of the least significant field first, at place 2.
+        men.copy_within(3..n, 2);
+        let n = n - 1;
+        let mut taken = 0u64;
+        for &(_, _, sq) in &men[..n] {
+            taken |= 1 << sq;
+        }
+        Ok((men, n, taken))
     }
 }
 

@@ -1964,3 +1964,89 @@ fn the_quick_legality_test_agrees_with_the_decoded_position() {
     }
     assert!(compared > 5_000_000, "{compared}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Lines
+
+/// The line check (`line.rs`) derives, line by line, what the check position by position
+/// derives index by index: 0 where the index is not a legal position, else the value from the
+/// position's children. Every line of KQvK, KRvK, KBvK and KNvK (the line man: the queen, the
+/// rook, the bishop, the knight) and one line in nine of KQvKR (the queen, with Black's rook
+/// in the field above it), both sides to move, both ways of reading successors (KQvKR's are
+/// read by blocks in the tests).
+#[test]
+fn lines_derive_what_positions_derive() {
+    use super::{Half, Worker};
+    let dir = folder(&["KQvKR", "KBvK", "KNvK"]);
+    let library = Library::new(dir.path());
+    for (name, every) in [("KQvK", 1), ("KRvK", 1), ("KBvK", 1), ("KNvK", 1), ("KQvKR", 9)] {
+        let material = Material::parse(name).unwrap();
+        let key = [0, 0];
+        let values = table(name)[0].1.clone();
+        let per_side = material.per_side();
+        for side in 0..2u64 {
+            let other = 1 - side;
+            let held = &values[(other * per_side) as usize..((other + 1) * per_side) as usize];
+            let half = Half {
+                values: std::borrow::Cow::Borrowed(held),
+                start: other * per_side,
+            };
+            let mut worker = Worker::new(&library, material, key, &half);
+            let (mut lines, mut legal) = (0, 0);
+            for base in (side * per_side..(side + 1) * per_side).step_by(64).step_by(every) {
+                let Ok(derived) = worker.derive_line(base) else {
+                    panic!("{name}: line {base} failed");
+                };
+                let Some(derived) = derived else {
+                    // Only a line whose other men collide is left to the check by position.
+                    assert!(
+                        worker.decoder.line_men(base % per_side).is_err(),
+                        "{name}: line {base} not derived"
+                    );
+                    continue;
+                };
+                lines += 1;
+                for (s, &got) in derived.iter().enumerate() {
+                    let index = base + s as u64;
+                    let expected = match worker.decoder.decode(index) {
+                        Decoded::Position(mut p) if p.is_legal() => {
+                            legal += 1;
+                            worker.derive(&mut p).ok().expect("a good table derives")
+                        }
+                        _ => value::ILLEGAL,
+                    };
+                    assert_eq!(
+                        got,
+                        expected,
+                        "{name}, index {index}: {}",
+                        value::describe(expected)
+                    );
+                }
+            }
+            assert!(lines * every as u64 * 64 * 10 > per_side * 9, "{name}: {lines} lines");
+            assert!(legal > 0);
+        }
+    }
+}
+
+/// A verification of tables with a line man checks them by lines, and on good tables the lines
+/// agree; one of a sample, or of a table without a line man, does not.
+#[test]
+fn good_tables_are_checked_by_lines() {
+    let dir = folder(&["KQvKR", "KPvK"]);
+    // Every line but, in KQvKR, those with Black's rook on a king's square (two for each of
+    // the 462 king pairs, each side to move), whose other men collide.
+    for (name, colliding) in [("KQvK", 0), ("KRvK", 0), ("KQvKR", 2 * 462 * 2)] {
+        let report = verify(dir.path(), name, 2).unwrap();
+        assert_eq!((report.lines + colliding) * 64, report.indices, "{name}: {report:?}");
+        assert_eq!(report.disagreed, 0, "{name}");
+    }
+    let report = verify(dir.path(), "KPvK", 2).unwrap();
+    assert_eq!((report.lines, report.disagreed), (0, 0));
+    let opts = VerifyOptions {
+        threads: 1,
+        sample_percent: Some(50),
+    };
+    let sample = verify_table(dir.path(), "KQvK", &opts, &|_, _| {}).unwrap();
+    assert_eq!(sample.lines, 0);
+}
