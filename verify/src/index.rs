@@ -717,6 +717,48 @@ pub(super) fn locate_line(pos: &Position, color: Color, kind: u8, free: u8) -> O
     })
 }
 
+impl QuietFrame {
+    /// [`quiet`](QuietFrame::quiet) for a line: the frame's position has a line man (its
+    /// material's last group, of one man) on `line_square`, and the quiet move is another
+    /// man's. The child with the line man on `s` instead is then at `index(s)` of the line.
+    pub(super) fn quiet_line(&self, color: Color, kind: u8, from: u8, to: u8, line_square: u8) -> LineLocation {
+        let Location::Stored { index, .. } = self.quiet(color, kind, from, to) else {
+            unreachable!("a quiet child has a table")
+        };
+        let flip = if self.swap { 56 } else { 0 };
+        let symmetry = if kind == KING && !self.material.has_pawns() {
+            // A king move may change the symmetry (see `king_moved`).
+            let mut kings = self.kings;
+            let c = if self.swap { color.other() } else { color };
+            kings[c.index()] = to ^ flip;
+            Symmetry::pawnless(kings[0], kings[1])
+        } else {
+            self.symmetry
+        };
+        self.line_at(index, flip, symmetry, line_square)
+    }
+
+    /// The line of the frame's men with the other side to move, nothing moved (see
+    /// [`quiet_line`](QuietFrame::quiet_line)): where the line man's own quiet moves lead.
+    pub(super) fn passed_line(&self, line_square: u8) -> LineLocation {
+        let flip = if self.swap { 56 } else { 0 };
+        self.line_at(self.index, flip, self.symmetry, line_square)
+    }
+
+    fn line_at(&self, index: u64, flip: u8, symmetry: Symmetry, line_square: u8) -> LineLocation {
+        let last = &self.groups[self.len - 1];
+        debug_assert!(last.set.count_ones() == 1, "the last group is the line man");
+        LineLocation {
+            material: self.material,
+            key: self.key,
+            base: index - u64::from(symmetry.apply(line_square ^ flip)),
+            weight: 1,
+            flip,
+            symmetry,
+        }
+    }
+}
+
 impl Decoder {
     /// The line man of this slice (see `crate::line`): the men of the least significant group
     /// when it has one man, as `(colour, kind)`.

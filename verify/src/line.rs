@@ -28,7 +28,7 @@
 //! again position by position, which reports the first wrong index as before.
 
 use super::board::{Color, Position, Pseudo, PAWN};
-use super::index::{locate, locate_line, LineLocation, Location};
+use super::index::{locate, locate_line, LineLocation, Location, QuietFrame};
 use super::{value, Fault, Successor, Worker};
 
 /// Indices in a line.
@@ -114,16 +114,22 @@ impl Worker<'_> {
         let legal = !illegal;
         let mut best = [NO_MOVE; LINE as usize];
         if legal != 0 {
+            // The quiet children's lines follow from this one's index: see `QuietFrame`. Its
+            // position has the line man on a square that no other man holds.
+            let free = legal.trailing_zeros() as u8;
+            let frame = QuietFrame::new(&board.with_cell(free, Some(line_man)))
+                .expect("a position with a piece has a table");
             let mut moves = std::mem::take(&mut self.line_moves);
             moves.clear();
             board.for_each_pseudo_move(|mv| moves.push(mv));
-            let result = moves
-                .iter()
-                .try_for_each(|mv| self.other_man_moves(&board, mv, line_man, legal, &mut best));
+            let result = moves.iter().try_for_each(|mv| {
+                self.other_man_moves(&board, mv, line_man, legal, &mut best, (&frame, free))
+            });
             self.line_moves = moves;
             result?;
             if lc == us {
-                self.line_man_moves(&board, line_man, legal, empty, &mut best)?;
+                let passed = frame.passed_line(free);
+                self.line_man_moves(&board, line_man, legal, empty, &mut best, &passed)?;
             }
         }
         let mut derived = [value::ILLEGAL; LINE as usize];
@@ -142,6 +148,7 @@ impl Worker<'_> {
         (lc, lk): (Color, u8),
         legal: u64,
         best: &mut [u32; LINE as usize],
+        (frame, free): (&QuietFrame, u8),
     ) -> Result<(), Fault> {
         let to = 1u64 << mv.to;
         let takes_line_man = lc != board.turn() && (mv.needs_victim || (mv.kind != PAWN && mv.captured == 0));
@@ -157,6 +164,10 @@ impl Worker<'_> {
         let mask = legal & !to & !mv.path;
         if mask == 0 {
             return Ok(());
+        }
+        if mv.captured == 0 && mv.kind != PAWN {
+            let loc = frame.quiet_line(board.turn(), mv.kind, mv.from, mv.to, free);
+            return self.take_line(&loc, mask, best);
         }
         let child = board.after_pseudo(mv);
         let double_push = mv.kind == PAWN && mv.path != 0;
@@ -193,18 +204,12 @@ impl Worker<'_> {
         legal: u64,
         empty: u64,
         best: &mut [u32; LINE as usize],
+        passed: &LineLocation,
     ) -> Result<(), Fault> {
-        let passed = board.passed();
-        let free = legal.trailing_zeros() as u8;
         let mut worth = [NO_MOVE; LINE as usize];
-        match locate_line(&passed, lc, lk, free) {
-            Some(loc) => {
-                let values = self.line_values(&loc, empty)?;
-                for s in squares(empty) {
-                    worth[usize::from(s)] = key_of_child(u32::from(values[usize::from(s)]));
-                }
-            }
-            None => unreachable!("the line man's group keeps one man when the turn passes"),
+        let values = self.line_values(passed, empty)?;
+        for s in squares(empty) {
+            worth[usize::from(s)] = key_of_child(u32::from(values[usize::from(s)]));
         }
         let their_king = board.king_square(board.turn().other());
         let mut targets = !empty & !(1 << their_king);
