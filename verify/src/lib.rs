@@ -957,15 +957,23 @@ impl<'a> Worker<'a> {
                 self.successors.entry((material, key)).or_insert(v)
             }
         };
-        let (table, slice, first, count) = match successor {
-            Successor::Whole(values) => return Ok(u32::from(values[index as usize])),
-            Successor::Blocks {
-                table,
-                slice,
-                first,
-                count,
-            } => (table, *slice, *first, *count),
+        if let Successor::Whole(values) = successor {
+            return Ok(u32::from(values[index as usize]));
+        }
+        let (values, start) = self.block(material, key, index)?;
+        Ok(u32::from(values[(index - start) as usize]))
+    }
+
+    /// The block holding `index` of successor slice `key` of `material`, met before and read by
+    /// blocks: its values (cut to the slice) and the index of the first.
+    fn block(&mut self, material: Material, key: [u64; 2], index: u64) -> Result<(&[u16], u64), Fault> {
+        let Some(Successor::Blocks {
+            table, first, count, ..
+        }) = self.successors.get(&(material, key))
+        else {
+            unreachable!("a successor read by blocks, met before")
         };
+        let (first, count) = (*first, *count);
         debug_assert!(index < count);
         // The block of the table holding the value, cut to the slice.
         let bv = u64::from(table.block_values());
@@ -973,26 +981,31 @@ impl<'a> Worker<'a> {
         let start = (block * bv).max(first) - first;
         self.tick += 1;
         let tick = self.tick;
-        if let Some((values, used)) = self.blocks.get_mut(&(material, key, block)) {
-            *used = tick;
-            return Ok(u32::from(values[(index - start) as usize]));
+        if !self.blocks.contains_key(&(material, key, block)) {
+            let Some(Successor::Blocks { table, slice, .. }) = self.successors.get(&(material, key)) else {
+                unreachable!("checked above")
+            };
+            let end = ((block + 1) * bv).min(first + count) - first;
+            let values = table
+                .read_range(*slice, start, end - start)
+                .map_err(VerifyError::from)?;
+            if self.blocks.len() >= WORKER_BLOCKS {
+                let oldest = self
+                    .blocks
+                    .iter()
+                    .min_by_key(|(_, (_, used))| *used)
+                    .map(|(k, _)| *k)
+                    .expect("the blocks are full");
+                self.blocks.remove(&oldest);
+            }
+            self.blocks.insert((material, key, block), (values, tick));
         }
-        let end = ((block + 1) * bv).min(first + count) - first;
-        let values = table
-            .read_range(slice, start, end - start)
-            .map_err(VerifyError::from)?;
-        let value = u32::from(values[(index - start) as usize]);
-        if self.blocks.len() >= WORKER_BLOCKS {
-            let oldest = self
-                .blocks
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| *k)
-                .expect("the blocks are full");
-            self.blocks.remove(&oldest);
-        }
-        self.blocks.insert((material, key, block), (values, tick));
-        Ok(value)
+        let (values, used) = self
+            .blocks
+            .get_mut(&(material, key, block))
+            .expect("the block is held");
+        *used = tick;
+        Ok((values, start))
     }
 }
 

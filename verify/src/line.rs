@@ -263,14 +263,30 @@ impl Worker<'_> {
             }
             return Ok(values);
         }
+        let Some(first) = squares(mask).next() else {
+            return Ok(values);
+        };
+        // The first read opens the successor; the others go to its values or its blocks.
+        values[usize::from(first)] = self.stored(loc.material, loc.key, loc.index(first))? as u16;
         if let Some(Successor::Whole(whole)) = self.successors.get(&(loc.material, loc.key)) {
             for s in squares(mask) {
                 values[usize::from(s)] = whole[loc.index(s) as usize];
             }
             return Ok(values);
         }
-        for s in squares(mask) {
-            values[usize::from(s)] = self.stored(loc.material, loc.key, loc.index(s))? as u16;
+        // By blocks: a line's indices are mostly in one block, looked up once.
+        let mut left = mask;
+        while left != 0 {
+            let s0 = left.trailing_zeros() as u8;
+            let (block, start) = self.block(loc.material, loc.key, loc.index(s0))?;
+            let end = start + block.len() as u64;
+            for s in squares(left) {
+                let index = loc.index(s);
+                if (start..end).contains(&index) {
+                    values[usize::from(s)] = block[(index - start) as usize];
+                    left &= !(1 << s);
+                }
+            }
         }
         Ok(values)
     }
