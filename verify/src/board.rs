@@ -13,6 +13,11 @@
 //! check or of a pinned man in full) and finds attacks through the 0x88 difference table. The
 //! tests hold the two to the same children on many positions, the quick one to the published
 //! perft counts, and the table of attacks to the plain outward scan.
+//!
+//! The line check (`line.rs`) asks this board for the moves of every man but one, legal or not
+//! ([`Position::for_each_pseudo_move`], with the squares each move passes over), and for the
+//! squares from which an attack stays unblocked ([`Position::still_attacked`]): still stepping
+//! through 0x88 offsets, the sets of squares it answers with written as 64-bit masks.
 
 use std::fmt::Write as _;
 
@@ -970,8 +975,9 @@ impl Position {
                     if !self.can_land(to) {
                         break;
                     }
-                    let beside_king =
-                        kind == KING && (to >> 4).abs_diff(their_king >> 4) <= 1 && (to & 7).abs_diff(their_king & 7) <= 1;
+                    let beside_king = kind == KING
+                        && (to >> 4).abs_diff(their_king >> 4) <= 1
+                        && (to & 7).abs_diff(their_king & 7) <= 1;
                     if !beside_king {
                         emit(to, path, None, false);
                     }

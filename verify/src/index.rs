@@ -700,7 +700,7 @@ pub(super) fn locate_line(pos: &Position, color: Color, kind: u8, free: u8) -> O
         let set = o.sets[c.index()][usize::from(k)];
         let size = binomial(64, count);
         fields = fields * size + combination_rank(set);
-        weight = weight * size;
+        weight *= size;
         if (c, k) == (color, kind) {
             weight = 1;
         }
@@ -721,7 +721,14 @@ impl QuietFrame {
     /// [`quiet`](QuietFrame::quiet) for a line: the frame's position has a line man (its
     /// material's last group, of one man) on `line_square`, and the quiet move is another
     /// man's. The child with the line man on `s` instead is then at `index(s)` of the line.
-    pub(super) fn quiet_line(&self, color: Color, kind: u8, from: u8, to: u8, line_square: u8) -> LineLocation {
+    pub(super) fn quiet_line(
+        &self,
+        color: Color,
+        kind: u8,
+        from: u8,
+        to: u8,
+        line_square: u8,
+    ) -> LineLocation {
         let Location::Stored { index, .. } = self.quiet(color, kind, from, to) else {
             unreachable!("a quiet child has a table")
         };
@@ -763,14 +770,17 @@ impl Decoder {
     /// The line man of this slice (see `crate::line`): the men of the least significant group
     /// when it has one man, as `(colour, kind)`.
     pub(super) fn line_man(&self) -> Option<(Color, u8)> {
-        self.groups.last().filter(|g| g.men == 1).map(|g| (g.color, g.kind))
+        self.groups
+            .last()
+            .filter(|g| g.men == 1)
+            .map(|g| (g.color, g.kind))
     }
 
     /// The men of placement `p` but the line man, whose field `p` must hold 0 (see
     /// [`Decoder::men_at`]), and the squares they occupy; `Err` with a square two of them share.
     #[allow(clippy::type_complexity)]
     pub(super) fn line_men(&self, p: u64) -> Result<([(Color, u8, u8); MAX_MEN], usize, u64), u8> {
-        debug_assert!(self.line_man().is_some() && p % 64 == 0);
+        debug_assert!(self.line_man().is_some() && p.is_multiple_of(64));
         let (mut men, n, _) = self.men_at_but(p, 1)?;
         // The line man came out of the least significant field first, at place 2.
         men.copy_within(3..n, 2);

@@ -36,6 +36,21 @@
 //! neither a win nor a loss in any number of plies is a draw, stored or true. So a table that
 //! passes, over successors that pass, is exact.
 //!
+//! # Lines
+//!
+//! Where the least significant field of a slice's index is a group of one man (the queen of
+//! KQRvKR, the rook of KRPvKR and KRNvKNN), the 64 indices from a multiple of 64 up differ in
+//! that man's square alone. A whole verification derives such a line at once (`line.rs`): each
+//! move of the other men is found once and its children are read as a line of their table,
+//! and the moves are taken without testing their legality, a child stored as illegal being no
+//! move (sound because every index of every table read is itself checked: see `line.rs`). A
+//! line that disagrees with its stored values is checked again position by position, which
+//! reports the first wrong index as the plain check does; the report counts the lines checked
+//! and those that disagreed while the plain check passed (0 on a good table). A sample, and a
+//! slice without such a man (KRRvK, KPvK), is checked position by position. The test
+//! `lines_derive_what_positions_derive` holds the two ways to the same derived values on every
+//! line of five tables.
+//!
 //! # Memory and order of work
 //!
 //! A slice is checked in two phases, one per side to move. A move that stays in the slice (no
@@ -622,8 +637,10 @@ impl Shared<'_> {
             match result {
                 Ok(positions) => {
                     self.positions.fetch_add(positions, Ordering::Relaxed);
-                    self.lines_checked.fetch_add(std::mem::take(&mut worker.lines_checked), Ordering::Relaxed);
-                    self.lines_disagreed.fetch_add(std::mem::take(&mut worker.lines_disagreed), Ordering::Relaxed);
+                    self.lines_checked
+                        .fetch_add(std::mem::take(&mut worker.lines_checked), Ordering::Relaxed);
+                    self.lines_disagreed
+                        .fetch_add(std::mem::take(&mut worker.lines_disagreed), Ordering::Relaxed);
                     let done = self.done.fetch_add(unit.end - unit.start, Ordering::Relaxed);
                     (self.progress)(done + unit.end - unit.start, self.total);
                 }
@@ -735,13 +752,14 @@ impl<'a> Worker<'a> {
         own: &[u16],
         abandon: impl Fn() -> bool,
     ) -> Result<u64, VerifyError> {
-        if !self.lines || start % line::LINE != 0 || own.len() as u64 % line::LINE != 0 {
+        if !self.lines || !start.is_multiple_of(line::LINE) || !(own.len() as u64).is_multiple_of(line::LINE)
+        {
             return self.check_each(start, own, abandon);
         }
         let mut positions = 0;
         for (k, own) in own.chunks_exact(line::LINE as usize).enumerate() {
             let base = start + k as u64 * line::LINE;
-            if base % 4096 == 0 && abandon() {
+            if base.is_multiple_of(4096) && abandon() {
                 return Ok(positions);
             }
             let agreed = match self.derive_line(base) {

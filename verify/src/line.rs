@@ -99,7 +99,8 @@ impl Worker<'_> {
         let Ok((men, n, occupied)) = self.decoder.line_men(base % per_side) else {
             return Ok(None);
         };
-        let board = Position::from_men(&men[..n], us).expect("a canonical key and distinct squares make a position");
+        let board =
+            Position::from_men(&men[..n], us).expect("a canonical key and distinct squares make a position");
         let empty = !occupied;
         let (lc, lk) = line_man;
 
@@ -237,7 +238,12 @@ impl Worker<'_> {
     }
 
     /// Takes into `best` the children of line `loc` for the squares of `mask`.
-    fn take_line(&mut self, loc: &LineLocation, mask: u64, best: &mut [u32; LINE as usize]) -> Result<(), Fault> {
+    fn take_line(
+        &mut self,
+        loc: &LineLocation,
+        mask: u64,
+        best: &mut [u32; LINE as usize],
+    ) -> Result<(), Fault> {
         let values = self.line_values(loc, mask)?;
         for s in squares(mask) {
             let b = &mut best[usize::from(s)];

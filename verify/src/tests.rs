@@ -1993,7 +1993,10 @@ fn lines_derive_what_positions_derive() {
             };
             let mut worker = Worker::new(&library, material, key, &half);
             let (mut lines, mut legal) = (0, 0);
-            for base in (side * per_side..(side + 1) * per_side).step_by(64).step_by(every) {
+            for base in (side * per_side..(side + 1) * per_side)
+                .step_by(64)
+                .step_by(every)
+            {
                 let Ok(derived) = worker.derive_line(base) else {
                     panic!("{name}: line {base} failed");
                 };
@@ -2023,7 +2026,10 @@ fn lines_derive_what_positions_derive() {
                     );
                 }
             }
-            assert!(lines * every as u64 * 64 * 10 > per_side * 9, "{name}: {lines} lines");
+            assert!(
+                lines * every as u64 * 64 * 10 > per_side * 9,
+                "{name}: {lines} lines"
+            );
             assert!(legal > 0);
         }
     }
@@ -2038,7 +2044,11 @@ fn good_tables_are_checked_by_lines() {
     // the 462 king pairs, each side to move), whose other men collide.
     for (name, colliding) in [("KQvK", 0), ("KRvK", 0), ("KQvKR", 2 * 462 * 2)] {
         let report = verify(dir.path(), name, 2).unwrap();
-        assert_eq!((report.lines + colliding) * 64, report.indices, "{name}: {report:?}");
+        assert_eq!(
+            (report.lines + colliding) * 64,
+            report.indices,
+            "{name}: {report:?}"
+        );
         assert_eq!(report.disagreed, 0, "{name}");
     }
     let report = verify(dir.path(), "KPvK", 2).unwrap();
