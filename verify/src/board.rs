@@ -192,6 +192,17 @@ pub(super) fn sq64(sq: u8) -> u8 {
     (sq >> 4) * 8 + (sq & 7)
 }
 
+/// The steps of a man of `kind` (not a pawn), and whether it slides along them.
+fn piece_steps(kind: u8) -> (&'static [i8], bool) {
+    match kind {
+        KING => (&KING_STEPS, false),
+        KNIGHT => (&KNIGHT_STEPS, false),
+        ROOK => (&ROOK_RAYS, true),
+        BISHOP => (&BISHOP_RAYS, true),
+        _ => (&QUEEN_RAYS, true),
+    }
+}
+
 /// Whether two 0x88 squares share a rank, a file or a diagonal.
 fn aligned(a: u8, b: u8) -> bool {
     let (ranks, files) = ((a >> 4).abs_diff(b >> 4), (a & 7).abs_diff(b & 7));
@@ -589,11 +600,7 @@ impl Position {
                     },
                     false,
                 ),
-                KING => (&KING_STEPS, false),
-                KNIGHT => (&KNIGHT_STEPS, false),
-                ROOK => (&ROOK_RAYS, true),
-                BISHOP => (&BISHOP_RAYS, true),
-                _ => (&QUEEN_RAYS, true),
+                kind => piece_steps(kind),
             };
             for &d in steps {
                 let mut t = step(from, d);
@@ -961,13 +968,7 @@ impl Position {
                 }
                 continue;
             }
-            let (steps, slides): (&[i8], bool) = match kind {
-                KING => (&KING_STEPS, false),
-                KNIGHT => (&KNIGHT_STEPS, false),
-                ROOK => (&ROOK_RAYS, true),
-                BISHOP => (&BISHOP_RAYS, true),
-                _ => (&QUEEN_RAYS, true),
-            };
+            let (steps, slides) = piece_steps(kind);
             for &d in steps {
                 let mut path = 0u64;
                 let mut t = step(from, d);
@@ -998,13 +999,7 @@ impl Position {
     pub(super) fn reach(&self, kind: u8, from: u8) -> u64 {
         debug_assert!(kind != PAWN);
         let from = sq88(from);
-        let (steps, slides): (&[i8], bool) = match kind {
-            KING => (&KING_STEPS, false),
-            KNIGHT => (&KNIGHT_STEPS, false),
-            ROOK => (&ROOK_RAYS, true),
-            BISHOP => (&BISHOP_RAYS, true),
-            _ => (&QUEEN_RAYS, true),
-        };
+        let (steps, slides) = piece_steps(kind);
         let mut set = 0u64;
         for &d in steps {
             let mut t = step(from, d);
