@@ -104,6 +104,13 @@ enum Command {
         /// time at hand. The report says it was a sample.
         #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(1..=99))]
         sample: Option<u8>,
+        /// Memory budget, e.g. 16GiB or 512MiB (default: three quarters of the machine's memory,
+        /// or of the container's cgroup limit). The verifier holds half of a slice (2 bytes an
+        /// index) and shares the rest out between a cache of small successor slices (at most
+        /// 1 GiB) and blocks of large ones; a table whose half slice does not fit is refused
+        /// before any work, with the size it needs.
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<ByteSize>,
     },
     /// Benchmark the build: solves the materials into a fresh temporary directory and prints wall
     /// time, positions per second and peak memory. With --alone, the sub-tables are built first
@@ -739,11 +746,13 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             materials,
             threads: t,
             sample,
+            memory,
         } => {
             let materials = parse_materials(&materials)?;
             let opts = VerifyOptions {
                 threads: threads(t)?,
                 sample_percent: sample,
+                memory: Some(memory::budget(memory.map(|m| m.0))),
             };
             let sampled = match sample {
                 Some(p) => format!("; a sample of {p}% of the indices, not the whole table"),

@@ -90,6 +90,27 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
     let o = solve_in("6MiB");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(dir.path().join("KRvK.zmt").exists());
+    // `verify` too: it holds half a slice (2 bytes an index: 2 * 29,568 = 59,136 bytes) and per
+    // thread at least 4 blocks of successors and the block of its unit (5 * 65,536 values of 2
+    // bytes = 655,360 bytes): 714,496 bytes (0.7 MiB) on 1 thread.
+    let verify_in = |memory: &str| {
+        run(&[
+            "verify",
+            "KRvK",
+            "--tables",
+            d,
+            "--threads",
+            "1",
+            "--memory",
+            memory,
+        ])
+    };
+    let o = verify_in("100KiB");
+    assert_clean_failure(&o, 2, "verifying KRvK needs at least 0.7 MiB");
+    assert!(stderr(&o).contains("budget is 0.1 MiB"), "{}", stderr(&o));
+    let o = verify_in("1MiB");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("KRvK: ok"), "{}", stdout(&o));
     assert_clean_failure(
         &run(&["solve", "KRvK", "--tables", d, "--memory", "lots"]),
         2,

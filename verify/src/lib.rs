@@ -62,6 +62,10 @@
 //! (3.8 G indices a side) needs about 7.6 GB for its half, where holding the whole slice would
 //! take twice that.
 //!
+//! With a memory budget ([`VerifyOptions::memory`]) the cache, the slices read whole and the
+//! blocks each thread keeps shrink to what the budget leaves beside the half ([`Limits`]); a
+//! budget that cannot hold the half and a few blocks a thread is refused before any work.
+//!
 //! # Determinism
 //!
 //! The work is cut into units (up to 65,536 indices of one half of a slice) taken in order by
@@ -98,6 +102,9 @@ pub struct VerifyOptions {
     /// Check only this percentage (1 to 99) of the table's indices, in runs of
     /// `UNIT_INDICES` spread evenly over every slice; `None` (the default) checks them all.
     pub sample_percent: Option<u8>,
+    /// A memory budget in bytes (see [`Limits`]); `None` (the default) keeps a 1 GiB cache of
+    /// whole successor slices and 32 MiB of blocks per thread.
+    pub memory: Option<u64>,
 }
 
 /// What a successful verification covered.
@@ -171,6 +178,17 @@ pub enum VerifyError {
         stored: String,
         derived: String,
     },
+    /// The memory budget is too small for the half slice held and the threads' blocks.
+    #[error(
+        "verifying {material} needs at least {:.1} MiB of memory (half of a slice at 2 bytes an index, {:.1} MiB, and a few blocks a thread); the budget is {:.1} MiB: raise it with --memory or verify with fewer --threads",
+        *needed as f64 / 1048576.0, *half as f64 / 1048576.0, *budget as f64 / 1048576.0
+    )]
+    OverBudget {
+        material: String,
+        needed: u64,
+        half: u64,
+        budget: u64,
+    },
     /// A slice a check needs is not at hand (see [`check_slice`]).
     #[error("slice ({key}) of {material} is not at hand")]
     Unavailable { material: String, key: Pawns },
@@ -206,7 +224,49 @@ const WHOLE_VALUES: u64 = if cfg!(test) { 1 << 12 } else { 1 << 24 };
 
 /// Blocks of large successor slices a worker (a thread) keeps: 32 MiB at the default 65,536
 /// values a block. This crate's tests make it small, so that blocks are evicted.
-const WORKER_BLOCKS: usize = if cfg!(test) { 3 } else { 256 };
+const WORKER_BLOCKS: usize = if cfg!(test) { 4 } else { 256 };
+
+/// How much a verification holds beyond the half slice in hand: values of whole successor
+/// slices in the cache, successor slices small enough to be read whole, and blocks of the
+/// others kept per thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Limits {
+    cache_values: u64,
+    whole_values: u64,
+    worker_blocks: usize,
+}
+
+impl Limits {
+    const DEFAULT: Limits = Limits {
+        cache_values: CACHE_VALUES,
+        whole_values: WHOLE_VALUES,
+        worker_blocks: WORKER_BLOCKS,
+    };
+
+    /// The limits within `budget` bytes for `threads` threads, a half slice of `per_side`
+    /// values and blocks of `block_values`: each thread keeps up to an eighth of the budget in
+    /// blocks (at least 4, at most [`WORKER_BLOCKS`]) and reads its units a block at a time; the
+    /// cache takes what is left (at most [`CACHE_VALUES`]), and a slice is read whole when it
+    /// takes at most a quarter of the cache. `Err` with the least budget that would do when
+    /// the half and four blocks a thread (and the one of the unit in hand) do not fit.
+    fn within(budget: u64, threads: usize, per_side: u64, block_values: u64) -> Result<Limits, u64> {
+        let block = 2 * block_values;
+        let threads = threads.max(1) as u64;
+        let half = 2 * per_side;
+        let least = half + threads * (4 + 1) * block;
+        if budget < least {
+            return Err(least);
+        }
+        let worker_blocks = (budget / 8 / threads / block).clamp(4, WORKER_BLOCKS as u64);
+        let rest = budget - half - threads * (worker_blocks + 1) * block;
+        let cache_values = (rest / 2).min(CACHE_VALUES);
+        Ok(Limits {
+            cache_values,
+            whole_values: (cache_values / 4).min(WHOLE_VALUES),
+            worker_blocks: worker_blocks as usize,
+        })
+    }
+}
 
 /// Verifies the table of `material` (any case, any order within a side) in `dir`, reading the
 /// tables it leads into from the same folder. `progress(done, total)` is called, from any
@@ -221,13 +281,29 @@ pub fn verify_table(
 ) -> Result<VerifyReport, VerifyError> {
     let material = parse_material(material)?;
     let name = material.to_string();
-    let library = Library::new(dir);
+    let mut library = Library::new(dir);
     let table = library.table(material)?;
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let per_side = material.per_side();
+    if let Some(budget) = opts.memory {
+        library.limits =
+            Limits::within(budget, threads, per_side, u64::from(table.block_values())).map_err(|needed| {
+                VerifyError::OverBudget {
+                    material: name.clone(),
+                    needed,
+                    half: 2 * per_side,
+                    budget,
+                }
+            })?;
+        tracing::debug!(limits = ?library.limits, "memory limits");
+    }
     tracing::info!(material = %name, slices = table.slices().len(), "verifying table");
     table.verify_checksum()?;
     check_slice_set(&table, material)?;
 
-    let per_side = material.per_side();
     let keys: Vec<[u64; 2]> = table.slices().iter().map(|e| e.key).collect();
     // Units never straddle the two halves of a slice (White to move, then Black): the units of
     // one half form a phase.
@@ -264,13 +340,10 @@ pub fn verify_table(
         }
     }
     let total = units.iter().map(|u| u.end - u.start).sum();
-    let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let library = &library;
 
     let shared = Shared {
-        library: &library,
+        library,
         table: &table,
         material,
         keys: &keys,
@@ -621,6 +694,7 @@ impl Shared<'_> {
         let key = self.keys[phase.slice];
         let mut worker = Worker::new(self.library, self.material, key, half);
         worker.lines = self.lines;
+        worker.worker_blocks = self.library.limits.worker_blocks;
         loop {
             let u = self.next.fetch_add(1, Ordering::Relaxed);
             if u >= phase.units.end || u > self.stop_after.load(Ordering::Relaxed) {
@@ -674,6 +748,8 @@ struct Worker<'a> {
     /// Whether lines of 64 indices are checked together where the slice has a line man (see
     /// `line.rs`): when every index of the tables read is checked.
     lines: bool,
+    /// Blocks of large successors kept at most.
+    worker_blocks: usize,
     /// The moves of a line's other men, kept to save allocations.
     line_moves: Vec<Pseudo>,
     /// Lines checked together, and of them those that disagreed (see [`VerifyReport`]), since
@@ -737,6 +813,7 @@ impl<'a> Worker<'a> {
             blocks: FxHashMap::default(),
             tick: 0,
             lines: false,
+            worker_blocks: WORKER_BLOCKS,
             line_moves: Vec::new(),
             lines_checked: 0,
             lines_disagreed: 0,
@@ -1007,7 +1084,7 @@ impl<'a> Worker<'a> {
             let values = table
                 .read_range(*slice, start, end - start)
                 .map_err(VerifyError::from)?;
-            if self.blocks.len() >= WORKER_BLOCKS {
+            if self.blocks.len() >= self.worker_blocks {
                 let oldest = self
                     .blocks
                     .iter()
@@ -1060,6 +1137,7 @@ struct Library<'a> {
     dir: &'a Path,
     tables: Mutex<HashMap<Material, Arc<Table>>>,
     cache: Mutex<SliceCache>,
+    limits: Limits,
 }
 
 /// One cached slice: filled by the first thread that needs it while the others wait on it.
@@ -1103,6 +1181,7 @@ impl<'a> Library<'a> {
             dir,
             tables: Mutex::new(HashMap::new()),
             cache: Mutex::new(SliceCache::default()),
+            limits: Limits::DEFAULT,
         }
     }
 
@@ -1147,7 +1226,7 @@ impl<'a> Library<'a> {
     /// table (see [`Successor`]), checked to have the right length.
     fn successor(&self, material: Material, key: [u64; 2]) -> Result<Successor, VerifyError> {
         let expected = 2 * material.per_side();
-        if expected <= WHOLE_VALUES {
+        if expected <= self.limits.whole_values {
             return Ok(Successor::Whole(self.slice(material, key)?));
         }
         let table = self.table(material)?;
@@ -1183,7 +1262,7 @@ impl<'a> Library<'a> {
         let values = Arc::new(table.read_slice(checked_slice(&table, material, key)?)?);
         *filled = Some(Arc::clone(&values));
         drop(filled);
-        lock(&self.cache).added(values.len() as u64, (material, key));
+        lock(&self.cache).added(values.len() as u64, (material, key), self.limits.cache_values);
         Ok(values)
     }
 }
@@ -1212,9 +1291,9 @@ impl SliceCache {
     /// Accounts for `count` new values in slot `keep`, evicting the least recently used slots
     /// (never `keep`) down to half the budget once over it. Evicted slices stay alive while a
     /// worker holds them.
-    fn added(&mut self, count: u64, keep: (Material, [u64; 2])) {
+    fn added(&mut self, count: u64, keep: (Material, [u64; 2]), budget: u64) {
         self.values += count;
-        if self.values <= CACHE_VALUES {
+        if self.values <= budget {
             return;
         }
         let mut by_age: Vec<((Material, [u64; 2]), u64)> = self
@@ -1225,7 +1304,7 @@ impl SliceCache {
             .collect();
         by_age.sort_unstable_by_key(|&(_, tick)| tick);
         for (k, _) in by_age {
-            if self.values <= CACHE_VALUES / 2 {
+            if self.values <= budget / 2 {
                 break;
             }
             if let Some((slot, _)) = self.slots.remove(&k) {

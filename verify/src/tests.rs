@@ -1277,6 +1277,7 @@ fn a_sample_checks_a_share_of_the_units() {
     let opts = VerifyOptions {
         threads: 2,
         sample_percent: Some(25),
+        ..Default::default()
     };
     let sample = verify_table(dir.path(), "KPvK", &opts, &|_, _| {}).unwrap();
     assert_eq!(sample.indices, 6 * 2 * 3612);
@@ -2056,7 +2057,57 @@ fn good_tables_are_checked_by_lines() {
     let opts = VerifyOptions {
         threads: 1,
         sample_percent: Some(50),
+        ..Default::default()
     };
     let sample = verify_table(dir.path(), "KQvK", &opts, &|_, _| {}).unwrap();
     assert_eq!(sample.lines, 0);
+}
+
+/// A memory budget: the half slice and four blocks a thread (plus the unit's) must fit, else
+/// the verification is refused before any work with the least budget that would do; within it,
+/// the blocks a thread keeps, the cache and the slices read whole shrink to fit, and the
+/// verification still passes (KQvKR's successors then read by blocks even in this crate's
+/// tests, whose default reads KQvK and KRvK whole).
+#[test]
+fn a_memory_budget_bounds_the_cache_and_the_blocks() {
+    use super::{Limits, CACHE_VALUES, WHOLE_VALUES, WORKER_BLOCKS};
+    let block = 2 * 65_536u64;
+    // KQvKR: 1,892,352 values a side, 3,784,704 bytes a half.
+    let half = 2 * 1_892_352u64;
+    assert_eq!(
+        Limits::within(half + 10 * block - 1, 2, 1_892_352, 65_536),
+        Err(half + 10 * block)
+    );
+    let tight = Limits::within(half + 10 * block, 2, 1_892_352, 65_536).unwrap();
+    assert_eq!(
+        (tight.worker_blocks, tight.cache_values, tight.whole_values),
+        (4, 0, 0)
+    );
+    let roomy = Limits::within(64 << 30, 2, 1_892_352, 65_536).unwrap();
+    assert_eq!(
+        (roomy.worker_blocks, roomy.cache_values, roomy.whole_values),
+        (WORKER_BLOCKS, CACHE_VALUES, WHOLE_VALUES)
+    );
+
+    let dir = folder(&["KQvKR"]);
+    let with = |memory: u64| {
+        verify_table(
+            dir.path(),
+            "KQvKR",
+            &VerifyOptions {
+                threads: 2,
+                memory: Some(memory),
+                ..Default::default()
+            },
+            &|_, _| {},
+        )
+    };
+    match with(half) {
+        Err(VerifyError::OverBudget { needed, half: h, .. }) => {
+            assert_eq!((needed, h), (half + 10 * block, half));
+        }
+        other => panic!("{other:?}"),
+    }
+    let report = with(half + 10 * block).unwrap();
+    assert_eq!(report, verify(dir.path(), "KQvKR", 2).unwrap());
 }
