@@ -343,6 +343,20 @@ fn bad_tls_files_and_metrics_address_are_refused() {
     let o = status(&["--tls-ca", np]);
     assert_clean_failure(&o, 2, "no PEM certificate");
     one_line(&o);
+    // An address without its scheme names the fix, for `status`, `submit` and `worker` alike.
+    let cache = tempfile::tempdir().unwrap();
+    let cache = cache.path().join("cache");
+    for sub in ["status", "submit", "worker"] {
+        let mut args = vec![sub, "--coordinator", "127.0.0.1:50999"];
+        match sub {
+            "submit" => args.push("KPvK"),
+            "worker" => args.extend(["--cache", cache.to_str().unwrap()]),
+            _ => {}
+        }
+        let o = run(&args);
+        assert_clean_failure(&o, 2, "write http://127.0.0.1:50999");
+        one_line(&o);
+    }
     for sub in ["coordinator", "worker", "submit", "status"] {
         let o = run(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{sub} --help");

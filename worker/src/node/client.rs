@@ -186,6 +186,12 @@ pub fn connect_with_tls(
         url: url.to_owned(),
         reason,
     };
+    if !url.contains("://") {
+        // `host:port` parses as a URI whose scheme is the host, and fails later as "invalid URI".
+        return Err(bad(format!(
+            "it names no scheme: write http://{url} (or https://{url} with --tls-ca)"
+        )));
+    }
     let mut endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| bad(e.to_string()))?;
     let https = endpoint.uri().scheme_str() == Some("https");
     match (https, tls_ca) {
