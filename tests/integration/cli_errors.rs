@@ -60,9 +60,10 @@ fn material_without_king_or_too_many_men_is_refused() {
 fn a_memory_budget_too_small_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let solve_in = |memory: &str| {
+    // `solve` or `verify` of KRvK on 1 thread within `memory`.
+    let within = |command: &str, memory: &str| {
         run(&[
-            "solve",
+            command,
             "KRvK",
             "--tables",
             d,
@@ -72,6 +73,7 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
             memory,
         ])
     };
+    let solve_in = |memory: &str| within("solve", memory);
     let o = solve_in("100KiB");
     assert_clean_failure(&o, 2, "building KRvK needs about");
     // KRvK (pawnless, one slice of 2 * 462 * 64 = 59,136 positions): 1 + 1/64 + 1/8 byte of
@@ -93,18 +95,7 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
     // `verify` too: it holds half a slice (2 bytes an index: 2 * 29,568 = 59,136 bytes) and per
     // thread at least 4 blocks of successors and the block of its unit (5 * 65,536 values of 2
     // bytes = 655,360 bytes): 714,496 bytes (0.7 MiB) on 1 thread.
-    let verify_in = |memory: &str| {
-        run(&[
-            "verify",
-            "KRvK",
-            "--tables",
-            d,
-            "--threads",
-            "1",
-            "--memory",
-            memory,
-        ])
-    };
+    let verify_in = |memory: &str| within("verify", memory);
     let o = verify_in("100KiB");
     assert_clean_failure(&o, 2, "verifying KRvK needs at least 0.7 MiB");
     assert!(stderr(&o).contains("budget is 0.1 MiB"), "{}", stderr(&o));

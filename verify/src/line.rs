@@ -27,7 +27,7 @@
 //! position by position). A line whose derived values disagree with the stored ones is checked
 //! again position by position, which reports the first wrong index as before.
 
-use super::board::{Color, Position, Pseudo, PAWN};
+use super::board::{Color, Position, Pseudo, KING, PAWN};
 use super::index::{locate, locate_line, LineLocation, Location, QuietFrame};
 use super::{value, Fault, Successor, Worker};
 
@@ -130,7 +130,12 @@ impl Worker<'_> {
             result?;
             if lc == us {
                 let passed = frame.passed_line(free);
-                self.line_man_moves(&board, line_man, legal, empty, &mut best, &passed)?;
+                // The men the line man may take: the other side's but its king.
+                let targets = men[..n]
+                    .iter()
+                    .filter(|&&(c, kind, _)| c == them && kind != KING)
+                    .fold(0u64, |set, &(_, _, sq)| set | 1 << sq);
+                self.line_man_moves(&board, line_man, (legal, empty, targets), &mut best, &passed)?;
             }
         }
         let mut derived = [value::ILLEGAL; LINE as usize];
@@ -196,14 +201,13 @@ impl Worker<'_> {
     }
 
     /// Takes into `best` the moves of the line man (of the side to move) from each square of
-    /// `legal`: to an empty square, the line of the same men with the other side to move; onto
-    /// a man of the other side, one child per man.
+    /// `legal`: to a square of `empty`, the line of the same men with the other side to move;
+    /// onto a man of `targets` (the other side's men but the king), one child per man.
     fn line_man_moves(
         &mut self,
         board: &Position,
         (lc, lk): (Color, u8),
-        legal: u64,
-        empty: u64,
+        (legal, empty, targets): (u64, u64, u64),
         best: &mut [u32; LINE as usize],
         passed: &LineLocation,
     ) -> Result<(), Fault> {
@@ -212,17 +216,6 @@ impl Worker<'_> {
         for s in squares(empty) {
             worth[usize::from(s)] = key_of_child(u32::from(values[usize::from(s)]));
         }
-        let their_king = board.king_square(board.turn().other());
-        let mut targets = !empty & !(1 << their_king);
-        targets &= {
-            let mut theirs = 0u64;
-            board.for_each_man(|c, _, sq| {
-                if c != board.turn() {
-                    theirs |= 1 << sq;
-                }
-            });
-            theirs
-        };
         for d in squares(targets) {
             let child = board.with_cell(d, Some((lc, lk))).passed();
             worth[usize::from(d)] = self.child_key(&child)?;
