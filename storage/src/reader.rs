@@ -46,25 +46,55 @@ impl ValueReader {
     /// The value at `index` of slice `slice` of `table` (the same as [`Table::value`]): from the
     /// cache, or one block read, checked and decompressed.
     pub fn value(&mut self, table: &Table, slice: usize, index: u64) -> Result<u16, StorageError> {
+        let mut out = [0u16];
+        self.values(table, slice, index, &mut out)?;
+        Ok(out[0])
+    }
+
+    /// The values at `first..first + out.len()` of slice `slice` of `table`, into `out`: each
+    /// block they span looked up (or read) once. Indices past the slice's end are an error.
+    pub fn values(
+        &mut self,
+        table: &Table,
+        slice: usize,
+        first: u64,
+        out: &mut [u16],
+    ) -> Result<(), StorageError> {
         let entry = table.slice_entry(slice)?;
-        if index >= entry.count {
+        let end = first + out.len() as u64;
+        if end > entry.count {
             return Err(StorageError::InvalidInput(format!(
-                "value index {index} out of range for slice {slice} of {} values in {}",
+                "value index {} out of range for slice {slice} of {} values in {}",
+                end - 1,
                 entry.count,
                 table
                     .path()
                     .map_or("<memory>".into(), |p| p.display().to_string())
             )));
         }
-        let at = entry.first_value() + index;
         let bv = u64::from(table.block_values());
-        let (block, offset) = (at / bv, (at % bv) as usize);
+        let mut at = entry.first_value() + first;
+        let mut done = 0;
+        while done < out.len() {
+            let (block, offset) = (at / bv, (at % bv) as usize);
+            let values = self.block(table, block)?;
+            let take = (values.len() - offset).min(out.len() - done);
+            out[done..done + take].copy_from_slice(&values[offset..offset + take]);
+            done += take;
+            at += take as u64;
+        }
+        Ok(())
+    }
+
+    /// The values of block `block` of `table`: from the cache, or read, checked and
+    /// decompressed into the least recently used slot.
+    fn block(&mut self, table: &Table, block: u64) -> Result<&[u16], StorageError> {
         let key = (table.id(), block);
         self.clock += 1;
         if let Some(&i) = self.index.get(&key) {
             let slot = &mut self.slots[i];
             slot.used = self.clock;
-            return Ok(slot.values[offset]);
+            return Ok(&slot.values);
         }
         let dctx = match &mut self.dctx {
             Some(d) => d,
@@ -97,7 +127,7 @@ impl ValueReader {
         slot.key = key;
         slot.used = self.clock;
         self.index.insert(key, i);
-        Ok(self.slots[i].values[offset])
+        Ok(&self.slots[i].values)
     }
 
     /// Blocks decompressed by this reader so far.
@@ -171,6 +201,54 @@ mod tests {
         assert_eq!(r.misses(), before, "the block just read is cached");
         assert!(matches!(r.value(&ta, 1, 300), Err(StorageError::InvalidInput(_))));
         assert!(matches!(r.value(&ta, 2, 0), Err(StorageError::InvalidInput(_))));
+    }
+
+    #[test]
+    fn runs_of_values_span_blocks_and_stop_at_the_slice_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zmt");
+        let meta = TableMeta {
+            material: "KQvK".to_owned(),
+            metric: Metric::Dtm,
+            index_layout: 1,
+        };
+        let options = WriteOptions {
+            block_values: 64,
+            ..WriteOptions::default()
+        };
+        // Two slices: runs of the second start inside a block shared with the first.
+        let a: Vec<u16> = (0..100).map(|i| 3 * i as u16 + 1).collect();
+        let b: Vec<u16> = (0..1000).map(|i| (i * 11 % 997) as u16).collect();
+        let slices = [
+            SliceData {
+                key: [1, 0],
+                values: &a,
+            },
+            SliceData {
+                key: [2, 0],
+                values: &b,
+            },
+        ];
+        write_table_with(&path, &meta, &slices, &options).unwrap();
+        let t = Table::open(&path).unwrap();
+        let mut r = ValueReader::new(2);
+        for (first, len) in [(0u64, 1usize), (0, 1000), (5, 64), (60, 200), (999, 1), (937, 63)] {
+            let mut out = vec![0u16; len];
+            r.values(&t, 1, first, &mut out).unwrap();
+            assert_eq!(out, b[first as usize..first as usize + len], "run {first}+{len}");
+        }
+        let mut out = [0u16; 10];
+        r.values(&t, 0, 90, &mut out).unwrap();
+        assert_eq!(out[..], a[90..]);
+        // One past the end, in either slice: an error, and `out` is not trusted.
+        assert!(matches!(
+            r.values(&t, 0, 91, &mut out),
+            Err(StorageError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            r.values(&t, 1, 995, &mut out),
+            Err(StorageError::InvalidInput(_))
+        ));
     }
 
     #[test]

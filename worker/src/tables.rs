@@ -217,6 +217,21 @@ impl IndexedValues for TableSlice {
             .with(|r| r.borrow_mut().value(&self.table, self.slice, index))
             .map_err(|e| SolveError::Source(Box::new(e)))
     }
+
+    fn get_run(&self, first: u64, out: &mut [u16]) -> Result<(), SolveError> {
+        let count = self.table.slices()[self.slice].count;
+        let have = count.saturating_sub(first).min(out.len() as u64) as usize;
+        out[have..].fill(0);
+        if have == 0 {
+            return Ok(());
+        }
+        READER
+            .with(|r| {
+                r.borrow_mut()
+                    .values(&self.table, self.slice, first, &mut out[..have])
+            })
+            .map_err(|e| SolveError::Source(Box::new(e)))
+    }
 }
 
 /// A successor slice of [`SliceMap`]: its values in memory, or read from its table file.

@@ -65,6 +65,15 @@ pub enum SliceValuesRef<'a> {
 pub trait IndexedValues: Sync {
     /// The raw value at `index`; an index past the end reads 0 (no position).
     fn get(&self, index: u64) -> Result<u16, SolveError>;
+
+    /// The raw values at `first..first + out.len()`, into `out` (0 past the end): a source
+    /// that reads by blocks looks each block up once.
+    fn get_run(&self, first: u64, out: &mut [u16]) -> Result<(), SolveError> {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = self.get(first + i as u64)?;
+        }
+        Ok(())
+    }
 }
 
 impl SliceValuesRef<'_> {
@@ -74,6 +83,21 @@ impl SliceValuesRef<'_> {
         match self {
             SliceValuesRef::Array(values) => Ok(values.get(index as usize).copied().unwrap_or(0)),
             SliceValuesRef::Indexed(source) => source.get(index),
+        }
+    }
+
+    /// The raw values at `first..first + out.len()`, into `out`; 0 past the end.
+    #[inline]
+    pub fn get_run(&self, first: u64, out: &mut [u16]) -> Result<(), SolveError> {
+        match self {
+            SliceValuesRef::Array(values) => {
+                let start = (first as usize).min(values.len());
+                let have = (values.len() - start).min(out.len());
+                out[..have].copy_from_slice(&values[start..start + have]);
+                out[have..].fill(0);
+                Ok(())
+            }
+            SliceValuesRef::Indexed(source) => source.get_run(first, out),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! pawn (the position after it may have an en-passant capture, resolved by the successor
 //! source).
 
-use zermelo_chess::attacks::{attacks, pawn_attacks};
+use zermelo_chess::attacks::{attacks, between, pawn_attacks};
 use zermelo_chess::index::{pawnless_symmetry, SliceIndexer, SYMMETRY_TABLE};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::Value;
@@ -144,6 +144,30 @@ impl CaptureMap {
         }
         let turn = if self.flip { d.turn } else { d.turn.other() };
         value_in(values, six, &mut sq[..g.n - 1], turn)
+    }
+}
+
+/// The plain pushes of a line's positions ([`PawnExits::line_pushes`]).
+pub(super) struct LinePushes {
+    /// Pushes found.
+    pub(super) n: usize,
+    /// Per push: the squares of the line man where it is legal, the pushed slice and the
+    /// index there of the line's first position.
+    pub(super) pushes: [(Bitboard, SliceKey, u64); MAX_LINE_PUSHES],
+    /// Per push: the raw values after it, by square of the line man.
+    pub(super) values: [[u16; 64]; MAX_LINE_PUSHES],
+}
+
+/// At most two pushes for each of eight pawns.
+const MAX_LINE_PUSHES: usize = 16;
+
+impl Default for LinePushes {
+    fn default() -> LinePushes {
+        LinePushes {
+            n: 0,
+            pushes: [(Bitboard::EMPTY, SliceKey::pawnless(Material::default()), 0); MAX_LINE_PUSHES],
+            values: [[0; 64]; MAX_LINE_PUSHES],
+        }
     }
 }
 
@@ -426,6 +450,88 @@ impl<'a> PawnExits<'a> {
             _ => true,
         };
         Ok((exits, inside))
+    }
+
+    /// The plain pushes of the side to move in the line `line` ([`Geometry::decode_line`],
+    /// line man `l`), for the line's 64 positions at once: for each push, the squares of `l`
+    /// where it is legal (not on the pawn's way, and leaving its king safe) and the raw values
+    /// of the positions after it, one per square of `l` (the same indices in the pushed slice,
+    /// the other side to move: a line there too, read at once).
+    ///
+    /// `Ok(false)` when a pawn move of the side is anything but such a push: a promotion, a
+    /// capture of a man other than the line man (the caller looks at the squares of `l` where
+    /// it can be captured), a double push beside an enemy pawn (en passant), or a push into a
+    /// mirrored slice. The line is then looked at position by position.
+    pub(super) fn line_pushes(
+        &self,
+        g: &Geometry,
+        line: &Decoded,
+        l: usize,
+        out: &mut LinePushes,
+    ) -> Result<bool, SolveError> {
+        let us = line.turn;
+        let them = us.other();
+        let (sq, occ, lp) = (&line.squares, line.occupied, g.men[l]);
+        let our_king = sq[if us == Color::White { 0 } else { g.black_king }];
+        let their_pawns = g.pawns[them.index()];
+        let mut victims = their_pawns;
+        for j in g.side(them).filter(|&j| j != l && !g.is_king(j)) {
+            victims = victims.with(sq[j]);
+        }
+        let forward = |s: Square| {
+            Square::new(if us == Color::White {
+                s.u8() + 8
+            } else {
+                s.u8() - 8
+            })
+        };
+        out.n = 0;
+        for from in g.pawns[us.index()] {
+            let one = forward(from);
+            if (pawn_attacks(us, from) & victims).any() || one.relative_rank(us) == 7 {
+                return Ok(false);
+            }
+            if occ.contains(one) {
+                continue;
+            }
+            let two = (from.relative_rank(us) == 1)
+                .then(|| forward(one))
+                .filter(|&t| !occ.contains(t));
+            for (to, double) in [(one, false)].into_iter().chain(two.map(|t| (t, true))) {
+                let beside = Bitboard::EMPTY
+                    .with(Square::new(to.u8().saturating_sub(1)))
+                    .with(Square::new((to.u8() + 1).min(63)));
+                if double && (their_pawns & beside & Bitboard(0xff << (8 * to.rank()))).any() {
+                    return Ok(false);
+                }
+                let Some(&(_, _, slice, values)) = self.pushes.iter().find(|p| p.0 == from && p.1 == to)
+                else {
+                    return Ok(false);
+                };
+                // The line man is not on the pawn's way.
+                let mut ok = !Bitboard::EMPTY.with(to).with(one);
+                // Our king safe after it: a man of theirs that then sees it is blocked by the
+                // line man (a man of ours) or is the line man.
+                let after = occ.without(from).with(to);
+                if (pawn_attacks(us, our_king) & their_pawns).any() {
+                    ok = Bitboard::EMPTY;
+                }
+                for j in g.side(them).filter(|&j| j != l) {
+                    if attacks(g.men[j], sq[j], after).contains(our_king) {
+                        ok &= between(sq[j], our_king);
+                    }
+                }
+                if lp.color == them {
+                    ok &= !attacks(lp, our_king, after);
+                }
+                let first = line.fields + them.index() as u64 * self.per_side;
+                let k = out.n;
+                values.get_run(first, &mut out.values[k])?;
+                out.pushes[k] = (ok, slice, first);
+                out.n += 1;
+            }
+        }
+        Ok(true)
     }
 
     /// The position of `d` with material `material`, the man `captured` taken off, the man

@@ -36,8 +36,11 @@
 //! its squares), and the changed positions of a line are verified together (each move once, on
 //! the line it leads to). Beside the bytes such a slice keeps a bit per index, set when the
 //! index is won or illegal (`State::won`): verification reads a successor line's word instead
-//! of its bytes, and un-moves skip won predecessors before touching their bytes. The line forms
-//! are tested against the index-by-index forms in `geometry`; other slices go index by index.
+//! of its bytes, and un-moves skip won predecessors before touching their bytes. Init looks at
+//! a line at once too: legality and check as masks of the line man's squares, and the plain
+//! pawn pushes of the side to move read as one line of the pushed slice (`init_line`). The
+//! line forms are tested against the index-by-index forms in `geometry` and in this file's
+//! tests; other slices go index by index.
 //!
 //! The result is a pure function of the slice and its successors: every phase reads only states
 //! final before it and writes each index from one rule, so the bytes do not depend on the
@@ -68,7 +71,7 @@ use super::memory::{
     DeferredLines, LANES_LOW,
 };
 use super::par::for_each_chunk;
-use super::pawn_exits::{CaptureMap, Exits, PawnExits};
+use super::pawn_exits::{CaptureMap, Exits, LinePushes, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
 
 // The state byte of an index.
@@ -878,33 +881,62 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
     if legal.is_empty() {
         return Ok(());
     }
-    // In check, or with a possible exit (a pawn of ours; a man of ours attacking a man of
-    // theirs that is not the king): what `init_index` looks at move by move.
+    // In check, or with a capture (a man of ours attacking a man of theirs that is not the
+    // king): what `init_index` looks at move by move.
     let in_check = attacked(our_king, them);
-    let looked_at = if g.pawns[us.index()].any() {
-        Bitboard::ALL
-    } else {
-        let mut s = in_check;
-        let mut victims = g.pawns[them.index()];
-        for k in g.side(them).filter(|&k| k != l && !g.is_king(k)) {
-            victims = victims.with(sq[k]);
+    let mut victims = g.pawns[them.index()];
+    for k in g.side(them).filter(|&k| k != l && !g.is_king(k)) {
+        victims = victims.with(sq[k]);
+    }
+    let mut captures = Bitboard::EMPTY;
+    for v in victims {
+        captures |= attacked(v, us);
+    }
+    if lp.color == them {
+        // `l` is a victim itself: wherever a man or a pawn of ours attacks it.
+        for k in g.side(us) {
+            captures |= attacks(g.men[k], sq[k], occ);
         }
-        for v in victims {
-            s |= attacked(v, us);
+        for p in g.pawns[us.index()] {
+            captures |= pawn_attacks(us, p);
         }
-        if lp.color == them {
-            // `l` is a victim itself: wherever a man of ours attacks it.
-            for k in g.side(us) {
-                s |= attacks(g.men[k], sq[k], occ);
+    }
+    let mut looked_at = in_check | captures;
+    // With pawns of ours, the positions whose only exits are plain pushes are set from the
+    // pushes read by lines ([`PawnExits::line_pushes`]) when one of them draws or wins (then
+    // a move inside the slice does not matter); the others are looked at move by move.
+    let mut pushed = Bitboard::EMPTY;
+    if g.pawns[us.index()].any() {
+        if let Some(pe) = &ctx.pawn_exits {
+            let mut pushes = LinePushes::default();
+            if pe.line_pushes(g, &line, l, &mut pushes)? {
+                for q in legal & !looked_at {
+                    let mut exits = Exits::default();
+                    for (k, &(ok, slice, first)) in pushes.pushes[..pushes.n].iter().enumerate() {
+                        if ok.contains(q) {
+                            let v = Value::from_raw(pushes.values[k][q.index()]).ok_or(
+                                SolveError::BadSuccessor {
+                                    slice,
+                                    index: first + q.index() as u64,
+                                },
+                            )?;
+                            exits.add(v.after_move());
+                        }
+                    }
+                    if let Some(Value::Draw | Value::Win(_)) = exits.best {
+                        set_undecided(ctx, st, base + q.index(), &exits)?;
+                        pushed = pushed.with(q);
+                    }
+                }
             }
         }
-        s
-    };
+        looked_at |= !pushed;
+    }
     for q in legal & looked_at {
         let d = g.line_position(&line, l, q);
         init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
     }
-    for q in legal & !looked_at {
+    for q in legal & !looked_at & !pushed {
         st.set(base + q.index(), S_MAY_LOSE);
     }
     Ok(())
@@ -1143,6 +1175,85 @@ mod tests {
             );
             assert_eq!(new.len(), old.len());
             map.insert(key, new.into());
+        }
+    }
+
+    /// The side with the pawn owns the line man too (White's knight), so the plain pushes read
+    /// by lines (`PawnExits::line_pushes`) are blocked and unpinned by a man of the mover; in
+    /// KRvKP the line man is the other side's. Promotions lead to 4-man pawnless slices.
+    #[test]
+    fn agrees_with_the_reference_solver_when_the_mover_has_the_pawn_and_the_line_man() {
+        let key = SliceKey::all_of("KNPvK".parse().unwrap())[0];
+        assert!(
+            Geometry::new(&key).line_man().is_some(),
+            "KNPvK is solved by lines"
+        );
+        let mut map = SliceMap::new();
+        let mut compared = 0;
+        for key in SliceKey::all_of("KNPvK".parse().unwrap()) {
+            solve_both(key, &mut map, &mut compared);
+        }
+        assert!(compared > 10_000_000, "only {compared} indices compared");
+    }
+
+    /// Init by lines (`init_line`, with the plain pushes read by lines) sets every index as
+    /// init index by index does, against successors of random values: KRPvKR with the pawn on
+    /// d4 (Black's rook pins it against its king along the rank; White's rook, the line man,
+    /// blocks its way or the pin) and on b2 (double pushes).
+    #[test]
+    fn init_by_lines_sets_what_init_by_index_sets() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for pawn in ["d4", "b2"].map(|s| Square::parse(s).unwrap()) {
+            let key = SliceKey {
+                material: "KRPvKR".parse().unwrap(),
+                white_pawns: Bitboard::EMPTY.with(pawn),
+                black_pawns: Bitboard::EMPTY,
+            };
+            let mut map = SliceMap::new();
+            for s in key.successors() {
+                let n = SliceIndexer::new(s).size();
+                // Draws, wins and losses of up to 300 plies; never 0 (a legal position).
+                let values: Vec<u16> = (0..n).map(|_| 1 + (random() % 300) as u16).collect();
+                map.insert(s, values.into());
+            }
+            let g = Geometry::new(&key);
+            let l = g.line_man().expect("KRPvKR is solved by lines");
+            let ctx = Context {
+                g: &g,
+                key,
+                succ: &map,
+                captures: capture_exits(&g, &key, &map),
+                pawn_exits: PawnExits::new(&g, &key, &map),
+            };
+            assert!(ctx.pawn_exits.is_some(), "the successors are arrays");
+            let n = g.ix.size() as usize;
+            let (by_lines, by_index) = (State::new(n, true), State::new(n, true));
+            let (mut lines, mut set) = (0, 0);
+            for base in (0..n).step_by(64 * 3) {
+                init_line(&ctx, &by_lines, l, base).unwrap();
+                for i in base..base + 64 {
+                    init_index(&ctx, &by_index, i).unwrap();
+                    let (a, b) = (by_lines.get(i), by_index.get(i));
+                    assert_eq!(a, b, "{key}: index {i} ({:?})", g.ix.position(i as u64));
+                    if a != S_ILLEGAL && a != S_MAY_LOSE {
+                        set += 1;
+                    }
+                    if let (Some(x), Some(y)) = (by_lines.waits_for(i, a), by_index.waits_for(i, b)) {
+                        assert_eq!(x, y, "{key}: index {i}");
+                    }
+                }
+                lines += 1;
+            }
+            assert!(
+                lines > 100_000 && set > 1_000_000,
+                "{key}: {lines} lines, {set} set"
+            );
         }
     }
 
