@@ -517,14 +517,16 @@ pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<An
         }
         p = p.play(&m);
     }
-    let probe = ProbeInfo {
-        fen: fen.to_string(),
-        category: value.category(),
-        dtm: value.dtm(),
-        checkmate: false,
-        stalemate: moves.is_empty(),
-        moves: moves.iter().map(|(m, v)| coord_move_info(&pos, m, *v)).collect(),
-    };
+    let mut probe = ProbeInfo::new(
+        fen,
+        &pos,
+        value,
+        moves.iter().map(|(m, v)| coord_move_info(&pos, m, *v)).collect(),
+    );
+    // Under COORD a position with no capture to make is lost or drawn by the rules, not by
+    // mate or stalemate on the board.
+    probe.checkmate = false;
+    probe.stalemate = moves.is_empty();
     Ok(Analysis {
         probe,
         pv,
@@ -538,14 +540,11 @@ pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<An
 
 /// A COORD move: the game ends with a capture, and there is no check or mate in it.
 fn coord_move_info(pos: &Position, m: &zermelo_chess::Move, v: Value) -> crate::probe::MoveInfo {
-    crate::probe::MoveInfo {
-        uci: m.uci(),
-        san: pos.san(m).trim_end_matches(['+', '#']).to_string(),
-        category: v.category(),
-        dtm: v.dtm(),
-        checkmate: false,
-        stalemate: false,
-    }
+    let san = pos.san(m).trim_end_matches(['+', '#']).to_string();
+    let mut info = crate::probe::MoveInfo::new(pos, m, san, v);
+    info.checkmate = false;
+    info.stalemate = false;
+    info
 }
 
 /// Best play from `pos`: to mate, or a few plies of a draw; it stops on entering an adjudicated

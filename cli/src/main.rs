@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use tracing::error;
+use tracing::debug;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
 use zermelo_cli::analyse::{analyse, analyse_coord, describe_plan, AnalyseOptions, PlanSummary, Remote};
@@ -15,7 +15,7 @@ use zermelo_cli::build::build;
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::memory::{self, human_bytes};
 use zermelo_cli::probe::probe_fen;
-use zermelo_cli::stats::stats;
+use zermelo_cli::stats::{asked_with_colours_swapped, stats};
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
 use zermelo_coordinator::service::TlsIdentity;
@@ -66,8 +66,12 @@ enum Command {
         #[arg(long)]
         plan_only: bool,
     },
-    /// Print, for each FEN, the value of the position and of every move as one JSON line
-    /// (lichess tablebase API shape). FENs come from the arguments, or one per line on stdin.
+    /// Print, for each FEN, the value of the position and of every move as one JSON line: the
+    /// response of the lichess tablebase API (GET /standard), same fields and move order, with
+    /// "dtz" and "precise_dtz" null (no DTZ yet) and the FEN asked. Values are exact mates that
+    /// ignore the 50-move rule (the halfmove clock is not used). FENs come from the arguments,
+    /// or one per line on stdin; underscores may stand for spaces. A FEN that cannot be answered
+    /// gives {"fen": ..., "error": ...} and exit 1 (2 for a damaged table).
     Probe {
         /// Directory of the table files.
         #[arg(long, value_name = "DIR")]
@@ -77,7 +81,10 @@ enum Command {
         fens: Vec<String>,
     },
     /// Count a table: legal positions, wins, draws, losses and the longest mate for each side to
-    /// move, over every legal position on the whole board. Prints JSON.
+    /// move, over every legal position on the whole board (mirror images included, as published
+    /// counts are; `verify` counts the table's own positions, fewer). Prints JSON. A material
+    /// named with the weaker side first (KvKP) is answered as asked, from the table with the
+    /// colours swapped (KPvK, named in "table").
     Stats {
         /// Directory of the table files.
         #[arg(long, value_name = "DIR")]
@@ -608,14 +615,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                             Ok(info) => serde_json::to_string(&info).expect("json"),
                             Err(e) => {
                                 code = code.max(if e.is_corruption() { 2 } else { 1 });
-                                error!(fen, error = %e, "probe failed");
+                                // The JSON line says it; the log only at debug level, so that
+                                // a terminal does not show it twice.
+                                debug!(fen, error = %e, "probe failed");
                                 serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
                             }
                         }
                     }
                     Err(what) => {
                         code = code.max(1);
-                        error!(error = %what, "probe failed");
+                        debug!(error = %what, "probe failed");
                         serde_json::json!({ "fen": null, "error": what }).to_string()
                     }
                 };
@@ -625,6 +634,12 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 })
             };
             if fens.is_empty() {
+                if std::io::stdin().is_terminal() {
+                    eprintln!(
+                        "zermelo probe: reading FENs from the terminal, one per line (Ctrl-D ends); or give them as arguments: zermelo probe --tables {} \"8/8/8/8/8/8/4P3/K1k5 w - - 0 1\"",
+                        tables.display()
+                    );
+                }
                 for_each_line(std::io::stdin().lock(), MAX_FEN_LINE, |n, line| match line {
                     Line::Text(text) => one(Ok(text)),
                     Line::NotUtf8 => one(Err(format!("line {n} is not UTF-8"))),
@@ -735,9 +750,13 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Stats { tables, material } => {
-            let material = parse_materials(&[material])?[0];
+            let asked = material;
+            let material = parse_materials(std::slice::from_ref(&asked))?[0];
             let dir = TableDir::new(&tables);
-            let s = stats(&dir, &material).map_err(|e| Failure::input(e.to_string()))?;
+            let mut s = stats(&dir, &material).map_err(|e| Failure::input(e.to_string()))?;
+            if asked_with_colours_swapped(&asked, &material) {
+                s = s.colours_swapped();
+            }
             println!("{}", serde_json::to_string_pretty(&s).expect("json"));
             Ok(0)
         }
@@ -774,7 +793,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                             b.finish_and_clear();
                         }
                         println!(
-                            "{}: ok ({} slices, {} legal positions checked in {:.1} s{sampled})",
+                            "{}: ok ({} slices, {} legal positions checked in {:.1} s{sampled}; these are the table's own positions, one for each set of mirror images: `zermelo stats` counts the whole board)",
                             r.material,
                             r.slices,
                             r.positions,

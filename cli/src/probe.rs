@@ -2,29 +2,168 @@
 
 use serde::Serialize;
 use zermelo_chess::probe::{self, ValueSource};
-use zermelo_chess::{Material, Move, Position, Value};
+use zermelo_chess::{Material, Move, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
-/// One move and the value of the position after it, from the opponent's point of view.
+/// One move and the value of the position after it, from the opponent's point of view: the
+/// fields of a move in the lichess tablebase API (`GET /standard`), with the same names, types
+/// and meaning. Zermelo has no DTZ yet: `dtz` and `precise_dtz` are `null`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MoveInfo {
     pub uci: String,
     pub san: String,
-    pub category: &'static str,
-    pub dtm: Option<i32>,
+    /// A capture or a pawn move (it resets the halfmove clock).
+    pub zeroing: bool,
     pub checkmate: bool,
     pub stalemate: bool,
+    /// Always false: standard chess.
+    pub variant_win: bool,
+    /// Always false: standard chess.
+    pub variant_loss: bool,
+    pub insufficient_material: bool,
+    pub dtz: Option<i32>,
+    pub precise_dtz: Option<i32>,
+    pub dtm: Option<i32>,
+    pub category: &'static str,
+    /// The man taken, larger first in the order (5 queen .. 1 pawn, 0 none): not in the JSON.
+    #[serde(skip)]
+    pub taken: u8,
+    /// The man promoted to, the same way: not in the JSON.
+    #[serde(skip)]
+    pub promoted: u8,
 }
 
-/// The answer for one position, from the side to move's point of view.
+/// A man's rank in the lichess move order: the larger first.
+fn man_rank(role: Option<Role>) -> u8 {
+    match role {
+        Some(Role::Queen) => 5,
+        Some(Role::Rook) => 4,
+        Some(Role::Bishop) => 3,
+        Some(Role::Knight) => 2,
+        Some(Role::Pawn) => 1,
+        Some(Role::King) | None => 0,
+    }
+}
+
+impl MoveInfo {
+    /// The move `m` of `pos` (written `san`, which may be shortened by a caller) into a position
+    /// of value `v` for the side to move there.
+    pub fn new(pos: &Position, m: &Move, san: String, v: Value) -> MoveInfo {
+        let after = pos.play(m);
+        MoveInfo {
+            uci: m.uci(),
+            san,
+            zeroing: m.capture.is_some() || m.role == Role::Pawn,
+            checkmate: after.is_checkmate(),
+            stalemate: after.is_stalemate(),
+            variant_win: false,
+            variant_loss: false,
+            insufficient_material: insufficient_material(&after),
+            dtz: None,
+            precise_dtz: None,
+            dtm: v.dtm(),
+            category: v.category(),
+            taken: man_rank(m.capture),
+            promoted: man_rank(m.promotion),
+        }
+    }
+}
+
+/// The answer for one position, from the side to move's point of view: the response of the
+/// lichess tablebase API (`GET /standard`), with the same names, types and meaning, and the FEN
+/// asked. Zermelo has no DTZ yet: `dtz` and `precise_dtz` are `null`. Values are exact mates
+/// that ignore the 50-move rule: the FEN's halfmove clock is not used
+/// (`ignores_50_move_rule`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ProbeInfo {
     pub fen: String,
-    pub category: &'static str,
-    pub dtm: Option<i32>,
     pub checkmate: bool,
     pub stalemate: bool,
+    /// Always false: standard chess.
+    pub variant_win: bool,
+    /// Always false: standard chess.
+    pub variant_loss: bool,
+    pub insufficient_material: bool,
+    pub dtz: Option<i32>,
+    pub precise_dtz: Option<i32>,
+    pub dtm: Option<i32>,
+    pub category: &'static str,
+    /// Always true: the values are mates with best play whatever the halfmove clock says.
+    pub ignores_50_move_rule: bool,
+    /// Every legal move, best first, in the lichess order ([`lichess_order`]).
     pub moves: Vec<MoveInfo>,
+}
+
+impl ProbeInfo {
+    /// The answer for `pos` (asked as `fen`), of value `v`, with its moves.
+    pub fn new(fen: &str, pos: &Position, v: Value, mut moves: Vec<MoveInfo>) -> ProbeInfo {
+        moves.sort_by(lichess_order);
+        ProbeInfo {
+            fen: fen.to_string(),
+            checkmate: pos.is_checkmate(),
+            stalemate: pos.is_stalemate(),
+            variant_win: false,
+            variant_loss: false,
+            insufficient_material: insufficient_material(pos),
+            dtz: None,
+            precise_dtz: None,
+            dtm: v.dtm(),
+            category: v.category(),
+            ignores_50_move_rule: true,
+            moves,
+        }
+    }
+}
+
+/// The order of moves in a lichess tablebase answer, best for the side to move first: by the
+/// value after the move (a loss for the opponent first, the fastest mate first; among losing
+/// moves the slowest first); then checkmates, then stalemates and moves to insufficient
+/// material; then, when the move does not lose, captures and pawn moves (zeroing) first, when
+/// it loses last; then captures of the larger man and promotions to the larger man first.
+/// Moves still tied go in UCI order.
+pub fn lichess_order(a: &MoveInfo, b: &MoveInfo) -> std::cmp::Ordering {
+    // The value for the side to move, from the opponent's category and dtm after the move.
+    let rank = |m: &MoveInfo| -> (i32, i64) {
+        let dtm = m.dtm.unwrap_or(0).unsigned_abs() as i64;
+        match m.category {
+            "loss" => (2, -dtm),
+            "draw" => (1, 0),
+            _ => (0, dtm),
+        }
+    };
+    let losing = |m: &MoveInfo| m.category == "win";
+    rank(b)
+        .cmp(&rank(a))
+        .then(b.checkmate.cmp(&a.checkmate))
+        .then(b.stalemate.cmp(&a.stalemate))
+        .then(b.insufficient_material.cmp(&a.insufficient_material))
+        .then_with(|| {
+            // Zeroing first unless the move loses.
+            let z = |m: &MoveInfo| m.zeroing != losing(m);
+            z(b).cmp(&z(a))
+        })
+        .then(b.taken.cmp(&a.taken))
+        .then(b.promoted.cmp(&a.promoted))
+        .then_with(|| a.uci.cmp(&b.uci))
+}
+
+/// True if neither side can mate by any sequence of legal moves (the lichess API's
+/// `insufficient_material`): no pawn, rook or queen, and at most one other man besides the
+/// kings, or only bishops, all on squares of one colour.
+pub fn insufficient_material(pos: &Position) -> bool {
+    let mut men = 0;
+    let mut bishop_squares = [false; 2];
+    let mut only_bishops = true;
+    for (sq, p) in pos.board.pieces() {
+        match p.role {
+            Role::King => continue,
+            Role::Pawn | Role::Rook | Role::Queen => return false,
+            Role::Bishop => bishop_squares[((sq.file() + sq.rank()) % 2) as usize] = true,
+            Role::Knight => only_bishops = false,
+        }
+        men += 1;
+    }
+    men <= 1 || only_bishops && !(bishop_squares[0] && bishop_squares[1])
 }
 
 /// Why a FEN could not be answered.
@@ -56,9 +195,11 @@ impl ProbeFailure {
     }
 }
 
-/// Parses a FEN and checks it is a position tables of up to `max_men` men can answer.
+/// Parses a FEN (underscores for spaces accepted, as lichess does) and checks it is a position
+/// tables of up to `max_men` men can answer.
 pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure> {
-    let pos = Position::from_fen(fen).map_err(|e| ProbeFailure::Input(format!("invalid FEN: {e}")))?;
+    let pos = Position::from_fen(&fen.replace('_', " "))
+        .map_err(|e| ProbeFailure::Input(format!("invalid FEN: {e}")))?;
     let men = Material::of(&pos.board).men();
     if men > max_men {
         return Err(ProbeFailure::Input(format!(
@@ -85,25 +226,10 @@ pub fn probe_position<S: ValueSource + ?Sized>(
         .into_iter()
         .map(|(m, v)| move_info(pos, &m, v))
         .collect();
-    Ok(ProbeInfo {
-        fen: fen.to_string(),
-        category: value.category(),
-        dtm: value.dtm(),
-        checkmate: pos.is_checkmate(),
-        stalemate: pos.is_stalemate(),
-        moves,
-    })
+    Ok(ProbeInfo::new(fen, pos, value, moves))
 }
 
 /// One move and the value `v` of the position after it (for the side to move there).
 pub fn move_info(pos: &Position, m: &Move, v: Value) -> MoveInfo {
-    let after = pos.play(m);
-    MoveInfo {
-        uci: m.uci(),
-        san: pos.san(m),
-        category: v.category(),
-        dtm: v.dtm(),
-        checkmate: after.is_checkmate(),
-        stalemate: after.is_stalemate(),
-    }
+    MoveInfo::new(pos, m, pos.san(m), v)
 }

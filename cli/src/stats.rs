@@ -4,7 +4,7 @@
 use serde::Serialize;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Bitboard, Material, Value};
+use zermelo_chess::{Bitboard, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// Counts for one side to move; win/draw/loss from its point of view.
@@ -22,9 +22,46 @@ pub struct SideStats {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stats {
+    /// The material as asked (`KvKP`), White first.
     pub material: String,
+    /// The table the counts come from (`KPvK`): the material with the stronger side White.
+    /// When it differs from `material`, the colours were swapped to answer: `white` counts
+    /// the table's positions with Black to move, seen with colours swapped, and so on.
+    pub table: String,
+    /// How many positions `legal` counts: every legal position on the whole board, mirror
+    /// images included, as published counts do. The table stores fewer (one of each pair of
+    /// a-h mirror images with pawns, one of each eight symmetric images without): `zermelo
+    /// verify` counts those.
+    pub counted: &'static str,
     pub white: SideStats,
     pub black: SideStats,
+}
+
+/// What [`Stats::counted`] says.
+pub const COUNTED: &str = "every legal position of the whole board, mirror images included";
+
+impl Stats {
+    /// The same counts for the material with colours swapped (`KPvK` asked as `KvKP`): the
+    /// sides exchanged, each longest-mate FEN seen with colours swapped.
+    pub fn colours_swapped(self) -> Stats {
+        let flip = |mut s: SideStats| {
+            s.longest_fen = s.longest_fen.map(|f| {
+                Position::from_fen(&f)
+                    .expect("a FEN the table wrote")
+                    .flip_colors()
+                    .to_fen()
+            });
+            s
+        };
+        let material: Material = self.table.parse().expect("a table's material");
+        Stats {
+            material: material.flipped().to_string(),
+            table: self.table,
+            counted: self.counted,
+            white: flip(self.black),
+            black: flip(self.white),
+        }
+    }
 }
 
 /// How many real positions the stored index `i` stands for (`storage/FORMAT.md`, "Counting real
@@ -97,7 +134,21 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
     };
     Ok(Stats {
         material: material.to_string(),
+        table: material.to_string(),
+        counted: COUNTED,
         white: side(0),
         black: side(1),
     })
+}
+
+/// True if `name` (as the user wrote it, any case) names `table` (its normalized material) with
+/// the colours swapped: `KvKP` for `KPvK`.
+pub fn asked_with_colours_swapped(name: &str, table: &Material) -> bool {
+    let first_side = |s: &str| {
+        let lower = s.trim().to_ascii_lowercase();
+        let mut men: Vec<char> = lower.split('v').next().unwrap_or("").chars().collect();
+        men.sort_unstable();
+        men
+    };
+    first_side(name) != first_side(&table.to_string())
 }

@@ -165,6 +165,12 @@ k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
         lines[6]
     );
     assert!(!stderr(&o).contains("panicked"));
+    // Each error once: in its JSON line, not again as a log line on stderr.
+    assert!(
+        !stderr(&o).contains("invalid FEN") && !stderr(&o).contains("castling"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// A line of stdin that is not UTF-8, or too long to be a FEN (50 MB), is answered with an error

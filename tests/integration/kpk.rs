@@ -18,6 +18,38 @@ fn kpk_counts_match_the_published_figures() {
     assert_eq!(s["black"]["win"], 0);
 }
 
+/// Asked with the colours swapped (`KvKP`), `stats` answers for the material as asked: the
+/// published figures with the sides exchanged, the table it read named, and each longest-mate
+/// FEN with colours swapped (Black's pawn, and a mate at that distance when probed).
+#[test]
+fn kpk_counts_asked_with_the_colours_swapped() {
+    let dir = tables_with(&["KPvK"]);
+    let s = stats(&dir, "kvkp");
+    assert_eq!(s["material"], "KvKP");
+    assert_eq!(s["table"], "KPvK");
+    assert_eq!(s["black"]["legal"], 163_328);
+    assert_eq!(s["black"]["win"], 124_960);
+    assert_eq!(s["white"]["legal"], 168_024);
+    assert_eq!(s["white"]["loss"], 97_604);
+    assert_eq!(s["white"]["win"], 0);
+    let straight = stats(&dir, "KPvK");
+    assert_eq!(straight["material"], "KPvK");
+    assert_eq!(straight["table"], "KPvK");
+    for (side, to_move) in [("white", " w "), ("black", " b ")] {
+        let fen = s[side]["longest_fen"].as_str().unwrap();
+        assert!(
+            fen.contains(to_move) && fen.contains('p') && !fen.contains('P'),
+            "{fen}"
+        );
+        let a = &probe(&dir, &[fen])[0];
+        assert_eq!(
+            a["dtm"].as_i64().unwrap().abs(),
+            s[side]["max_dtm"].as_i64().unwrap(),
+            "{fen}"
+        );
+    }
+}
+
 #[test]
 fn kpk_textbook_positions_probe_as_stated() {
     let dir = tables_with(&["KPvK"]);

@@ -15,5 +15,6 @@ mod determinism;
 mod kpk;
 mod materials;
 mod memory;
+mod probe_json;
 mod six_men;
 mod squares;

@@ -1,0 +1,140 @@
+//! The JSON of `zermelo probe` is the lichess tablebase API's answer (`GET /standard`): the same
+//! fields with the same types, in the same move order, parsed here by a strict struct of that
+//! shape (every field required, none optional); FENs with underscores for spaces.
+
+use serde::Deserialize;
+
+use crate::common::*;
+
+/// The fields of a position in a lichess tablebase answer. `dtz`, `precise_dtz` and `dtm` are
+/// numbers or null; the others are required and typed.
+#[derive(Deserialize, Debug)]
+#[allow(dead_code)]
+struct Lichess {
+    checkmate: bool,
+    stalemate: bool,
+    variant_win: bool,
+    variant_loss: bool,
+    insufficient_material: bool,
+    #[serde(deserialize_with = "present")]
+    dtz: Option<i64>,
+    #[serde(deserialize_with = "present")]
+    precise_dtz: Option<i64>,
+    #[serde(deserialize_with = "present")]
+    dtm: Option<i64>,
+    category: Category,
+    moves: Vec<LichessMove>,
+}
+
+#[derive(Deserialize, Debug)]
+#[allow(dead_code)]
+struct LichessMove {
+    uci: String,
+    san: String,
+    zeroing: bool,
+    checkmate: bool,
+    stalemate: bool,
+    variant_win: bool,
+    variant_loss: bool,
+    insufficient_material: bool,
+    #[serde(deserialize_with = "present")]
+    dtz: Option<i64>,
+    #[serde(deserialize_with = "present")]
+    precise_dtz: Option<i64>,
+    #[serde(deserialize_with = "present")]
+    dtm: Option<i64>,
+    category: Category,
+}
+
+/// The lichess category names (kebab-case); an unknown name fails to parse.
+#[derive(Deserialize, Debug, PartialEq, Clone, Copy)]
+#[serde(rename_all = "kebab-case")]
+enum Category {
+    Win,
+    Unknown,
+    SyzygyWin,
+    MaybeWin,
+    CursedWin,
+    Draw,
+    BlessedLoss,
+    MaybeLoss,
+    SyzygyLoss,
+    Loss,
+}
+
+/// A field that must be there, number or null (serde would take a missing `Option` as `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Option::<i64>::deserialize(d)
+}
+
+fn strict(line: &serde_json::Value) -> Lichess {
+    for key in ["dtz", "precise_dtz", "dtm"] {
+        assert!(line.get(key).is_some(), "{key} missing in {line}");
+        for m in line["moves"].as_array().unwrap() {
+            assert!(m.get(key).is_some(), "{key} missing in {m}");
+        }
+    }
+    serde_json::from_value(line.clone()).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[test]
+fn probe_answers_in_the_lichess_shape_and_order() {
+    let dir = tables_with(&["KPvK"]);
+    let fens = [
+        // Promotion mates: c8=Q# and c8=R#, the queen first; then the other moves.
+        "k7/2P5/1K6/8/8/8/8/8 w - - 0 1",
+        // The black king takes the pawn: bare kings, insufficient material, zeroing.
+        "8/8/8/8/8/8/kP6/7K b - - 0 1",
+        // Underscores for spaces, as lichess accepts, and the same with spaces.
+        "8/8/8/8/8/8/4P3/K1k5_w_-_-_0_1",
+        "8/8/8/8/8/8/4P3/K1k5 w - - 0 1",
+        // The halfmove clock is ignored: a win in 25 plies whatever it says.
+        "8/8/8/8/8/8/4P3/K1k5 w - - 99 80",
+    ];
+    let answers = probe(&dir, &fens);
+    let parsed: Vec<Lichess> = answers.iter().map(strict).collect();
+    for (a, p) in answers.iter().zip(&parsed) {
+        assert_eq!(a["ignores_50_move_rule"], true);
+        assert!(p.dtz.is_none() && p.precise_dtz.is_none(), "no DTZ yet");
+        assert!(!p.variant_win && !p.variant_loss);
+        assert!(p.moves.iter().all(|m| m.dtz.is_none() && !m.variant_win));
+    }
+
+    let mate = &parsed[0];
+    assert_eq!((mate.category, mate.dtm), (Category::Win, Some(1)));
+    let first: Vec<(&str, &str, bool)> = mate.moves[..2]
+        .iter()
+        .map(|m| (m.uci.as_str(), m.san.as_str(), m.checkmate))
+        .collect();
+    assert_eq!(first, [("c7c8q", "c8=Q#", true), ("c7c8r", "c8=R#", true)]);
+    assert_eq!(
+        (mate.moves[0].category, mate.moves[0].dtm),
+        (Category::Loss, Some(0))
+    );
+    assert!(mate.moves.iter().skip(2).all(|m| !m.checkmate));
+    // Best first: the opponent's category goes loss, then draw, then win.
+    let rank = |c: Category| match c {
+        Category::Loss => 0,
+        Category::Draw => 1,
+        _ => 2,
+    };
+    for p in &parsed {
+        assert!(p
+            .moves
+            .windows(2)
+            .all(|w| rank(w[0].category) <= rank(w[1].category)));
+    }
+
+    let bare = &parsed[1];
+    let take = bare.moves.iter().find(|m| m.uci == "a2b2").expect("Kxb2");
+    assert!(take.zeroing && take.insufficient_material && take.category == Category::Draw);
+    assert_eq!(take.dtm, None);
+    assert_eq!(bare.moves[0].uci, "a2b2", "the only drawing move comes first");
+    assert!(!bare.insufficient_material);
+
+    // Underscores: the same answer as with spaces.
+    assert_eq!(answers[2]["moves"], answers[3]["moves"]);
+    assert_eq!(answers[2]["dtm"], answers[3]["dtm"]);
+    assert_eq!(answers[4]["dtm"], answers[3]["dtm"]);
+    assert_eq!(answers[3]["dtm"], 25);
+}
