@@ -299,10 +299,10 @@ pub fn describe_plan(s: &PlanSummary) -> String {
         s.slices, s.waves, s.positions, s.reused_slices, s.adjudicated_slices
     );
     out += &format!(
-        "estimate: memory {}, disk {}, about {:.0} s\n",
+        "estimate: memory {}, disk {}, about {}\n",
         human_bytes(s.memory_bytes),
         human_bytes(s.disk_bytes),
-        s.seconds
+        crate::build::human_seconds(s.seconds)
     );
     // The materials with the most slices first; a long tail is summed up.
     let mut mats: Vec<(&String, &usize)> = s.materials.iter().collect();

@@ -343,14 +343,16 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
     out
 }
 
-/// Seconds in the largest units that matter: `45 s`, `12 min`, `3.4 h`.
-fn human_seconds(s: f64) -> String {
+/// Seconds in the largest units that matter: `45 s`, `12 min`, `3.4 h`, `18.7 days`.
+pub fn human_seconds(s: f64) -> String {
     if s < 90.0 {
         format!("{s:.0} s")
     } else if s < 5400.0 {
         format!("{:.0} min", s / 60.0)
-    } else {
+    } else if s < 48.0 * 3600.0 {
         format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.1} days", s / 86400.0)
     }
 }
 
@@ -561,6 +563,19 @@ mod tests {
 
     /// Each slice solves with nothing but the slices `SliceKey::successors` lists (as a cluster
     /// worker that fetched exactly those): the list is complete, en passant included.
+    #[test]
+    fn durations_read_in_human_units() {
+        let cases = [
+            (45.0, "45 s"),
+            (558.0, "9 min"),
+            (5400.0, "1.5 h"),
+            (1_616_163.0, "18.7 days"),
+        ];
+        for (s, text) in cases {
+            assert_eq!(super::human_seconds(s), text);
+        }
+    }
+
     #[test]
     fn listed_successors_are_all_a_slice_reads() {
         let material: Material = "KPvKP".parse().unwrap();

@@ -387,8 +387,7 @@ async fn wait_for_job(
 ) -> Result<pb::JobInfo, ClusterFailure> {
     let report = |done: u64, total: u64| {
         if let Some(b) = bar {
-            b.set_length(total);
-            b.set_position(done);
+            crate::progress::set_bar(b, done, total);
         }
     };
     wait_for_job_reporting(url, token, tls_ca, job, &report, alive).await

@@ -8,6 +8,7 @@ pub mod build;
 pub mod cluster;
 pub mod memory;
 pub mod probe;
+pub mod progress;
 pub mod squares;
 pub mod stats;
 pub use zermelo_verify as verify;

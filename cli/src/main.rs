@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use tracing::debug;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
@@ -15,6 +15,7 @@ use zermelo_cli::build::build;
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::memory::{self, human_bytes};
 use zermelo_cli::probe::probe_fen;
+use zermelo_cli::progress::Progress;
 use zermelo_cli::stats::{asked_with_colours_swapped, stats};
 use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
@@ -527,19 +528,7 @@ fn canonical_names(names: &[String]) -> Result<Vec<String>, Failure> {
 }
 
 fn progress_bar(show: bool, what: &str) -> Option<ProgressBar> {
-    if !show {
-        return None;
-    }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {msg:>12} [{bar:40}] {percent:>3}% {human_pos}/{human_len} positions, eta {eta}",
-        )
-        .expect("progress template")
-        .progress_chars("=> "),
-    );
-    bar.set_message(what.to_string());
-    Some(bar)
+    show.then(|| zermelo_cli::progress::bar(what))
 }
 
 fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
@@ -564,13 +553,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 println!("{}", serde_json::to_string(&plan).expect("a plan serializes"));
                 return Ok(if plan.fits { 0 } else { 1 });
             }
-            let bar = progress_bar(show_bar, "solving");
+            let progress = Progress::new(show_bar, "solving");
             let report = |done: u64, total: u64, m: &Material| {
-                if let Some(b) = &bar {
-                    b.set_length(total);
-                    b.set_position(done);
-                    b.set_message(m.to_string());
-                }
+                progress.set_what(&m.to_string());
+                progress.update(done, total);
             };
             let start = Instant::now();
             let budget = memory::budget(memory.map(|m| m.0));
@@ -578,9 +564,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 code: 2,
                 message: e.to_string(),
             })?;
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
+            progress.finish();
             let built = outcomes.iter().filter(|o| !o.skipped).count();
             let skipped = outcomes.len() - built;
             eprintln!(
@@ -715,23 +699,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 ));
             }
             for fen in &fens {
-                let bar = progress_bar(show_bar, "analysing");
+                let bar = Progress::new(show_bar, "analysing");
                 let report_plan = |p: &PlanSummary| {
                     eprint!("{fen}\n{}", describe_plan(p));
                     if plan_only {
                         println!("{}", serde_json::to_string(p).expect("json"));
                     }
                 };
-                let progress = |done: u64, total: u64| {
-                    if let Some(b) = &bar {
-                        b.set_length(total);
-                        b.set_position(done);
-                    }
-                };
+                let progress = |done: u64, total: u64| bar.update(done, total);
                 let result = analyse(fen, &opts, &report_plan, &progress);
-                if let Some(b) = bar {
-                    b.finish_and_clear();
-                }
+                bar.finish();
                 let analysis = result.map_err(|e| Failure {
                     code: e.code(),
                     message: format!("{fen}: {e}"),
@@ -779,19 +756,13 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             };
             let mut code = 0;
             for m in materials {
-                let bar = progress_bar(show_bar, &m.to_string());
-                let report = |done: u64, total: u64| {
-                    if let Some(b) = &bar {
-                        b.set_length(total);
-                        b.set_position(done);
-                    }
-                };
+                let bar = Progress::new(show_bar, &m.to_string());
+                let report = |done: u64, total: u64| bar.update(done, total);
                 let start = Instant::now();
-                match verify_table(&tables, &m.to_string(), &opts, &report) {
+                let result = verify_table(&tables, &m.to_string(), &opts, &report);
+                bar.finish();
+                match result {
                     Ok(r) => {
-                        if let Some(b) = &bar {
-                            b.finish_and_clear();
-                        }
                         println!(
                             "{}: ok ({} slices, {} legal positions checked in {:.1} s{sampled}; these are the table's own positions, one for each set of mirror images: `zermelo stats` counts the whole board)",
                             r.material,
@@ -801,9 +772,6 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         );
                     }
                     Err(e) => {
-                        if let Some(b) = &bar {
-                            b.finish_and_clear();
-                        }
                         println!("{m}: FAILED: {e}");
                         eprintln!("zermelo: verify {m}: {e}");
                         code = if matches!(e, VerifyError::Mismatch { .. }) {

@@ -366,3 +366,39 @@ fn bad_tls_files_and_metrics_address_are_refused() {
     }
     assert!(stdout(&run(&["coordinator", "--help"])).contains("--metrics-listen"));
 }
+
+/// Without a terminal (here stderr is a pipe), a build logs its progress at a steady interval
+/// (ZERMELO_PROGRESS_SECONDS, here 1 s): a long build is never silent between its start and
+/// its end.
+#[test]
+fn a_build_without_a_terminal_logs_its_progress_at_a_steady_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = zermelo()
+        .args([
+            "solve",
+            "--tables",
+            dir.path().to_str().unwrap(),
+            "KRvKP",
+            "KQvKP",
+        ])
+        .env("ZERMELO_PROGRESS_SECONDS", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" progress ")).collect();
+    assert!(!lines.is_empty(), "no progress line in {err}");
+    let done: Vec<u64> = lines
+        .iter()
+        .map(|l| {
+            let v = l.split("positions_done=").nth(1).expect("positions_done");
+            v.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l.contains("positions=49094976")),
+        "{lines:?}"
+    );
+}
