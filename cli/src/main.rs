@@ -27,7 +27,20 @@ use zermelo_worker::tables::TableDir;
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
 /// analysis, probes them and verifies them independently.
 #[derive(Parser, Debug)]
-#[command(name = "zermelo", version, propagate_version = true)]
+#[command(
+    name = "zermelo",
+    version,
+    propagate_version = true,
+    after_help = "Examples:
+  zermelo solve --tables tables KPvK          build KPvK (and KQvK, KRvK, ... it converts into)
+  zermelo probe --tables tables \"8/8/8/8/8/8/4P3/K1k5 w - - 0 1\"
+  zermelo stats --tables tables KPvK          counts, longest mates
+  zermelo verify --tables tables KPvK         re-derive every value independently
+  zermelo analyse --tables tables \"8/8/3k4/8/8/8/R1K1PP2/8 w - - 0 1\"
+  zermelo cluster --workers 2 --tables tables KRvKP
+
+Each command's --help has more."
+)]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -46,6 +59,7 @@ enum LogFormat {
 enum Command {
     /// Build the tables of each MATERIAL and of every material it converts into (captures,
     /// promotions), skipping tables already complete and valid in the directory.
+    #[command(display_order = 1)]
     Solve {
         /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 6 men.
         #[arg(required = true, value_name = "MATERIAL")]
@@ -67,12 +81,13 @@ enum Command {
         #[arg(long)]
         plan_only: bool,
     },
-    /// Print, for each FEN, the value of the position and of every move as one JSON line: the
-    /// response of the lichess tablebase API (GET /standard), same fields and move order, with
-    /// "dtz" and "precise_dtz" null (no DTZ yet) and the FEN asked. Values are exact mates that
-    /// ignore the 50-move rule (the halfmove clock is not used). FENs come from the arguments,
-    /// or one per line on stdin; underscores may stand for spaces. A FEN that cannot be answered
-    /// gives {"fen": ..., "error": ...} and exit 1 (2 for a damaged table).
+    /// Print the value of each FEN's position and of its every move, as JSON lines.
+    ///
+    /// Each line is the response of the lichess tablebase API (GET /standard), same fields and
+    /// move order, with "dtz" and "precise_dtz" null (no DTZ yet) and the FEN asked. Values are exact mates that ignore the 50-move rule (the halfmove clock is not used). FENs
+    /// come from the arguments, or one per line on stdin; underscores may stand for spaces. A FEN
+    /// that cannot be answered gives {"fen": ..., "error": ...} and exit 1 (2 for a damaged table).
+    #[command(display_order = 2)]
     Probe {
         /// Directory of the table files.
         #[arg(long, value_name = "DIR")]
@@ -81,11 +96,13 @@ enum Command {
         #[arg(value_name = "FEN")]
         fens: Vec<String>,
     },
-    /// Count a table: legal positions, wins, draws, losses and the longest mate for each side to
-    /// move, over every legal position on the whole board (mirror images included, as published
-    /// counts are; `verify` counts the table's own positions, fewer). Prints JSON. A material
-    /// named with the weaker side first (KvKP) is answered as asked, from the table with the
-    /// colours swapped (KPvK, named in "table").
+    /// Count a table: legal positions, wins, draws, losses and the longest mate, by side to move.
+    ///
+    /// The counts are over every legal position on the whole board (mirror images included, as
+    /// published counts are; `verify` counts the table's own positions, fewer). Prints JSON. A
+    /// material named with the weaker side first (KvKP) is answered as asked, from the table with
+    /// the colours swapped (KPvK, named in "table").
+    #[command(display_order = 3)]
     Stats {
         /// Directory of the table files.
         #[arg(long, value_name = "DIR")]
@@ -95,8 +112,10 @@ enum Command {
         material: String,
     },
     /// Check each table's checksums and re-derive every stored value from its successors with a
-    /// move generator independent of the solver. Exit 0 when all agree; otherwise print the first
-    /// wrong position as a FEN and exit 1.
+    /// move generator independent of the solver.
+    ///
+    /// Exit 0 when all agree; otherwise print the first wrong position as a FEN and exit 1.
+    #[command(display_order = 4)]
     Verify {
         /// Directory of the table files.
         #[arg(long, value_name = "DIR")]
@@ -121,9 +140,12 @@ enum Command {
         memory: Option<ByteSize>,
     },
     /// Benchmark the build: solves the materials into a fresh temporary directory and prints wall
-    /// time, positions per second and peak memory. With --alone, the sub-tables are built first
-    /// and only the named materials are timed. With --cluster N, compares the single-node build
-    /// with a loopback cluster of N workers (wall time, CPU time, gRPC bytes per position).
+    /// time, positions per second and peak memory.
+    ///
+    /// With --alone, the sub-tables are built first and only the named materials are timed. With
+    /// --cluster N, compares the single-node build with a loopback cluster of N workers (wall time,
+    /// CPU time, gRPC bytes per position).
+    #[command(display_order = 7)]
     Bench {
         /// Materials to build (default: KPvK).
         #[arg(value_name = "MATERIAL")]
@@ -144,8 +166,11 @@ enum Command {
         cluster: Option<usize>,
     },
     /// Run a cluster coordinator: takes jobs, leases their slices to workers, journals finished
-    /// slices (a restart on the same directories resumes) and writes each finished table into
-    /// the tables directory, byte-identical to `zermelo solve`. Stops on ctrl-c or SIGTERM.
+    /// slices (a restart on the same directories resumes) and writes each finished table into the
+    /// tables directory, byte-identical to `zermelo solve`.
+    ///
+    /// Stops on ctrl-c or SIGTERM.
+    #[command(display_order = 9)]
     Coordinator {
         /// Address to listen on, e.g. 0.0.0.0:50051 (port 0 picks a free one; see the log).
         #[arg(long, value_name = "ADDR")]
@@ -195,7 +220,10 @@ enum Command {
         tls_key: Option<PathBuf>,
     },
     /// Run a cluster worker: leases tasks from the coordinator, fetches the slices it needs into
-    /// its cache, solves, uploads. Stops on ctrl-c or SIGTERM, dropping the task in flight.
+    /// its cache, solves, uploads.
+    ///
+    /// Stops on ctrl-c or SIGTERM, dropping the task in flight.
+    #[command(display_order = 10)]
     Worker {
         /// The coordinator's URL, e.g. http://coordinator:50051 (https:// with --tls-ca).
         #[arg(long, value_name = "URL")]
@@ -230,6 +258,7 @@ enum Command {
         metrics_listen: Option<String>,
     },
     /// Submit a job to a coordinator: prints its id; with --wait, shows progress until it is done.
+    #[command(display_order = 11)]
     Submit {
         /// The coordinator's URL.
         #[arg(long, value_name = "URL")]
@@ -248,7 +277,10 @@ enum Command {
         #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
         tls_ca: Option<PathBuf>,
     },
-    /// Print a coordinator's jobs (or one job) and live workers as JSON. Exit 0 when it answers.
+    /// Print a coordinator's jobs (or one job) and live workers as JSON.
+    ///
+    /// Exit 0 when it answers.
+    #[command(display_order = 12)]
     Status {
         /// The coordinator's URL.
         #[arg(long, value_name = "URL")]
@@ -264,11 +296,14 @@ enum Command {
         #[arg(long, env = "ZERMELO_TLS_CA", value_name = "FILE")]
         tls_ca: Option<PathBuf>,
     },
-    /// Solve positions: plan the slices reachable from each FEN (pawn pushes, captures,
-    /// promotions), print the plan (slices, positions, memory, disk) on stderr, solve them
-    /// leaf-first reusing every table already in DIR, and print one JSON line per FEN: the probe
-    /// shape plus "pv" (principal variation in SAN), "exact" and the plan. Results are kept in
-    /// DIR/reachable (exact) and DIR/adjudicated/RULE (not exact), never served by `probe`.
+    /// Solve positions: the slices reachable from each FEN, with a principal variation.
+    ///
+    /// Plans the slices reachable from each FEN (pawn pushes, captures, promotions), prints the
+    /// plan (slices, positions, memory, disk) on stderr, solves them leaf-first reusing every
+    /// table already in DIR, and prints one JSON line per FEN: the probe shape plus "pv"
+    /// (principal variation in SAN), "exact" and the plan. Results are kept in DIR/reachable
+    /// (exact) and DIR/adjudicated/RULE (not exact), never served by `probe`.
+    #[command(display_order = 5)]
     Analyse {
         /// Positions in FEN (kings and any men, castling rights not supported).
         #[arg(required = true, value_name = "FEN")]
@@ -280,10 +315,11 @@ enum Command {
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
         /// Value whole groups of exits by a declared rule instead of solving them; the result
-        /// then says "exact": false and names the rule. Rule: material:N = a position with a
-        /// promoted piece (anything but kings and pawns) and more than N men is scored by
-        /// material after up to 4 plies of captures (3 or more ahead wins, else a draw).
-        #[arg(long, value_name = "RULE")]
+        /// then says "exact": false and names the rule. [possible values: material:N, N from 2
+        /// to 32, e.g. material:4] material:N = a position with a promoted piece (anything but
+        /// kings and pawns) and more than N men is scored by material after up to 4 plies of
+        /// captures (3 or more ahead wins, else a draw).
+        #[arg(long, value_name = "RULE", value_parser = adjudication_rule)]
         adjudicate: Option<String>,
         /// Solve even when the estimated memory is past what this machine has.
         #[arg(long)]
@@ -293,7 +329,7 @@ enum Command {
         plan_only: bool,
         /// chess, or coord: Church's co-ordinate-squares variant (pawns never move, White wins
         /// by taking a black pawn, Black never wins; kings and pawns only, nothing stored).
-        #[arg(long, value_name = "RULES", default_value = "chess")]
+        #[arg(long, value_name = "RULES", default_value = "chess", value_parser = ["chess", "coord"])]
         rules: String,
         /// Solve on a cluster: submit the slices as an analysis job to this coordinator, wait,
         /// and fetch them back (hash-checked). The results are the same bytes as a local run.
@@ -308,7 +344,10 @@ enum Command {
         tls_ca: Option<PathBuf>,
     },
     /// Build tables on a cluster of this machine: starts a coordinator and N worker processes on
-    /// 127.0.0.1, runs one job, stops them. The files are the same as `zermelo solve`'s.
+    /// 127.0.0.1, runs one job, stops them.
+    ///
+    /// The files are the same as `zermelo solve`'s.
+    #[command(display_order = 8)]
     Cluster {
         /// Worker processes.
         #[arg(long, value_name = "N", default_value_t = 2)]
@@ -327,9 +366,14 @@ enum Command {
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,
     },
-    /// Church's co-ordinate (corresponding) squares of a position's pawn configuration: for each
+    /// Church's co-ordinate (corresponding) squares of a position's pawns.
+    ///
+    /// For each
     /// square of the attacking king, the squares of the defending king that hold the draw with the
-    /// attacker to move. The FEN's kings and side to move are ignored. Prints a diagram, or JSON.
+    /// attacker to move.
+    ///
+    /// The FEN's kings and side to move are ignored. Prints a diagram, or JSON.
+    #[command(display_order = 6)]
     Squares {
         /// A position with kings and pawns only; only its pawns matter.
         #[arg(value_name = "FEN")]
@@ -341,7 +385,7 @@ enum Command {
         /// The rules: chess (values from the tables; the attacker is the side that wins more
         /// positions with itself to move, White on a tie) or coord (Church's COORD: pawns never move, White's king
         /// wins by taking a black pawn; the attacker is White).
-        #[arg(long, value_name = "RULES", default_value = "chess")]
+        #[arg(long, value_name = "RULES", default_value = "chess", value_parser = ["chess", "coord"])]
         rules: String,
         /// Also write an SVG sheet with one board diagram per attacker square to FILE.
         #[arg(long, value_name = "FILE")]
@@ -350,6 +394,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--adjudicate`'s value, checked when the command line is read.
+fn adjudication_rule(s: &str) -> Result<String, String> {
+    Rule::parse(s).map(|_| s.to_string())
 }
 
 /// A failure that ends the command: a message and an exit code.

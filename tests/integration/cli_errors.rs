@@ -402,3 +402,35 @@ fn a_build_without_a_terminal_logs_its_progress_at_a_steady_interval() {
         "{lines:?}"
     );
 }
+
+/// The top-level help lists the commands a new user needs first (solve, probe, stats, verify,
+/// analyse, squares) before the cluster's, each in one short line, and ends with examples.
+#[test]
+fn the_top_level_help_starts_with_the_everyday_commands_and_shows_examples() {
+    let o = run(&["--help"]);
+    assert_ok(&o);
+    let help = stdout(&o);
+    let at = |name: &str| {
+        help.find(&format!("\n  {name} "))
+            .unwrap_or_else(|| panic!("{name} not listed in {help}"))
+    };
+    let order = [
+        "solve",
+        "probe",
+        "stats",
+        "verify",
+        "analyse",
+        "squares",
+        "bench",
+        "cluster",
+        "coordinator",
+        "worker",
+    ];
+    assert!(order.windows(2).all(|w| at(w[0]) < at(w[1])), "{help}");
+    let commands = &help[help.find("Commands:").unwrap()..help.find("Options:").unwrap()];
+    assert!(commands.lines().all(|l| l.len() < 250), "{commands}");
+    assert!(
+        help.contains("Examples:") && help.contains("zermelo probe --tables"),
+        "{help}"
+    );
+}
