@@ -635,7 +635,7 @@ fn write_results(
             threads,
             ..WriteOptions::default()
         };
-        let path = store.path_of(&material);
+        let path = store.write_path_of(&material);
         write_table_with(&path, &meta, &slices, &options)?;
         store.forget(&material);
         info!(material = %material, slices = slices.len(), adjudicated, path = %path.display(), "analysis slices stored");

@@ -2,7 +2,7 @@
 //! in one process, each material written to one table file.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -126,12 +126,25 @@ pub fn build(
     memory: u64,
     progress: Progress<'_>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
+    build_in(targets, dir, &[], threads, memory, progress)
+}
+
+/// [`build`] into `dir`, reusing the complete tables found in `more` (searched after `dir`):
+/// a table is written to `dir` only when no directory has it complete.
+pub fn build_in(
+    targets: &[Material],
+    dir: &Path,
+    more: &[PathBuf],
+    threads: usize,
+    memory: u64,
+    progress: Progress<'_>,
+) -> Result<Vec<MaterialOutcome>, BuildError> {
     std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
         path: dir.display().to_string(),
         source,
     })?;
     limit_arenas(threads);
-    let tables = TableDir::new(dir).pread();
+    let tables = TableDir::new(dir).with_more(more.to_vec()).pread();
     let plan: Plan = plan(targets);
     let complete: Vec<bool> = plan.materials.iter().map(|mp| is_complete(&tables, mp)).collect();
     // Per material: its slices one per thread at once, and the bytes of its cache of whole
@@ -270,8 +283,14 @@ pub struct BuildPlan {
 /// The plan of [`build`] with the same arguments: every material, whether its table is already
 /// complete, and for those to build the memory they need against `memory`; with estimates of
 /// disk and time. Reads the tables directory (if there is one), writes nothing.
-pub fn plan_build(targets: &[Material], dir: &Path, threads: usize, memory: u64) -> BuildPlan {
-    let tables = TableDir::new(dir).pread();
+pub fn plan_build(
+    targets: &[Material],
+    dir: &Path,
+    more: &[PathBuf],
+    threads: usize,
+    memory: u64,
+) -> BuildPlan {
+    let tables = TableDir::new(dir).with_more(more.to_vec()).pread();
     let plan: Plan = plan(targets);
     let mut materials = Vec::new();
     for mp in &plan.materials {
@@ -393,7 +412,7 @@ fn solve_material(
         threads,
         ..WriteOptions::default()
     };
-    let path = tables.path_of(&mp.material);
+    let path = tables.write_path_of(&mp.material);
     if !mp.material.has_pawns() {
         let key = SliceKey::pawnless(mp.material);
         debug_assert!(mp.slices().eq([&key]), "a pawnless material is one slice");

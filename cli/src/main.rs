@@ -1,7 +1,7 @@
 //! `zermelo`: builds, probes, counts and verifies exact chess endgame tables.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -11,13 +11,13 @@ use tracing::debug;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
 use zermelo_cli::analyse::{analyse, analyse_coord, describe_plan, AnalyseOptions, PlanSummary, Remote};
-use zermelo_cli::build::build;
+use zermelo_cli::build::build_in;
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::memory::{self, human_bytes};
 use zermelo_cli::probe::probe_fen;
 use zermelo_cli::progress::Progress;
 use zermelo_cli::stats::{asked_with_colours_swapped, stats};
-use zermelo_cli::verify::{verify_table, VerifyError, VerifyOptions};
+use zermelo_cli::verify::{verify_table_in, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
 use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
@@ -64,9 +64,10 @@ enum Command {
         /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 6 men.
         #[arg(required = true, value_name = "MATERIAL")]
         materials: Vec<String>,
-        /// Directory of the table files (created if missing).
-        #[arg(long, value_name = "DIR")]
-        tables: PathBuf,
+        /// Directory of the table files (created if missing). A list DIR:DIR2:... writes to the
+        /// first and reuses the complete tables found in the others.
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
         /// Worker threads (default: all cores). The tables do not depend on it.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
@@ -89,9 +90,9 @@ enum Command {
     /// that cannot be answered gives {"fen": ..., "error": ...} and exit 1 (2 for a damaged table).
     #[command(display_order = 2)]
     Probe {
-        /// Directory of the table files.
-        #[arg(long, value_name = "DIR")]
-        tables: PathBuf,
+        /// Directory of the table files, or a list DIR:DIR2:... searched in order.
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
         /// Positions in FEN; read from stdin when none is given.
         #[arg(value_name = "FEN")]
         fens: Vec<String>,
@@ -104,9 +105,9 @@ enum Command {
     /// the colours swapped (KPvK, named in "table").
     #[command(display_order = 3)]
     Stats {
-        /// Directory of the table files.
-        #[arg(long, value_name = "DIR")]
-        tables: PathBuf,
+        /// Directory of the table files, or a list DIR:DIR2:... searched in order.
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
         /// The material, e.g. KPvK.
         #[arg(value_name = "MATERIAL")]
         material: String,
@@ -117,9 +118,10 @@ enum Command {
     /// Exit 0 when all agree; otherwise print the first wrong position as a FEN and exit 1.
     #[command(display_order = 4)]
     Verify {
-        /// Directory of the table files.
-        #[arg(long, value_name = "DIR")]
-        tables: PathBuf,
+        /// Directory of the table files, or a list DIR:DIR2:... searched in order (for the
+        /// table and for the tables it leads into).
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
         /// Materials to verify.
         #[arg(required = true, value_name = "MATERIAL")]
         materials: Vec<String>,
@@ -396,6 +398,57 @@ enum Command {
     },
 }
 
+/// `--tables` of the commands that read tables: one directory, or several separated by `:`,
+/// searched in order (tables are written to the first). `ZERMELO_TABLES` gives a default.
+#[derive(Clone, Debug)]
+struct Tables(Vec<PathBuf>);
+
+fn tables_list(s: &str) -> Result<Tables, String> {
+    let dirs: Vec<PathBuf> = s
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if dirs.is_empty() {
+        return Err("no directory given".to_string());
+    }
+    Ok(Tables(dirs))
+}
+
+impl Tables {
+    /// The first directory: where tables are written.
+    fn first(&self) -> &Path {
+        &self.0[0]
+    }
+
+    /// The others, searched after the first.
+    fn more(&self) -> &[PathBuf] {
+        &self.0[1..]
+    }
+
+    /// The tables of these directories.
+    fn table_dir(&self) -> TableDir {
+        TableDir::new(self.first()).with_more(self.more().to_vec())
+    }
+
+    /// As given: `a:b`.
+    fn display(&self) -> String {
+        let names: Vec<String> = self.0.iter().map(|d| d.display().to_string()).collect();
+        names.join(":")
+    }
+
+    /// Refused unless every directory exists.
+    fn must_exist(&self) -> Result<(), Failure> {
+        match self.0.iter().find(|d| !d.is_dir()) {
+            Some(d) => Err(Failure::input(format!(
+                "tables directory {} does not exist",
+                d.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `--adjudicate`'s value, checked when the command line is read.
 fn adjudication_rule(s: &str) -> Result<String, String> {
     Rule::parse(s).map(|_| s.to_string())
@@ -594,7 +647,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             if plan_only {
                 let plan = zermelo_cli::build::plan_build(
                     &materials,
-                    &tables,
+                    tables.first(),
+                    tables.more(),
                     threads,
                     memory::budget(memory.map(|m| m.0)),
                 );
@@ -609,7 +663,15 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             };
             let start = Instant::now();
             let budget = memory::budget(memory.map(|m| m.0));
-            let outcomes = build(&materials, &tables, threads, budget, &report).map_err(|e| Failure {
+            let outcomes = build_in(
+                &materials,
+                tables.first(),
+                tables.more(),
+                threads,
+                budget,
+                &report,
+            )
+            .map_err(|e| Failure {
                 code: 2,
                 message: e.to_string(),
             })?;
@@ -626,13 +688,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Probe { tables, fens } => {
-            if !tables.is_dir() {
-                return Err(Failure::input(format!(
-                    "tables directory {} does not exist",
-                    tables.display()
-                )));
-            }
-            let dir = TableDir::new(&tables);
+            tables.must_exist()?;
+            let dir = tables.table_dir();
             let mut code = 0u8;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -778,7 +835,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
         Command::Stats { tables, material } => {
             let asked = material;
             let material = parse_materials(std::slice::from_ref(&asked))?[0];
-            let dir = TableDir::new(&tables);
+            let dir = tables.table_dir();
             let mut s = stats(&dir, &material).map_err(|e| Failure::input(e.to_string()))?;
             if asked_with_colours_swapped(&asked, &material) {
                 s = s.colours_swapped();
@@ -808,7 +865,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 let bar = Progress::new(show_bar, &m.to_string());
                 let report = |done: u64, total: u64| bar.update(done, total);
                 let start = Instant::now();
-                let result = verify_table(&tables, &m.to_string(), &opts, &report);
+                let dirs: Vec<&Path> = tables.0.iter().map(PathBuf::as_path).collect();
+                let result = verify_table_in(&dirs, &m.to_string(), &opts, &report);
                 bar.finish();
                 match result {
                     Ok(r) => {

@@ -434,3 +434,60 @@ fn the_top_level_help_starts_with_the_everyday_commands_and_shows_examples() {
         "{help}"
     );
 }
+
+/// `--tables` takes a list of directories searched in order (tables are written to the first),
+/// and ZERMELO_TABLES gives it when the flag is not there: a build reuses the complete tables of
+/// the other directories instead of building them again, and probe, stats and verify read
+/// across them. A missing table is reported with the whole list.
+#[test]
+fn tables_may_be_a_list_of_directories_or_come_from_the_environment() {
+    let shared = tables_with(&["KPvK"]);
+    let own = tempfile::tempdir().unwrap();
+    let list = format!("{}:{}", own.path().display(), shared.display());
+    let o = run(&["solve", "--tables", &list, "KRvKP"]);
+    assert_ok(&o);
+    assert!(own.path().join("KRvKP.zmt").exists());
+    assert!(
+        !own.path().join("KPvK.zmt").exists(),
+        "KPvK is reused from the second directory"
+    );
+    let with_env = |args: &[&str]| {
+        zermelo()
+            .args(args)
+            .env("ZERMELO_TABLES", &list)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = with_env(&["verify", "KRvKP", "KPvK"]);
+    assert_ok(&o);
+    assert!(
+        stdout(&o).contains("KRvKP: ok") && stdout(&o).contains("KPvK: ok"),
+        "{}",
+        stdout(&o)
+    );
+    let o = with_env(&[
+        "probe",
+        "8/8/8/8/8/8/4P3/K1k5 w - - 0 1",
+        "8/8/8/8/8/8/1r2P3/K1k5 w - - 0 1",
+    ]);
+    assert_ok(&o);
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        (lines[0]["category"].as_str(), lines[0]["dtm"].as_i64()),
+        (Some("win"), Some(25))
+    );
+    assert!(lines[1]["category"].is_string(), "{}", lines[1]);
+    let o = with_env(&["stats", "KPvK"]);
+    assert_ok(&o);
+    let o = with_env(&["probe", "8/8/8/8/8/8/4P3/K1kq4 w - - 0 1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains(&format!("is not in {list}")),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -279,9 +279,20 @@ pub fn verify_table(
     opts: &VerifyOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<VerifyReport, VerifyError> {
+    verify_table_in(&[dir], material, opts, progress)
+}
+
+/// [`verify_table`] with the tables searched in several directories, in order: the table of
+/// `material` and those of its successors are each read from the first directory that has it.
+pub fn verify_table_in(
+    dirs: &[&Path],
+    material: &str,
+    opts: &VerifyOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<VerifyReport, VerifyError> {
     let material = parse_material(material)?;
     let name = material.to_string();
-    let mut library = Library::new(dir);
+    let mut library = Library::in_dirs(dirs);
     let table = library.table(material)?;
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -1134,7 +1145,8 @@ impl Batch {
 
 /// The tables of one folder, opened on first use, and a cache of their slices.
 struct Library<'a> {
-    dir: &'a Path,
+    /// Where tables are looked for, in order (at least one).
+    dirs: Vec<&'a Path>,
     tables: Mutex<HashMap<Material, Arc<Table>>>,
     cache: Mutex<SliceCache>,
     limits: Limits,
@@ -1176,9 +1188,15 @@ impl Slices for Library<'_> {
 }
 
 impl<'a> Library<'a> {
+    #[cfg(test)]
     fn new(dir: &'a Path) -> Library<'a> {
+        Library::in_dirs(&[dir])
+    }
+
+    fn in_dirs(dirs: &[&'a Path]) -> Library<'a> {
+        assert!(!dirs.is_empty(), "a library has a directory");
         Library {
-            dir,
+            dirs: dirs.to_vec(),
             tables: Mutex::new(HashMap::new()),
             cache: Mutex::new(SliceCache::default()),
             limits: Limits::DEFAULT,
@@ -1192,7 +1210,10 @@ impl<'a> Library<'a> {
             return Ok(Arc::clone(t));
         }
         let name = material.to_string();
-        let file = self.dir.join(table_file_name(&name));
+        let file = (self.dirs.iter())
+            .map(|d| d.join(table_file_name(&name)))
+            .find(|f| f.exists())
+            .unwrap_or_else(|| self.dirs[0].join(table_file_name(&name)));
         if !file.exists() {
             return Err(VerifyError::MissingTable { file });
         }

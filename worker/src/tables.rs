@@ -57,6 +57,8 @@ pub fn table_file_name(material: &Material) -> String {
 /// Tables in a directory, opened on first use.
 pub struct TableDir {
     dir: PathBuf,
+    /// More directories searched for tables to read, after `dir` (where tables are written).
+    more: Vec<PathBuf>,
     /// The only metric this directory's tables may have: exact DTM unless made with
     /// [`TableDir::adjudicated`].
     metric: Metric,
@@ -69,10 +71,30 @@ impl TableDir {
     pub fn new(dir: impl Into<PathBuf>) -> TableDir {
         TableDir {
             dir: dir.into(),
+            more: Vec::new(),
             metric: Metric::Dtm,
             pread: false,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Tables are also read from `dirs`, searched in order after the first directory (where
+    /// tables are written): a list of directories, as probing tools take.
+    pub fn with_more(self, dirs: impl IntoIterator<Item = PathBuf>) -> TableDir {
+        TableDir {
+            more: dirs.into_iter().collect(),
+            ..self
+        }
+    }
+
+    /// The directories searched, in order, as one list (`a:b`): what `--tables` takes.
+    pub fn search_list(&self) -> PathBuf {
+        let mut list = std::ffi::OsString::from(self.dir.as_os_str());
+        for d in &self.more {
+            list.push(":");
+            list.push(d.as_os_str());
+        }
+        PathBuf::from(list)
     }
 
     /// Reads the files with positioned reads (`pread`) instead of a memory map: the blocks read
@@ -96,11 +118,25 @@ impl TableDir {
         self.path_of(material).exists()
     }
 
+    /// The directory tables are written to (the first one).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// Where the material's table is read from: the first directory that has its file, else
+    /// where it would be written.
     pub fn path_of(&self, material: &Material) -> PathBuf {
+        let name = table_file_name(material);
+        self.more
+            .iter()
+            .map(|d| d.join(&name))
+            .find(|p| p.exists())
+            .filter(|_| !self.dir.join(&name).exists())
+            .unwrap_or_else(|| self.write_path_of(material))
+    }
+
+    /// Where the material's table is written: in the first directory.
+    pub fn write_path_of(&self, material: &Material) -> PathBuf {
         self.dir.join(table_file_name(material))
     }
 
@@ -113,7 +149,7 @@ impl TableDir {
         if !path.exists() {
             return Err(TableError::Missing {
                 material: *material,
-                dir: self.dir.clone(),
+                dir: self.search_list(),
             });
         }
         let table = if self.pread {
