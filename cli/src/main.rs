@@ -321,7 +321,7 @@ enum Command {
         /// to 32, e.g. material:4] material:N = a position with a promoted piece (anything but
         /// kings and pawns) and more than N men is scored by material after up to 4 plies of
         /// captures (3 or more ahead wins, else a draw).
-        #[arg(long, value_name = "RULE", value_parser = adjudication_rule)]
+        #[arg(long, value_name = "RULE")]
         adjudicate: Option<String>,
         /// Solve even when the estimated memory is past what this machine has.
         #[arg(long)]
@@ -329,9 +329,10 @@ enum Command {
         /// Print the plan (as JSON on stdout) and stop.
         #[arg(long)]
         plan_only: bool,
-        /// chess, or coord: Church's co-ordinate-squares variant (pawns never move, White wins
-        /// by taking a black pawn, Black never wins; kings and pawns only, nothing stored).
-        #[arg(long, value_name = "RULES", default_value = "chess", value_parser = ["chess", "coord"])]
+        /// The rules [possible values: chess, coord]: chess, or coord, Church's
+        /// co-ordinate-squares variant (pawns never move, White wins by taking a black pawn,
+        /// Black never wins; kings and pawns only, nothing stored).
+        #[arg(long, value_name = "RULES", default_value = "chess")]
         rules: String,
         /// Solve on a cluster: submit the slices as an analysis job to this coordinator, wait,
         /// and fetch them back (hash-checked). The results are the same bytes as a local run.
@@ -384,14 +385,21 @@ enum Command {
         /// position's material).
         #[arg(long, value_name = "DIR")]
         tables: Option<PathBuf>,
-        /// The rules: chess (values from the tables; the attacker is the side that wins more
-        /// positions with itself to move, White on a tie) or coord (Church's COORD: pawns never move, White's king
-        /// wins by taking a black pawn; the attacker is White).
-        #[arg(long, value_name = "RULES", default_value = "chess", value_parser = ["chess", "coord"])]
+        /// The rules [possible values: chess, coord]: chess (values from the tables; the
+        /// attacker is the side that wins more positions with itself to move, White on a tie) or
+        /// coord (Church's COORD: pawns never move, White's king wins by taking a black pawn; the
+        /// attacker is White).
+        #[arg(long, value_name = "RULES", default_value = "chess")]
         rules: String,
-        /// Also write an SVG sheet with one board diagram per attacker square to FILE.
+        /// Also write to FILE the summary diagram composers publish: the board with the pawns
+        /// and the corresponding squares numbered (the attacker's king on n is held only by
+        /// the defender's king on n), coordinates labelled.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Also write to FILE a sheet of 64 small boards, one per square of the attacker's king,
+        /// each shading every square of the defender's king that holds the draw.
+        #[arg(long, value_name = "FILE")]
+        svg_sheet: Option<PathBuf>,
         /// Print `{"attacker":...,"squares":{"a1":[...],...}}` instead of the diagram.
         #[arg(long)]
         json: bool,
@@ -447,11 +455,6 @@ impl Tables {
             None => Ok(()),
         }
     }
-}
-
-/// `--adjudicate`'s value, checked when the command line is read.
-fn adjudication_rule(s: &str) -> Result<String, String> {
-    Rule::parse(s).map(|_| s.to_string())
 }
 
 /// A failure that ends the command: a message and an exit code.
@@ -1028,8 +1031,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             tables,
             rules,
             svg,
+            svg_sheet,
             json,
-        } => squares_command(&fen, tables.as_deref(), &rules, svg.as_deref(), json),
+        } => squares_command(
+            &fen,
+            tables.as_deref(),
+            &rules,
+            svg.as_deref(),
+            svg_sheet.as_deref(),
+            json,
+        ),
     }
 }
 
@@ -1038,6 +1049,7 @@ fn squares_command(
     tables: Option<&std::path::Path>,
     rules: &str,
     svg: Option<&std::path::Path>,
+    svg_sheet: Option<&std::path::Path>,
     json: bool,
 ) -> Result<u8, Failure> {
     use zermelo_cli::squares;
@@ -1045,9 +1057,15 @@ fn squares_command(
     let pos =
         zermelo_chess::Position::from_fen(fen).map_err(|e| Failure::input(format!("invalid FEN: {e}")))?;
     let cs = squares::squares(&pos, rules, tables).map_err(Failure::input)?;
-    if let Some(path) = svg {
-        std::fs::write(path, squares::svg(&cs, fen))
-            .map_err(|e| Failure::input(format!("writing {}: {e}", path.display())))?;
+    let files = [
+        (svg, squares::summary_svg(&cs, fen)),
+        (svg_sheet, squares::svg(&cs, fen)),
+    ];
+    for (path, drawing) in files {
+        if let Some(path) = path {
+            std::fs::write(path, drawing)
+                .map_err(|e| Failure::input(format!("writing {}: {e}", path.display())))?;
+        }
     }
     if json {
         println!("{}", serde_json::to_string(&cs).expect("json"));

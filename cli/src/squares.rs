@@ -305,6 +305,16 @@ pub fn text(cs: &CoordinateSquares) -> String {
         "Above each board: the square of {attacker}'s king and how many squares hold; '-': its king \
          cannot stand there."
     );
+    let pairs = numbered_pairs(cs);
+    if !pairs.is_empty() {
+        let _ = writeln!(
+            out,
+            "Corresponding squares (with {attacker} to move, {defender}'s king holds only on the square of the same number):"
+        );
+        for (n, a, d) in &pairs {
+            let _ = writeln!(out, "  {n}: {attacker} king {a}, {defender} king {d}");
+        }
+    }
     for rank in (0..8u8).rev() {
         let _ = writeln!(out);
         let headers: Vec<String> = (0..8u8)
@@ -424,6 +434,172 @@ pub fn svg(cs: &CoordinateSquares, title: &str) -> String {
                 r##"<rect x="{x0}" y="{by}" width="{BOARD}" height="{BOARD}" fill="none" stroke="#000000" stroke-width="1"/></g>"##
             );
         }
+    }
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// The numbered pairs of corresponding squares: each attacker square where exactly one square
+/// of the defender's king holds the draw (attacker to move), numbered by that defender square
+/// (1, 2, ... in reading order, rank 8 first); attacker squares sharing a defender square share
+/// its number. `(number, attacker square, defender square)`, by number then attacker square.
+pub fn numbered_pairs(cs: &CoordinateSquares) -> Vec<(usize, Square, Square)> {
+    let reading = |s: &Square| (7 - s.rank(), s.file());
+    let mut defenders: Vec<Square> = cs
+        .squares
+        .iter()
+        .filter(|(_, h)| h.len() == 1)
+        .map(|(_, h)| h[0])
+        .collect();
+    defenders.sort_by_key(reading);
+    defenders.dedup();
+    let mut pairs: Vec<(usize, Square, Square)> = cs
+        .squares
+        .iter()
+        .filter(|(_, h)| h.len() == 1)
+        .map(|(a, h)| {
+            let n = defenders.iter().position(|d| *d == h[0]).expect("listed") + 1;
+            (n, *a, h[0])
+        })
+        .collect();
+    pairs.sort_by_key(|&(n, a, _)| (n, reading(&a)));
+    pairs
+}
+
+/// The one diagram Church and composers publish: the board with the pawns, and the corresponding
+/// squares numbered ([`numbered_pairs`]): the attacker's king on a square marked `n` (a disc of
+/// its colour, top left of the square), attacker to move, is held only by the defender's king on
+/// the square marked `n` (a disc of the defender's colour, bottom right). A `+` marks a square
+/// from which the attacker wins, the defender's king wherever it may stand. Files and ranks are
+/// labelled.
+pub fn summary_svg(cs: &CoordinateSquares, title: &str) -> String {
+    const CELL: u32 = 56;
+    const MARGIN: u32 = 28;
+    const TOP: u32 = 44;
+    let board = 8 * CELL;
+    let width = board + 2 * MARGIN;
+    let height = TOP + board + MARGIN + 72;
+    let (attacker, defender) = (cs.attacker, cs.attacker.other());
+    let colours = |c: Color| match c {
+        Color::White => ("#ffffff", "#000000"),
+        Color::Black => ("#000000", "#ffffff"),
+    };
+    let corner = |sq: Square| {
+        (
+            MARGIN + sq.file() as u32 * CELL,
+            TOP + (7 - sq.rank() as u32) * CELL,
+        )
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
+    );
+    let _ = writeln!(s, "<title>{}</title>", xml_escape(title));
+    let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
+    let _ = writeln!(
+        s,
+        r##"<text x="{MARGIN}" y="18" font-size="14" fill="#000000">{}</text>"##,
+        xml_escape(&format!("Corresponding squares: {title}"))
+    );
+    for sq in Square::all() {
+        let (x, y) = corner(sq);
+        let fill = if (sq.file() + sq.rank()) % 2 == 1 {
+            "#f0d9b5"
+        } else {
+            "#b58863"
+        };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="{fill}"/>"#
+        );
+        if cs.get(sq).is_none() && cs.pawns.piece_at(sq).is_none() {
+            // The attacker's king cannot stand here (next to a pawn of the defender's side
+            // that attacks it, say): greyed.
+            let _ = writeln!(
+                s,
+                r##"<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="#808080" fill-opacity="0.35"/>"##
+            );
+        }
+    }
+    for i in 0..8u8 {
+        let file = (b'a' + i) as char;
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" font-size="13" text-anchor="middle" fill="#000000">{file}</text>"##,
+            MARGIN + i as u32 * CELL + CELL / 2,
+            TOP + board + 18
+        );
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" font-size="13" text-anchor="middle" fill="#000000">{}</text>"##,
+            MARGIN / 2,
+            TOP + (7 - i as u32) * CELL + CELL / 2 + 5,
+            i + 1
+        );
+    }
+    for (sq, p) in cs.pawns.pieces() {
+        let (x, y) = corner(sq);
+        let glyph = match p.color {
+            Color::White => "♙",
+            Color::Black => "♟",
+        };
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" font-size="44" text-anchor="middle" fill="#000000">{glyph}</text>"##,
+            x + CELL / 2,
+            y + CELL - 10
+        );
+    }
+    let disc = |s: &mut String, sq: Square, n: usize, colour: Color, low: bool| {
+        let (x, y) = corner(sq);
+        let (fill, ink) = colours(colour);
+        let (cx, cy) = if low {
+            (x + CELL - 15, y + CELL - 15)
+        } else {
+            (x + 15, y + 15)
+        };
+        let _ = writeln!(
+            s,
+            r##"<circle cx="{cx}" cy="{cy}" r="12" fill="{fill}" stroke="{ink}" stroke-width="1.5"/><text x="{cx}" y="{}" font-size="13" font-weight="bold" text-anchor="middle" fill="{ink}">{n}</text>"##,
+            cy + 5
+        );
+    };
+    for (n, a, d) in numbered_pairs(cs) {
+        disc(&mut s, a, n, attacker, false);
+        disc(&mut s, d, n, defender, true);
+    }
+    for (a, holds) in &cs.squares {
+        if holds.is_empty() {
+            let (x, y) = corner(*a);
+            let (_, ink) = colours(attacker);
+            let _ = writeln!(
+                s,
+                r##"<text x="{}" y="{}" font-size="22" font-weight="bold" text-anchor="middle" fill="{ink}" stroke="{}" stroke-width="0.5">+</text>"##,
+                x + CELL / 2,
+                y + CELL / 2 + 8,
+                colours(defender).1
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        r##"<rect x="{MARGIN}" y="{TOP}" width="{board}" height="{board}" fill="none" stroke="#000000" stroke-width="1.5"/>"##
+    );
+    let (a, d) = (attacker.name(), defender.name());
+    let legend = [
+        format!("n, {a} disc: {a}'s king there, {a} to move;"),
+        format!("n, {d} disc: the only square where {d}'s king then holds the draw."),
+        format!("+: {a} wins wherever {d}'s king is. Grey: no {a} king there."),
+    ];
+    for (i, line) in legend.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text x="{MARGIN}" y="{}" font-size="12" fill="#000000">{}</text>"##,
+            TOP + board + 40 + 16 * i as u32,
+            xml_escape(line)
+        );
     }
     let _ = writeln!(s, "</svg>");
     s

@@ -94,6 +94,46 @@ fn squares_kpk_opposition() {
     // Against Kd7 or Kf7, Kf6 or Kd6 reaches a key square: White wins.
     assert!(!e5.contains("d7"), "{e5:?}");
     assert!(!e5.contains("f7"), "{e5:?}");
+    // The summary: the opposition, numbered. With White to move, Ke5 is held only by Ke7, Kd5
+    // by Kd7 and Kf5 by Kf7 (the corresponding squares of every KPK textbook), and the key
+    // squares d6, e6 and f6 win wherever Black's king stands.
+    let out = tempfile::tempdir().unwrap();
+    let svg = out.path().join("kpk.svg");
+    let o = run(&[
+        "squares",
+        "--tables",
+        d,
+        "--svg",
+        svg.to_str().unwrap(),
+        "4k3/8/8/4K3/4P3/8/8/8 w - - 0 1",
+    ]);
+    assert_ok(&o);
+    let pairs: Vec<String> = stdout(&o)
+        .lines()
+        .filter(|l| l.contains(": white king "))
+        .map(|l| l.trim().to_string())
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            "1: white king d5, black king d7",
+            "2: white king e5, black king e7",
+            "3: white king f5, black king f7"
+        ]
+    );
+    for key in ["d6", "e6", "f6"] {
+        assert!(holds(&j, key).is_empty(), "{key}");
+    }
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    check_well_formed(&drawn).unwrap();
+    assert_eq!(drawn.matches("<circle").count(), 6);
+    let plus = j["squares"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|h| h.as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(drawn.matches(">+</text>").count(), plus);
     // The rules default to chess: the same answer with --rules chess.
     assert_eq!(
         squares_json(&[
@@ -132,12 +172,15 @@ fn squares_kpk_opposition() {
 fn squares_text_and_svg() {
     let out = tempfile::tempdir().unwrap();
     let svg = out.path().join("lr.svg");
+    let summary = out.path().join("lr-summary.svg");
     let o = run(&[
         "squares",
         "--rules",
         "coord",
-        "--svg",
+        "--svg-sheet",
         svg.to_str().unwrap(),
+        "--svg",
+        summary.to_str().unwrap(),
         LASKER_REICHHELM,
     ]);
     assert_ok(&o);
@@ -150,6 +193,12 @@ fn squares_text_and_svg() {
     check_well_formed(&sheet).unwrap_or_else(|e| panic!("{e}\n{sheet}"));
     // One board group per square of the board.
     assert_eq!(sheet.matches("<g>").count(), 64);
+    // The summary diagram: one board, a disc per numbered square of either king.
+    let one = std::fs::read_to_string(&summary).unwrap();
+    check_well_formed(&one).unwrap_or_else(|e| panic!("{e}\n{one}"));
+    let pairs = text.lines().filter(|l| l.contains(": white king ")).count();
+    assert!(pairs > 0, "{text}");
+    assert_eq!(one.matches("<circle").count(), 2 * pairs, "{one}");
     // And the checker itself refuses broken XML.
     assert!(check_well_formed("<svg><g></svg>").is_err());
     assert!(check_well_formed("<svg><rect x=1/></svg>").is_err());
