@@ -525,8 +525,8 @@ pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<An
     );
     // Under COORD a position with no capture to make is lost or drawn by the rules, not by
     // mate or stalemate on the board.
-    probe.checkmate = false;
-    probe.stalemate = moves.is_empty();
+    probe.pos.checkmate = false;
+    probe.pos.stalemate = moves.is_empty();
     Ok(Analysis {
         probe,
         pv,
@@ -542,8 +542,8 @@ pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<An
 fn coord_move_info(pos: &Position, m: &zermelo_chess::Move, v: Value) -> crate::probe::MoveInfo {
     let san = pos.san(m).trim_end_matches(['+', '#']).to_string();
     let mut info = crate::probe::MoveInfo::new(pos, m, san, v);
-    info.checkmate = false;
-    info.stalemate = false;
+    info.after.checkmate = false;
+    info.after.stalemate = false;
     info
 }
 

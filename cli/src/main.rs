@@ -826,7 +826,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                     eprintln!(
                         "{}: {} in {:.1} s{}",
                         fen,
-                        a.probe.category,
+                        a.probe.pos.category,
                         a.seconds,
                         if a.exact { "" } else { " (adjudicated, not exact)" }
                     );

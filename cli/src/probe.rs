@@ -5,15 +5,11 @@ use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::{Material, Move, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
-/// One move and the value of the position after it, from the opponent's point of view: the
-/// fields of a move in the lichess tablebase API (`GET /standard`), with the same names, types
-/// and meaning. Zermelo has no DTZ yet: `dtz` and `precise_dtz` are `null`.
+/// What the lichess tablebase API says of a position, for the side to move there: the fields
+/// shared by the answer and by each of its moves, with the same names, types and meaning.
+/// Zermelo has no DTZ yet: `dtz` and `precise_dtz` are `null`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct MoveInfo {
-    pub uci: String,
-    pub san: String,
-    /// A capture or a pawn move (it resets the halfmove clock).
-    pub zeroing: bool,
+pub struct PositionInfo {
     pub checkmate: bool,
     pub stalemate: bool,
     /// Always false: standard chess.
@@ -25,6 +21,36 @@ pub struct MoveInfo {
     pub precise_dtz: Option<i32>,
     pub dtm: Option<i32>,
     pub category: &'static str,
+}
+
+impl PositionInfo {
+    /// `pos`, of value `v` for its side to move.
+    pub fn new(pos: &Position, v: Value) -> PositionInfo {
+        PositionInfo {
+            checkmate: pos.is_checkmate(),
+            stalemate: pos.is_stalemate(),
+            variant_win: false,
+            variant_loss: false,
+            insufficient_material: insufficient_material(pos),
+            dtz: None,
+            precise_dtz: None,
+            dtm: v.dtm(),
+            category: v.category(),
+        }
+    }
+}
+
+/// One move and the value of the position after it, from the opponent's point of view: a move
+/// of the lichess tablebase API's answer (`GET /standard`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MoveInfo {
+    pub uci: String,
+    pub san: String,
+    /// A capture or a pawn move (it resets the halfmove clock).
+    pub zeroing: bool,
+    /// The position after the move.
+    #[serde(flatten)]
+    pub after: PositionInfo,
     /// The man taken, larger first in the order (5 queen .. 1 pawn, 0 none): not in the JSON.
     #[serde(skip)]
     pub taken: u8,
@@ -49,20 +75,11 @@ impl MoveInfo {
     /// The move `m` of `pos` (written `san`, which may be shortened by a caller) into a position
     /// of value `v` for the side to move there.
     pub fn new(pos: &Position, m: &Move, san: String, v: Value) -> MoveInfo {
-        let after = pos.play(m);
         MoveInfo {
             uci: m.uci(),
             san,
             zeroing: m.capture.is_some() || m.role == Role::Pawn,
-            checkmate: after.is_checkmate(),
-            stalemate: after.is_stalemate(),
-            variant_win: false,
-            variant_loss: false,
-            insufficient_material: insufficient_material(&after),
-            dtz: None,
-            precise_dtz: None,
-            dtm: v.dtm(),
-            category: v.category(),
+            after: PositionInfo::new(&pos.play(m), v),
             taken: man_rank(m.capture),
             promoted: man_rank(m.promotion),
         }
@@ -77,17 +94,8 @@ impl MoveInfo {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ProbeInfo {
     pub fen: String,
-    pub checkmate: bool,
-    pub stalemate: bool,
-    /// Always false: standard chess.
-    pub variant_win: bool,
-    /// Always false: standard chess.
-    pub variant_loss: bool,
-    pub insufficient_material: bool,
-    pub dtz: Option<i32>,
-    pub precise_dtz: Option<i32>,
-    pub dtm: Option<i32>,
-    pub category: &'static str,
+    #[serde(flatten)]
+    pub pos: PositionInfo,
     /// Always true: the values are mates with best play whatever the halfmove clock says.
     pub ignores_50_move_rule: bool,
     /// Every legal move, best first, in the lichess order ([`lichess_order`]).
@@ -100,15 +108,7 @@ impl ProbeInfo {
         moves.sort_by(lichess_order);
         ProbeInfo {
             fen: fen.to_string(),
-            checkmate: pos.is_checkmate(),
-            stalemate: pos.is_stalemate(),
-            variant_win: false,
-            variant_loss: false,
-            insufficient_material: insufficient_material(pos),
-            dtz: None,
-            precise_dtz: None,
-            dtm: v.dtm(),
-            category: v.category(),
+            pos: PositionInfo::new(pos, v),
             ignores_50_move_rule: true,
             moves,
         }
@@ -124,19 +124,19 @@ impl ProbeInfo {
 pub fn lichess_order(a: &MoveInfo, b: &MoveInfo) -> std::cmp::Ordering {
     // The value for the side to move, from the opponent's category and dtm after the move.
     let rank = |m: &MoveInfo| -> (i32, i64) {
-        let dtm = m.dtm.unwrap_or(0).unsigned_abs() as i64;
-        match m.category {
+        let dtm = m.after.dtm.unwrap_or(0).unsigned_abs() as i64;
+        match m.after.category {
             "loss" => (2, -dtm),
             "draw" => (1, 0),
             _ => (0, dtm),
         }
     };
-    let losing = |m: &MoveInfo| m.category == "win";
+    let losing = |m: &MoveInfo| m.after.category == "win";
     rank(b)
         .cmp(&rank(a))
-        .then(b.checkmate.cmp(&a.checkmate))
-        .then(b.stalemate.cmp(&a.stalemate))
-        .then(b.insufficient_material.cmp(&a.insufficient_material))
+        .then(b.after.checkmate.cmp(&a.after.checkmate))
+        .then(b.after.stalemate.cmp(&a.after.stalemate))
+        .then(b.after.insufficient_material.cmp(&a.after.insufficient_material))
         .then_with(|| {
             // Zeroing first unless the move loses.
             let z = |m: &MoveInfo| m.zeroing != losing(m);

@@ -350,14 +350,7 @@ pub fn svg(cs: &CoordinateSquares, title: &str) -> String {
     let pitch = BOARD + GAP;
     let width = 8 * pitch + GAP;
     let height = 8 * (BOARD + LABEL + GAP) + GAP + 20;
-    let mut s = String::new();
-    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
-    );
-    let _ = writeln!(s, "<title>{}</title>", xml_escape(title));
-    let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
+    let mut s = svg_start(width, height, title);
     let _ = writeln!(
         s,
         r##"<text x="{GAP}" y="16" font-size="13" fill="#000000">{}</text>"##,
@@ -490,14 +483,7 @@ pub fn summary_svg(cs: &CoordinateSquares, title: &str) -> String {
             TOP + (7 - sq.rank() as u32) * CELL,
         )
     };
-    let mut s = String::new();
-    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
-    );
-    let _ = writeln!(s, "<title>{}</title>", xml_escape(title));
-    let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
+    let mut s = svg_start(width, height, title);
     let _ = writeln!(
         s,
         r##"<text x="{MARGIN}" y="18" font-size="14" fill="#000000">{}</text>"##,
@@ -602,6 +588,19 @@ pub fn summary_svg(cs: &CoordinateSquares, title: &str) -> String {
         );
     }
     let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// The start of an SVG drawing of `width` x `height` on white, titled `title`.
+fn svg_start(width: u32, height: u32, title: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
+    );
+    let _ = writeln!(s, "<title>{}</title>", xml_escape(title));
+    let _ = writeln!(s, r##"<rect width="{width}" height="{height}" fill="#ffffff"/>"##);
     s
 }
 

@@ -203,34 +203,33 @@ mod tests {
         assert!(matches!(r.value(&ta, 2, 0), Err(StorageError::InvalidInput(_))));
     }
 
-    #[test]
-    fn runs_of_values_span_blocks_and_stop_at_the_slice_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.zmt");
+    /// A KQvK table `a.zmt` in `dir` of blocks of `block_values`, with these slices, opened.
+    fn table_of(dir: &std::path::Path, block_values: u32, slices: &[([u64; 2], &[u16])]) -> Table {
+        let path = dir.join("a.zmt");
         let meta = TableMeta {
             material: "KQvK".to_owned(),
             metric: Metric::Dtm,
             index_layout: 1,
         };
         let options = WriteOptions {
-            block_values: 64,
+            block_values,
             ..WriteOptions::default()
         };
+        let slices: Vec<SliceData<'_>> = slices
+            .iter()
+            .map(|&(key, values)| SliceData { key, values })
+            .collect();
+        write_table_with(&path, &meta, &slices, &options).unwrap();
+        Table::open(&path).unwrap()
+    }
+
+    #[test]
+    fn runs_of_values_span_blocks_and_stop_at_the_slice_end() {
+        let dir = tempfile::tempdir().unwrap();
         // Two slices: runs of the second start inside a block shared with the first.
         let a: Vec<u16> = (0..100).map(|i| 3 * i as u16 + 1).collect();
         let b: Vec<u16> = (0..1000).map(|i| (i * 11 % 997) as u16).collect();
-        let slices = [
-            SliceData {
-                key: [1, 0],
-                values: &a,
-            },
-            SliceData {
-                key: [2, 0],
-                values: &b,
-            },
-        ];
-        write_table_with(&path, &meta, &slices, &options).unwrap();
-        let t = Table::open(&path).unwrap();
+        let t = table_of(dir.path(), 64, &[([1, 0], &a), ([2, 0], &b)]);
         let mut r = ValueReader::new(2);
         for (first, len) in [(0u64, 1usize), (0, 1000), (5, 64), (60, 200), (999, 1), (937, 63)] {
             let mut out = vec![0u16; len];
@@ -256,25 +255,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.zmt");
         let values: Vec<u16> = (0..5000).map(|i| (i % 97) as u16).collect();
-        let meta = TableMeta {
-            material: "KQvK".to_owned(),
-            metric: Metric::Dtm,
-            index_layout: 1,
-        };
-        let options = WriteOptions {
-            block_values: 1024,
-            ..WriteOptions::default()
-        };
-        write_table_with(
-            &path,
-            &meta,
-            &[SliceData {
-                key: [0, 0],
-                values: &values,
-            }],
-            &options,
-        )
-        .unwrap();
+        table_of(dir.path(), 1024, &[([0, 0], &values)]);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[200] ^= 0x40; // Inside the first block's frame.
         let table = Table::from_bytes(bytes).unwrap();

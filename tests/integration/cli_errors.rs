@@ -443,7 +443,12 @@ fn the_top_level_help_starts_with_the_everyday_commands_and_shows_examples() {
 fn tables_may_be_a_list_of_directories_or_come_from_the_environment() {
     // A directory of its own with KPvK (the shared one of the tests may hold KRvKP already).
     let base = tempfile::tempdir().unwrap();
-    assert_ok(&run(&["solve", "--tables", base.path().to_str().unwrap(), "KPvK"]));
+    assert_ok(&run(&[
+        "solve",
+        "--tables",
+        base.path().to_str().unwrap(),
+        "KPvK",
+    ]));
     let own = tempfile::tempdir().unwrap();
     let list = format!("{}:{}", own.path().display(), base.path().display());
     let o = run(&["solve", "--tables", &list, "KRvKP"]);

@@ -6,42 +6,37 @@ use serde::Deserialize;
 
 use crate::common::*;
 
-/// The fields of a position in a lichess tablebase answer. `dtz`, `precise_dtz` and `dtm` are
-/// numbers or null; the others are required and typed.
+/// A lichess tablebase answer: the position's fields and its moves.
 #[derive(Deserialize, Debug)]
-#[allow(dead_code)]
 struct Lichess {
-    checkmate: bool,
-    stalemate: bool,
-    variant_win: bool,
-    variant_loss: bool,
-    insufficient_material: bool,
-    #[serde(deserialize_with = "present")]
-    dtz: Option<i64>,
-    #[serde(deserialize_with = "present")]
-    precise_dtz: Option<i64>,
-    #[serde(deserialize_with = "present")]
-    dtm: Option<i64>,
-    category: Category,
+    #[serde(flatten)]
+    pos: LichessPosition,
     moves: Vec<LichessMove>,
 }
 
+/// A move of the answer: the move, and the fields of the position after it.
 #[derive(Deserialize, Debug)]
 #[allow(dead_code)]
 struct LichessMove {
     uci: String,
     san: String,
     zeroing: bool,
+    #[serde(flatten)]
+    pos: LichessPosition,
+}
+
+/// The fields of a position in a lichess tablebase answer. `dtz`, `precise_dtz` and `dtm` are
+/// numbers or null; the others are required and typed.
+#[derive(Deserialize, Debug)]
+#[allow(dead_code)]
+struct LichessPosition {
     checkmate: bool,
     stalemate: bool,
     variant_win: bool,
     variant_loss: bool,
     insufficient_material: bool,
-    #[serde(deserialize_with = "present")]
     dtz: Option<i64>,
-    #[serde(deserialize_with = "present")]
     precise_dtz: Option<i64>,
-    #[serde(deserialize_with = "present")]
     dtm: Option<i64>,
     category: Category,
 }
@@ -62,11 +57,8 @@ enum Category {
     Loss,
 }
 
-/// A field that must be there, number or null (serde would take a missing `Option` as `None`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    Option::<i64>::deserialize(d)
-}
-
+/// The answer parsed strictly; `dtz`, `precise_dtz` and `dtm` must be there, number or null (serde
+/// would take a missing `Option` as `None`).
 fn strict(line: &serde_json::Value) -> Lichess {
     for key in ["dtz", "precise_dtz", "dtm"] {
         assert!(line.get(key).is_some(), "{key} missing in {line}");
@@ -95,23 +87,23 @@ fn probe_answers_in_the_lichess_shape_and_order() {
     let parsed: Vec<Lichess> = answers.iter().map(strict).collect();
     for (a, p) in answers.iter().zip(&parsed) {
         assert_eq!(a["ignores_50_move_rule"], true);
-        assert!(p.dtz.is_none() && p.precise_dtz.is_none(), "no DTZ yet");
-        assert!(!p.variant_win && !p.variant_loss);
-        assert!(p.moves.iter().all(|m| m.dtz.is_none() && !m.variant_win));
+        assert!(p.pos.dtz.is_none() && p.pos.precise_dtz.is_none(), "no DTZ yet");
+        assert!(!p.pos.variant_win && !p.pos.variant_loss);
+        assert!(p.moves.iter().all(|m| m.pos.dtz.is_none() && !m.pos.variant_win));
     }
 
     let mate = &parsed[0];
-    assert_eq!((mate.category, mate.dtm), (Category::Win, Some(1)));
+    assert_eq!((mate.pos.category, mate.pos.dtm), (Category::Win, Some(1)));
     let first: Vec<(&str, &str, bool)> = mate.moves[..2]
         .iter()
-        .map(|m| (m.uci.as_str(), m.san.as_str(), m.checkmate))
+        .map(|m| (m.uci.as_str(), m.san.as_str(), m.pos.checkmate))
         .collect();
     assert_eq!(first, [("c7c8q", "c8=Q#", true), ("c7c8r", "c8=R#", true)]);
     assert_eq!(
-        (mate.moves[0].category, mate.moves[0].dtm),
+        (mate.moves[0].pos.category, mate.moves[0].pos.dtm),
         (Category::Loss, Some(0))
     );
-    assert!(mate.moves.iter().skip(2).all(|m| !m.checkmate));
+    assert!(mate.moves.iter().skip(2).all(|m| !m.pos.checkmate));
     // Best first: the opponent's category goes loss, then draw, then win.
     let rank = |c: Category| match c {
         Category::Loss => 0,
@@ -122,15 +114,15 @@ fn probe_answers_in_the_lichess_shape_and_order() {
         assert!(p
             .moves
             .windows(2)
-            .all(|w| rank(w[0].category) <= rank(w[1].category)));
+            .all(|w| rank(w[0].pos.category) <= rank(w[1].pos.category)));
     }
 
     let bare = &parsed[1];
     let take = bare.moves.iter().find(|m| m.uci == "a2b2").expect("Kxb2");
-    assert!(take.zeroing && take.insufficient_material && take.category == Category::Draw);
-    assert_eq!(take.dtm, None);
+    assert!(take.zeroing && take.pos.insufficient_material && take.pos.category == Category::Draw);
+    assert_eq!(take.pos.dtm, None);
     assert_eq!(bare.moves[0].uci, "a2b2", "the only drawing move comes first");
-    assert!(!bare.insufficient_material);
+    assert!(!bare.pos.insufficient_material);
 
     // Underscores: the same answer as with spaces.
     assert_eq!(answers[2]["moves"], answers[3]["moves"]);
