@@ -580,8 +580,6 @@ mod tests {
     use zermelo_worker::tables::SliceMap;
     use zermelo_worker::{solve_slice, SolveError};
 
-    /// Each slice solves with nothing but the slices `SliceKey::successors` lists (as a cluster
-    /// worker that fetched exactly those): the list is complete, en passant included.
     #[test]
     fn durations_read_in_human_units() {
         let cases = [
@@ -595,6 +593,8 @@ mod tests {
         }
     }
 
+    /// Each slice solves with nothing but the slices `SliceKey::successors` lists (as a cluster
+    /// worker that fetched exactly those): the list is complete, en passant included.
     #[test]
     fn listed_successors_are_all_a_slice_reads() {
         let material: Material = "KPvKP".parse().unwrap();
