@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod memory;
 pub mod probe;
 pub mod progress;
+pub mod serve;
 pub mod squares;
 pub mod stats;
 pub use zermelo_verify as verify;

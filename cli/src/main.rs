@@ -112,6 +112,22 @@ enum Command {
         #[arg(value_name = "MATERIAL")]
         material: String,
     },
+    /// Serve the tables over HTTP: the lichess tablebase API (GET /standard?fen=).
+    ///
+    /// GET /standard?fen=FEN answers as `probe` does (the lichess tablebase server's response,
+    /// "dtz" and "precise_dtz" null); GET /standard/mainline?fen=FEN gives the principal
+    /// variation to mate; GET /health and GET /metrics (Prometheus). Errors are JSON
+    /// {"error": ...}: 400 for a bad FEN, 404 for a missing table (naming the `solve` command
+    /// that builds it). Every request is logged. Stops on ctrl-c or SIGTERM.
+    #[command(display_order = 5)]
+    Serve {
+        /// Directory of the table files, or a list DIR:DIR2:... searched in order.
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
+        /// Address to listen on (port 0: any free port, printed at start).
+        #[arg(long, value_name = "ADDR", default_value = zermelo_cli::serve::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+    },
     /// Check each table's checksums and re-derive every stored value from its successors with a
     /// move generator independent of the solver.
     ///
@@ -147,7 +163,7 @@ enum Command {
     /// With --alone, the sub-tables are built first and only the named materials are timed. With
     /// --cluster N, compares the single-node build with a loopback cluster of N workers (wall time,
     /// CPU time, gRPC bytes per position).
-    #[command(display_order = 7)]
+    #[command(display_order = 8)]
     Bench {
         /// Materials to build (default: KPvK).
         #[arg(value_name = "MATERIAL")]
@@ -172,7 +188,7 @@ enum Command {
     /// tables directory, byte-identical to `zermelo solve`.
     ///
     /// Stops on ctrl-c or SIGTERM.
-    #[command(display_order = 9)]
+    #[command(display_order = 10)]
     Coordinator {
         /// Address to listen on, e.g. 0.0.0.0:50051 (port 0 picks a free one; see the log).
         #[arg(long, value_name = "ADDR")]
@@ -225,7 +241,7 @@ enum Command {
     /// its cache, solves, uploads.
     ///
     /// Stops on ctrl-c or SIGTERM, dropping the task in flight.
-    #[command(display_order = 10)]
+    #[command(display_order = 11)]
     Worker {
         /// The coordinator's URL, e.g. http://coordinator:50051 (https:// with --tls-ca).
         #[arg(long, value_name = "URL")]
@@ -260,7 +276,7 @@ enum Command {
         metrics_listen: Option<String>,
     },
     /// Submit a job to a coordinator: prints its id; with --wait, shows progress until it is done.
-    #[command(display_order = 11)]
+    #[command(display_order = 12)]
     Submit {
         /// The coordinator's URL.
         #[arg(long, value_name = "URL")]
@@ -282,7 +298,7 @@ enum Command {
     /// Print a coordinator's jobs (or one job) and live workers as JSON.
     ///
     /// Exit 0 when it answers.
-    #[command(display_order = 12)]
+    #[command(display_order = 13)]
     Status {
         /// The coordinator's URL.
         #[arg(long, value_name = "URL")]
@@ -305,7 +321,7 @@ enum Command {
     /// table already in DIR, and prints one JSON line per FEN: the probe shape plus "pv"
     /// (principal variation in SAN), "exact" and the plan. Results are kept in DIR/reachable
     /// (exact) and DIR/adjudicated/RULE (not exact), never served by `probe`.
-    #[command(display_order = 5)]
+    #[command(display_order = 6)]
     Analyse {
         /// Positions in FEN (kings and any men, castling rights not supported).
         #[arg(required = true, value_name = "FEN")]
@@ -350,7 +366,7 @@ enum Command {
     /// 127.0.0.1, runs one job, stops them.
     ///
     /// The files are the same as `zermelo solve`'s.
-    #[command(display_order = 8)]
+    #[command(display_order = 9)]
     Cluster {
         /// Worker processes.
         #[arg(long, value_name = "N", default_value_t = 2)]
@@ -376,7 +392,7 @@ enum Command {
     /// attacker to move.
     ///
     /// The FEN's kings and side to move are ignored. Prints a diagram, or JSON.
-    #[command(display_order = 6)]
+    #[command(display_order = 7)]
     Squares {
         /// A position with kings and pawns only; only its pawns matter.
         #[arg(value_name = "FEN")]
@@ -833,6 +849,21 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                     println!("{}", serde_json::to_string(&a).expect("json"));
                 }
             }
+            Ok(0)
+        }
+        Command::Serve { tables, listen } => {
+            tables.must_exist()?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Failure::input(format!("starting the server: {e}")))?;
+            rt.block_on(zermelo_cli::serve::serve(tables.table_dir(), listen, |addr| {
+                eprintln!(
+                    "zermelo serve: listening on http://{addr} (tables {})",
+                    tables.display()
+                );
+            }))
+            .map_err(|e| Failure::input(format!("serving on {listen}: {e}")))?;
             Ok(0)
         }
         Command::Stats { tables, material } => {

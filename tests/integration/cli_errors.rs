@@ -419,6 +419,7 @@ fn the_top_level_help_starts_with_the_everyday_commands_and_shows_examples() {
         "probe",
         "stats",
         "verify",
+        "serve",
         "analyse",
         "squares",
         "bench",

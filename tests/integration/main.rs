@@ -16,5 +16,6 @@ mod kpk;
 mod materials;
 mod memory;
 mod probe_json;
+mod serve;
 mod six_men;
 mod squares;

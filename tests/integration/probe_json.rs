@@ -8,7 +8,7 @@ use crate::common::*;
 
 /// A lichess tablebase answer: the position's fields and its moves.
 #[derive(Deserialize, Debug)]
-struct Lichess {
+pub(crate) struct Lichess {
     #[serde(flatten)]
     pos: LichessPosition,
     moves: Vec<LichessMove>,
@@ -59,7 +59,7 @@ enum Category {
 
 /// The answer parsed strictly; `dtz`, `precise_dtz` and `dtm` must be there, number or null (serde
 /// would take a missing `Option` as `None`).
-fn strict(line: &serde_json::Value) -> Lichess {
+pub(crate) fn strict(line: &serde_json::Value) -> Lichess {
     for key in ["dtz", "precise_dtz", "dtm"] {
         assert!(line.get(key).is_some(), "{key} missing in {line}");
         for m in line["moves"].as_array().unwrap() {

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use zermelo_chess::index::{Location, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, ValueSource};
@@ -64,7 +64,8 @@ pub struct TableDir {
     metric: Metric,
     /// Read files with positioned reads instead of a memory map (see [`TableDir::pread`]).
     pread: bool,
-    open: Mutex<HashMap<Material, Arc<Table>>>,
+    /// Read-locked on every lookup (shared, never waited on once a table is open).
+    open: RwLock<HashMap<Material, Arc<Table>>>,
 }
 
 impl TableDir {
@@ -74,7 +75,7 @@ impl TableDir {
             more: Vec::new(),
             metric: Metric::Dtm,
             pread: false,
-            open: Mutex::new(HashMap::new()),
+            open: RwLock::new(HashMap::new()),
         }
     }
 
@@ -142,7 +143,7 @@ impl TableDir {
 
     /// The table of a material, checked to be that material's and of this index layout.
     pub fn table(&self, material: &Material) -> Result<Arc<Table>, TableError> {
-        if let Some(t) = self.open.lock().expect("table map lock").get(material) {
+        if let Some(t) = self.open.read().unwrap_or_else(|e| e.into_inner()).get(material) {
             return Ok(t.clone());
         }
         let path = self.path_of(material);
@@ -178,15 +179,18 @@ impl TableDir {
         }
         let table = Arc::new(table);
         self.open
-            .lock()
-            .expect("table map lock")
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
             .insert(*material, table.clone());
         Ok(table)
     }
 
     /// Forgets an opened table (after it was rewritten).
     pub fn forget(&self, material: &Material) {
-        self.open.lock().expect("table map lock").remove(material);
+        self.open
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(material);
     }
 
     /// All values of one slice, decompressed and checked against the slice's content hash.
@@ -217,6 +221,30 @@ impl ValueSource for TableDir {
                 slice: loc.slice,
             })?;
         let raw = table.value(i, loc.index)?;
+        Value::from_raw(raw).ok_or(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
+        })
+    }
+}
+
+/// A [`TableDir`] read through each thread's own cache of decompressed blocks ([`READER`]):
+/// no lock is taken per value (a server's probes on many threads do not wait on each other),
+/// and each thread holds at most [`READER_BYTES`].
+pub struct ThreadCached<'a>(pub &'a TableDir);
+
+impl ValueSource for ThreadCached<'_> {
+    type Error = TableError;
+
+    fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
+        let table = self.0.table(&loc.slice.material)?;
+        let i = table
+            .find_slice(loc.slice.raw())
+            .ok_or(TableError::MissingSlice {
+                material: loc.slice.material,
+                slice: loc.slice,
+            })?;
+        let raw = READER.with(|r| r.borrow_mut().value(&table, i, loc.index))?;
         Value::from_raw(raw).ok_or(TableError::IllegalValue {
             slice: loc.slice,
             index: loc.index,

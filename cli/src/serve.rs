@@ -1,0 +1,297 @@
+//! `zermelo serve`: the tables over HTTP, in the lichess tablebase API's shape.
+//!
+//! - `GET /standard?fen=FEN`: what `zermelo probe` prints for the FEN ([`ProbeInfo`]), the
+//!   response of lichess's tablebase server (`tablebase.lichess.ovh/standard`): the same field
+//!   names, types and meaning, and the same move order. `dtz` and `precise_dtz` are `null`
+//!   (Zermelo has no DTZ yet). Underscores may stand for the FEN's spaces.
+//! - `GET /standard/mainline?fen=FEN`: the principal variation to mate (best play on both
+//!   sides, the DTM line), each step in UCI and SAN; empty for a draw.
+//! - `GET /health`: `ok`; `GET /metrics`: Prometheus metrics (requests by endpoint and status,
+//!   their latency, the process).
+//!
+//! Errors are JSON `{"error": ...}`: 400 for a missing or invalid FEN, or a position with more
+//! men than the tables have; 404 for a material whose table is not in the directories (the
+//! message names the `zermelo solve` command that builds it); 500 for a damaged table.
+//!
+//! Probes run on tokio's blocking threads, each reading the memory-mapped tables through its
+//! own cache of decompressed blocks ([`ThreadCached`]): no lock is held per value. Every request
+//! is logged (method, URI, status, microseconds). The server stops on ctrl-c or SIGTERM after
+//! the requests in flight are answered.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Query, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use tracing::info;
+use zermelo_chess::probe::{moves, value};
+use zermelo_chess::{Color, Position, Value};
+use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
+
+use crate::probe::{parse_position, probe_position, ProbeFailure};
+use crate::MAX_MEN;
+
+/// The default address: this machine only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9000";
+
+type Labels = Vec<(String, String)>;
+
+/// The latency buckets, 100 µs to about 26 s.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 4.0, 10))
+}
+
+/// The server's metrics.
+struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    seconds: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        let seconds = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(latency);
+        registry.register(
+            "zermelo_http_requests",
+            "HTTP requests answered, by endpoint and status",
+            requests.clone(),
+        );
+        registry.register(
+            "zermelo_http_request_seconds",
+            "Time to answer an HTTP request, by endpoint",
+            seconds.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            seconds,
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a string does not fail");
+        // The process's own metrics (resident memory, CPU, ...), before the end marker.
+        let mut t = zermelo_proto::exposition::Text::default();
+        zermelo_proto::exposition::process_metrics(&mut t);
+        let process = t.into_string();
+        let ours = out.trim_end().strip_suffix("# EOF").unwrap_or(&out).to_string();
+        ours + &process
+    }
+}
+
+struct App {
+    tables: TableDir,
+    metrics: Metrics,
+}
+
+#[derive(Deserialize)]
+struct FenQuery {
+    fen: Option<String>,
+}
+
+/// An error answer: `{"error": message}` with its status.
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+/// The status of a probe that could not be answered.
+fn failure(e: ProbeFailure) -> Response {
+    let status = match &e {
+        ProbeFailure::Input(_) => StatusCode::BAD_REQUEST,
+        ProbeFailure::Table(TableError::Missing { .. }) => StatusCode::NOT_FOUND,
+        ProbeFailure::Table(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, e.to_string())
+}
+
+/// Runs `f` on a blocking thread with the app, and answers with its JSON or its failure.
+async fn blocking<T: Serialize + Send + 'static>(
+    app: Arc<App>,
+    query: FenQuery,
+    f: impl FnOnce(&App, &str, &Position) -> Result<T, ProbeFailure> + Send + 'static,
+) -> Response {
+    let Some(fen) = query.fen else {
+        return error(StatusCode::BAD_REQUEST, "missing query parameter fen (?fen=FEN)");
+    };
+    let answer = tokio::task::spawn_blocking(move || {
+        let pos = parse_position(&fen, MAX_MEN)?;
+        f(&app, &fen, &pos)
+    })
+    .await;
+    match answer {
+        Ok(Ok(v)) => Json(v).into_response(),
+        Ok(Err(e)) => failure(e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the probe failed: {e}"),
+        ),
+    }
+}
+
+async fn standard(State(app): State<Arc<App>>, Query(q): Query<FenQuery>) -> Response {
+    blocking(app, q, |app, fen, pos| {
+        Ok(probe_position(fen, pos, &ThreadCached(&app.tables))?)
+    })
+    .await
+}
+
+/// A step of the principal variation: the move, and the value after it for the side to move
+/// there (as in a move of `/standard`).
+#[derive(Serialize)]
+struct Step {
+    uci: String,
+    san: String,
+    dtz: Option<i32>,
+    precise_dtz: Option<i32>,
+    dtm: Option<i32>,
+}
+
+/// The principal variation to mate, as lichess's `/standard/mainline` answers it; `dtz` and
+/// `precise_dtz` are `null`, `dtm` is the position's.
+#[derive(Serialize)]
+struct Mainline {
+    mainline: Vec<Step>,
+    /// `w` or `b` for the side that mates, `null` for a draw.
+    winner: Option<char>,
+    dtz: Option<i32>,
+    precise_dtz: Option<i32>,
+    dtm: Option<i32>,
+}
+
+/// Best play from `pos` to mate: at each ply the best move for the side to move (the fastest
+/// mate, or the slowest loss; ties in UCI order); nothing for a draw.
+fn mainline(pos: &Position, src: &ThreadCached<'_>) -> Result<Mainline, TableError> {
+    let v = value(pos, src)?;
+    let side = |c: Color| if c == Color::White { 'w' } else { 'b' };
+    let (plies, winner) = match v {
+        Value::Draw => (0, None),
+        Value::Win(n) => (n, Some(side(pos.turn))),
+        Value::Loss(n) => (n, Some(side(pos.turn.other()))),
+    };
+    let mut steps = Vec::new();
+    let mut p = *pos;
+    for _ in 0..plies {
+        let Some((m, after)) = moves(&p, src)?.into_iter().next() else {
+            break;
+        };
+        steps.push(Step {
+            uci: m.uci(),
+            san: p.san(&m),
+            dtz: None,
+            precise_dtz: None,
+            dtm: after.dtm(),
+        });
+        p = p.play(&m);
+    }
+    Ok(Mainline {
+        mainline: steps,
+        winner,
+        dtz: None,
+        precise_dtz: None,
+        dtm: v.dtm(),
+    })
+}
+
+async fn standard_mainline(State(app): State<Arc<App>>, Query(q): Query<FenQuery>) -> Response {
+    blocking(app, q, |app, _, pos| {
+        Ok(mainline(pos, &ThreadCached(&app.tables))?)
+    })
+    .await
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    (
+        [(
+            CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.text(),
+    )
+        .into_response()
+}
+
+async fn index() -> &'static str {
+    "Zermelo tablebase server\n\
+     GET /standard?fen=FEN           the position and its moves (lichess tablebase API shape)\n\
+     GET /standard/mainline?fen=FEN  the principal variation to mate\n\
+     GET /health                     ok\n\
+     GET /metrics                    Prometheus metrics\n"
+}
+
+/// Logs every request and counts it in the metrics.
+async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let response = next.run(req).await;
+    let endpoint = match uri.path() {
+        p @ ("/" | "/standard" | "/standard/mainline" | "/health" | "/metrics") => p,
+        _ => "other",
+    };
+    let status = response.status().as_u16();
+    let seconds = start.elapsed().as_secs_f64();
+    let label = |k: &str, v: &str| (k.to_string(), v.to_string());
+    app.metrics
+        .requests
+        .get_or_create(&vec![
+            label("endpoint", endpoint),
+            label("status", &status.to_string()),
+        ])
+        .inc();
+    app.metrics
+        .seconds
+        .get_or_create(&vec![label("endpoint", endpoint)])
+        .observe(seconds);
+    info!(%method, %uri, status, micros = (seconds * 1e6) as u64, "request");
+    response
+}
+
+/// The routes of the server over `tables`.
+fn router(tables: TableDir) -> Router {
+    let app = Arc::new(App {
+        tables,
+        metrics: Metrics::new(),
+    });
+    Router::new()
+        .route("/", get(index))
+        .route("/standard", get(standard))
+        .route("/standard/mainline", get(standard_mainline))
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET / lists them") })
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), observe))
+        .with_state(app)
+}
+
+/// Serves `tables` on `listen` until ctrl-c or SIGTERM; `ready` is called with the address
+/// bound (the port chosen, for port 0).
+pub async fn serve(
+    tables: TableDir,
+    listen: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    info!(%addr, tables = %tables.search_list().display(), "serving");
+    ready(addr);
+    axum::serve(listener, router(tables))
+        .with_graceful_shutdown(crate::cluster::shutdown_signal())
+        .await?;
+    info!("stopped");
+    Ok(())
+}

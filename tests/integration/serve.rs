@@ -1,0 +1,262 @@
+//! `zermelo serve`: a real server process on 127.0.0.1, asked over real HTTP/1.1 connections.
+//! It answers `GET /standard` exactly as `probe` does for a thousand random positions of KPvK,
+//! KRvKP and KQvKR, in the lichess shape (a strict struct parses every answer); bad FENs get
+//! 400, missing tables 404; the mainline leads to mate; metrics count the requests; SIGTERM
+//! stops it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::probe_json::strict;
+
+/// A running `zermelo serve`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `zermelo serve --tables DIR --listen 127.0.0.1:0` and reads the address it bound.
+fn serve(dir: &std::path::Path) -> Server {
+    let mut child = zermelo()
+        .args([
+            "serve",
+            "--tables",
+            dir.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the server did not say where it listens"
+        );
+        let line = lines.next().expect("the server's stderr").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split(' ').next().unwrap().to_string();
+        }
+    };
+    // Keep reading its stderr so that its logs never fill the pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr }
+}
+
+/// `GET path` over a fresh HTTP/1.1 connection: the status and the body.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// Random placements of `material` (kings first, then White's men, then Black's, from the
+/// name), White or Black to move: most are legal positions, some are not (probe tells).
+fn random_fens(material: &str, n: usize, seed: &mut u64) -> Vec<String> {
+    let mut next = move |m: u64| {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed % m
+    };
+    let (white, black) = material.split_once('v').unwrap();
+    let men: Vec<char> = white
+        .chars()
+        .map(|c| c.to_ascii_uppercase())
+        .chain(black.chars().map(|c| c.to_ascii_lowercase()))
+        .collect();
+    (0..n)
+        .map(|_| {
+            let mut board = ['.'; 64];
+            for &m in &men {
+                loop {
+                    let sq = next(64) as usize;
+                    let pawn_rank = m.eq_ignore_ascii_case(&'p') && !(8..56).contains(&sq);
+                    if board[sq] == '.' && !pawn_rank {
+                        board[sq] = m;
+                        break;
+                    }
+                }
+            }
+            let ranks: Vec<String> = (0..8)
+                .rev()
+                .map(|r| {
+                    let mut row = String::new();
+                    let mut empty = 0;
+                    for f in 0..8 {
+                        match board[r * 8 + f] {
+                            '.' => empty += 1,
+                            c => {
+                                if empty > 0 {
+                                    row.push_str(&empty.to_string());
+                                    empty = 0;
+                                }
+                                row.push(c);
+                            }
+                        }
+                    }
+                    if empty > 0 {
+                        row.push_str(&empty.to_string());
+                    }
+                    row
+                })
+                .collect();
+            let turn = if next(2) == 0 { "w" } else { "b" };
+            format!("{} {turn} - - 0 1", ranks.join("/"))
+        })
+        .collect()
+}
+
+#[test]
+fn serve_answers_as_probe_does_in_the_lichess_shape() {
+    let dir = tables_with(&["KPvK", "KRvKP", "KQvKR"]);
+    let server = serve(&dir);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut fens = Vec::new();
+    for (material, want) in [("KPvK", 333), ("KRvKP", 333), ("KQvKR", 334)] {
+        let candidates = random_fens(material, 3 * want, &mut seed);
+        let o = run_with_stdin(
+            &["probe", "--tables", dir.to_str().unwrap()],
+            &candidates.join("\n"),
+        );
+        let legal: Vec<(String, serde_json::Value)> = stdout(&o)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .zip(candidates)
+            .filter(|(a, _)| a.get("error").is_none())
+            .map(|(a, f)| (f, a))
+            .take(want)
+            .collect();
+        assert_eq!(legal.len(), want, "{material}: too few legal positions drawn");
+        fens.extend(legal);
+    }
+    assert_eq!(fens.len(), 1000);
+    let mut categories = std::collections::BTreeMap::new();
+    for (fen, probed) in &fens {
+        // Underscores for spaces, as lichess clients send them.
+        let query = fen.replace(' ', "_");
+        let (status, body) = get(&server.addr, &format!("/standard?fen={query}"));
+        assert_eq!(status, 200, "{fen}: {body}");
+        let mut served: serde_json::Value = serde_json::from_str(&body).unwrap();
+        strict(&served);
+        assert_eq!(served["fen"], query);
+        served["fen"] = probed["fen"].clone();
+        assert_eq!(&served, probed, "{fen}");
+        *categories
+            .entry(probed["category"].as_str().unwrap().to_string())
+            .or_insert(0) += 1;
+    }
+    // Wins, draws and losses were all asked.
+    assert_eq!(categories.len(), 3, "{categories:?}");
+
+    // Errors: a bad FEN and no FEN are 400, too many men 400, a missing table 404 naming the
+    // command that builds it; JSON each time.
+    let cases = [
+        ("/standard?fen=not_a_fen", 400, "invalid FEN"),
+        ("/standard", 400, "fen"),
+        ("/standard?fen=k7/8/1K6/8/8/8/8/1RRRRR2_w_-_-_0_1", 400, "men"),
+        (
+            "/standard?fen=k7/8/1K6/8/8/8/8/1NN2b2_w_-_-_0_1",
+            404,
+            "zermelo solve KNNvKB",
+        ),
+        (
+            "/standard/mainline?fen=8/8/8/8/8/8/8/8_w_-_-_0_1",
+            400,
+            "invalid FEN",
+        ),
+    ];
+    for (path, code, needle) in cases {
+        let (status, body) = get(&server.addr, path);
+        assert_eq!(status, code, "{path}: {body}");
+        let e: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{path}: {body}"));
+        assert!(e["error"].as_str().unwrap().contains(needle), "{path}: {body}");
+    }
+
+    // The mainline of a mate in 25 plies: 25 moves, the last one mates.
+    let (status, body) = get(
+        &server.addr,
+        "/standard/mainline?fen=8/8/8/8/8/8/4P3/K1k5_w_-_-_0_1",
+    );
+    assert_eq!(status, 200, "{body}");
+    let m: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((m["winner"].as_str(), m["dtm"].as_i64()), (Some("w"), Some(25)));
+    let steps = m["mainline"].as_array().unwrap();
+    assert_eq!(steps.len(), 25);
+    assert!(
+        steps.last().unwrap()["san"].as_str().unwrap().ends_with('#'),
+        "{body}"
+    );
+    assert!(m["dtz"].is_null() && steps.iter().all(|s| s["dtz"].is_null()));
+    let (_, body) = get(
+        &server.addr,
+        "/standard/mainline?fen=8/8/8/8/8/k7/P7/K7_w_-_-_0_1",
+    );
+    let draw: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        draw["winner"].is_null() && draw["mainline"].as_array().unwrap().is_empty(),
+        "{body}"
+    );
+
+    // Health and metrics: the thousand answers are counted.
+    assert_eq!(get(&server.addr, "/health"), (200, "ok\n".to_string()));
+    let (status, text) = get(&server.addr, "/metrics");
+    assert_eq!(status, 200);
+    let ok = text
+        .lines()
+        .find(|l| l.starts_with("zermelo_http_requests_total{endpoint=\"/standard\",status=\"200\"}"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        ok.rsplit(' ').next().unwrap().parse::<f64>().unwrap(),
+        1000.0,
+        "{ok}"
+    );
+    assert!(
+        text.contains("zermelo_http_request_seconds_bucket")
+            && text.contains("process_resident_memory_bytes")
+    );
+    assert_eq!(get(&server.addr, "/nothing").0, 404);
+}
+
+/// SIGTERM stops the server: it exits 0, in a few seconds.
+#[test]
+fn serve_stops_on_sigterm() {
+    let dir = tables_with(&["KPvK"]);
+    let mut server = serve(&dir);
+    assert_eq!(get(&server.addr, "/health").0, 200);
+    unsafe {
+        libc::kill(server.child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
