@@ -127,6 +127,10 @@ enum Command {
         /// Address to listen on (port 0: any free port, printed at start).
         #[arg(long, value_name = "ADDR", default_value = zermelo_cli::serve::DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
+        /// Probes answered at once, each on its own thread with its own cache of 4 MiB of
+        /// decompressed blocks (default: the number of cores); more requests wait their turn.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
     },
     /// Check each table's checksums and re-derive every stored value from its successors with a
     /// move generator independent of the solver.
@@ -851,9 +855,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Command::Serve { tables, listen } => {
+        Command::Serve {
+            tables,
+            listen,
+            threads: t,
+        } => {
             tables.must_exist()?;
             let rt = tokio::runtime::Builder::new_multi_thread()
+                .max_blocking_threads(threads(t)?)
                 .enable_all()
                 .build()
                 .map_err(|e| Failure::input(format!("starting the server: {e}")))?;
