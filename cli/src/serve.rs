@@ -6,6 +6,10 @@
 //!   (Zermelo has no DTZ yet). Underscores may stand for the FEN's spaces.
 //! - `GET /standard/mainline?fen=FEN`: the principal variation to mate (best play on both
 //!   sides, the DTM line), each step in UCI and SAN; empty for a draw.
+//! - `GET /standard/squares?fen=FEN`: Church's co-ordinate squares of the FEN's pawns (kings
+//!   and pawns only; its kings and side to move are ignored), as `zermelo squares --json`
+//!   prints them, from the full table of the material (404 when it is not there: the server
+//!   does not solve on request).
 //! - `GET /health`: `ok`; `GET /metrics`: Prometheus metrics (requests by endpoint and status,
 //!   their latency, the process).
 //!
@@ -37,10 +41,11 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 use zermelo_chess::probe::{moves, value};
-use zermelo_chess::{Color, Position, Value};
+use zermelo_chess::{Color, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
 use crate::probe::{parse_position, probe_position, ProbeFailure};
+use crate::squares;
 use crate::MAX_MEN;
 
 /// The default address: this machine only.
@@ -214,6 +219,31 @@ async fn standard_mainline(State(app): State<Arc<App>>, Query(q): Query<FenQuery
     .await
 }
 
+async fn standard_squares(State(app): State<Arc<App>>, Query(q): Query<FenQuery>) -> Response {
+    blocking(app, q, |app, _, pos| {
+        let pawns = squares::pawns_of(pos).map_err(ProbeFailure::Input)?;
+        let material = Material::of(&pos.board).normalized().0;
+        // Only from a table already built: the server does not solve on request.
+        app.tables.table(&material)?;
+        let src = ThreadCached(&app.tables);
+        let mut failed = None;
+        let values = squares::slice_values(&pawns, |p| {
+            value(p, &src).map_err(|e| {
+                let text = e.to_string();
+                failed = Some(e);
+                text
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        let values = values.map_err(ProbeFailure::Input)?;
+        let attacker = squares::attacker(&values).map_err(ProbeFailure::Input)?;
+        Ok(squares::coordinate_squares(&values, attacker))
+    })
+    .await
+}
+
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     (
         [(
@@ -229,6 +259,7 @@ async fn index() -> &'static str {
     "Zermelo tablebase server\n\
      GET /standard?fen=FEN           the position and its moves (lichess tablebase API shape)\n\
      GET /standard/mainline?fen=FEN  the principal variation to mate\n\
+     GET /standard/squares?fen=FEN   co-ordinate squares of the pawns (JSON)\n\
      GET /health                     ok\n\
      GET /metrics                    Prometheus metrics\n"
 }
@@ -240,7 +271,7 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     let uri = req.uri().clone();
     let response = next.run(req).await;
     let endpoint = match uri.path() {
-        p @ ("/" | "/standard" | "/standard/mainline" | "/health" | "/metrics") => p,
+        p @ ("/" | "/standard" | "/standard/mainline" | "/standard/squares" | "/health" | "/metrics") => p,
         _ => "other",
     };
     let status = response.status().as_u16();
@@ -271,6 +302,7 @@ fn router(tables: TableDir) -> Router {
         .route("/", get(index))
         .route("/standard", get(standard))
         .route("/standard/mainline", get(standard_mainline))
+        .route("/standard/squares", get(standard_squares))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET / lists them") })

@@ -221,6 +221,39 @@ fn serve_answers_as_probe_does_in_the_lichess_shape() {
         "{body}"
     );
 
+    // The co-ordinate squares: what `zermelo squares --json` prints, from the full table; a
+    // material without its table is 404 (nothing is solved on request), other men than kings
+    // and pawns 400.
+    let fen = "4k3/8/8/4K3/4P3/8/8/8 w - - 0 1";
+    let (status, body) = get(
+        &server.addr,
+        &format!("/standard/squares?fen={}", fen.replace(' ', "_")),
+    );
+    assert_eq!(status, 200, "{body}");
+    let o = run(&["squares", "--json", "--tables", dir.to_str().unwrap(), fen]);
+    assert_ok(&o);
+    let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        served,
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+    );
+    assert!(served["squares"]["e5"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s == "e7"));
+    let (status, body) = get(
+        &server.addr,
+        "/standard/squares?fen=4k3/8/8/3pK3/3PP3/8/8/8_w_-_-_0_1",
+    );
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("zermelo solve KPPvKP"), "{body}");
+    let (status, body) = get(
+        &server.addr,
+        "/standard/squares?fen=4k3/8/8/4K3/4P3/8/8/6N1_w_-_-_0_1",
+    );
+    assert_eq!(status, 400, "{body}");
+
     // Health and metrics: the thousand answers are counted.
     assert_eq!(get(&server.addr, "/health"), (200, "ok\n".to_string()));
     let (status, text) = get(&server.addr, "/metrics");
