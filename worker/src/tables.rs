@@ -213,19 +213,29 @@ impl ValueSource for TableDir {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        let table = self.table(&loc.slice.material)?;
-        let i = table
-            .find_slice(loc.slice.raw())
-            .ok_or(TableError::MissingSlice {
-                material: loc.slice.material,
-                slice: loc.slice,
-            })?;
-        let raw = table.value(i, loc.index)?;
-        Value::from_raw(raw).ok_or(TableError::IllegalValue {
-            slice: loc.slice,
-            index: loc.index,
-        })
+        located_value(self, loc, |table, slice, index| table.value(slice, index))
     }
+}
+
+/// The value at `loc` in its material's table of `dir`, the raw value read by `read` (table,
+/// slice, index); an illegal mark there is an error of the table.
+fn located_value(
+    dir: &TableDir,
+    loc: &Location,
+    read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
+) -> Result<Value, TableError> {
+    let table = dir.table(&loc.slice.material)?;
+    let i = table
+        .find_slice(loc.slice.raw())
+        .ok_or(TableError::MissingSlice {
+            material: loc.slice.material,
+            slice: loc.slice,
+        })?;
+    let raw = read(&table, i, loc.index)?;
+    Value::from_raw(raw).ok_or(TableError::IllegalValue {
+        slice: loc.slice,
+        index: loc.index,
+    })
 }
 
 /// A [`TableDir`] read through each thread's own cache of decompressed blocks ([`READER`]):
@@ -237,17 +247,8 @@ impl ValueSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        let table = self.0.table(&loc.slice.material)?;
-        let i = table
-            .find_slice(loc.slice.raw())
-            .ok_or(TableError::MissingSlice {
-                material: loc.slice.material,
-                slice: loc.slice,
-            })?;
-        let raw = READER.with(|r| r.borrow_mut().value(&table, i, loc.index))?;
-        Value::from_raw(raw).ok_or(TableError::IllegalValue {
-            slice: loc.slice,
-            index: loc.index,
+        located_value(self.0, loc, |table, slice, index| {
+            READER.with(|r| r.borrow_mut().value(table, slice, index))
         })
     }
 }
