@@ -1,0 +1,133 @@
+//! Python bindings of Zermelo (`import zermelo`): the native part, `zermelo._zermelo`. The
+//! Python package (`zermelo/__init__.py`) wraps it: FEN strings or `chess.Board` objects in,
+//! dictionaries and numbers out.
+//!
+//! It reads the tables exactly as `zermelo probe` does (the same answers, the same JSON) and
+//! builds them as `zermelo solve` does (the same files). The interpreter's lock is released
+//! while it works.
+
+use std::path::{Path, PathBuf};
+
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use zermelo_chess::probe::{moves, value};
+use zermelo_chess::{Material, Value};
+use zermelo_cli::probe::{parse_position, probe_position, ProbeFailure};
+use zermelo_cli::MAX_MEN;
+use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
+
+/// The Python exception for a probe that could not be answered.
+fn failure(e: ProbeFailure) -> PyErr {
+    match e {
+        ProbeFailure::Input(m) => PyValueError::new_err(m),
+        ProbeFailure::Table(t @ TableError::Missing { .. }) => PyFileNotFoundError::new_err(t.to_string()),
+        ProbeFailure::Table(t) => PyRuntimeError::new_err(t.to_string()),
+    }
+}
+
+/// The tables of one directory, or of a list of them searched in order (`a:b`).
+#[pyclass(frozen)]
+struct Tables {
+    dir: TableDir,
+}
+
+#[pymethods]
+impl Tables {
+    #[new]
+    fn new(dirs: &str) -> PyResult<Tables> {
+        let dirs: Vec<PathBuf> = dirs
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        let Some(first) = dirs.first() else {
+            return Err(PyValueError::new_err("no tables directory given"));
+        };
+        if let Some(d) = dirs.iter().find(|d| !d.is_dir()) {
+            return Err(PyFileNotFoundError::new_err(format!(
+                "tables directory {} does not exist",
+                d.display()
+            )));
+        }
+        Ok(Tables {
+            dir: TableDir::new(first).with_more(dirs[1..].to_vec()),
+        })
+    }
+
+    /// The answer of `zermelo probe` for `fen`, as its JSON text.
+    fn probe_json(&self, py: Python<'_>, fen: &str) -> PyResult<String> {
+        py.detach(|| {
+            let pos = parse_position(fen, MAX_MEN)?;
+            let info = probe_position(fen, &pos, &ThreadCached(&self.dir))?;
+            Ok(serde_json::to_string(&info).expect("an answer serializes"))
+        })
+        .map_err(failure)
+    }
+
+    /// `(wdl, dtm)` of `fen` for the side to move: wdl 2, 0 or -2 (win, draw, loss), dtm the
+    /// signed plies to mate (`None` for a draw).
+    fn value(&self, py: Python<'_>, fen: &str) -> PyResult<(i32, Option<i32>)> {
+        py.detach(|| {
+            let pos = parse_position(fen, MAX_MEN)?;
+            let v = value(&pos, &ThreadCached(&self.dir))?;
+            let wdl = match v {
+                Value::Win(_) => 2,
+                Value::Draw => 0,
+                Value::Loss(_) => -2,
+            };
+            Ok((wdl, v.dtm()))
+        })
+        .map_err(failure)
+    }
+
+    /// The best move of `fen` in UCI (the fastest mate, or the slowest loss, or a move that
+    /// keeps the draw; ties in UCI order), `None` when there is no legal move.
+    fn best_move(&self, py: Python<'_>, fen: &str) -> PyResult<Option<String>> {
+        py.detach(|| {
+            let pos = parse_position(fen, MAX_MEN)?;
+            let list = moves(&pos, &ThreadCached(&self.dir))?;
+            Ok(list.first().map(|(m, _)| m.uci()))
+        })
+        .map_err(failure)
+    }
+}
+
+/// Builds each material (any order and case, at most 6 men) and every material it converts
+/// into in `directory`, skipping tables already complete there; returns the materials built
+/// (not those skipped). `threads`: default all cores; `memory`: bytes, default three quarters
+/// of the machine's (or container's) memory.
+#[pyfunction]
+#[pyo3(signature = (materials, directory, threads=None, memory=None))]
+fn solve(
+    py: Python<'_>,
+    materials: Vec<String>,
+    directory: &str,
+    threads: Option<usize>,
+    memory: Option<u64>,
+) -> PyResult<Vec<String>> {
+    let parsed = materials
+        .iter()
+        .map(|m| Material::parse_table(m, MAX_MEN).map_err(|e| PyValueError::new_err(e.to_string())))
+        .collect::<PyResult<Vec<Material>>>()?;
+    let threads = match threads {
+        Some(0) => return Err(PyValueError::new_err("threads must be at least 1")),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let budget = zermelo_cli::memory::budget(memory);
+    let outcomes = py
+        .detach(|| zermelo_cli::build::build(&parsed, Path::new(directory), threads, budget, &|_, _, _| {}))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(outcomes
+        .iter()
+        .filter(|o| !o.skipped)
+        .map(|o| o.material.to_string())
+        .collect())
+}
+
+#[pymodule]
+fn _zermelo(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Tables>()?;
+    m.add_function(wrap_pyfunction!(solve, m)?)?;
+    Ok(())
+}
