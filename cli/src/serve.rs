@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
@@ -127,9 +128,19 @@ fn failure(e: ProbeFailure) -> Response {
 /// Runs `f` on a blocking thread with the app, and answers with its JSON or its failure.
 async fn blocking<T: Serialize + Send + 'static>(
     app: Arc<App>,
-    query: FenQuery,
+    query: Result<Query<FenQuery>, QueryRejection>,
     f: impl FnOnce(&App, &str, &Position) -> Result<T, ProbeFailure> + Send + 'static,
 ) -> Response {
+    let query = match query {
+        Ok(Query(q)) => q,
+        // A query string that does not parse (a repeated key, say): JSON too.
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("bad query string: {}", e.body_text()),
+            )
+        }
+    };
     let Some(fen) = query.fen else {
         return error(StatusCode::BAD_REQUEST, "missing query parameter fen (?fen=FEN)");
     };
@@ -148,7 +159,7 @@ async fn blocking<T: Serialize + Send + 'static>(
     }
 }
 
-async fn standard(State(app): State<Arc<App>>, Query(q): Query<FenQuery>) -> Response {
+async fn standard(State(app): State<Arc<App>>, q: Result<Query<FenQuery>, QueryRejection>) -> Response {
     blocking(app, q, |app, fen, pos| {
         Ok(probe_position(fen, pos, &ThreadCached(&app.tables))?)
     })
@@ -212,14 +223,20 @@ fn mainline(pos: &Position, src: &ThreadCached<'_>) -> Result<Mainline, TableErr
     })
 }
 
-async fn standard_mainline(State(app): State<Arc<App>>, Query(q): Query<FenQuery>) -> Response {
+async fn standard_mainline(
+    State(app): State<Arc<App>>,
+    q: Result<Query<FenQuery>, QueryRejection>,
+) -> Response {
     blocking(app, q, |app, _, pos| {
         Ok(mainline(pos, &ThreadCached(&app.tables))?)
     })
     .await
 }
 
-async fn standard_squares(State(app): State<Arc<App>>, Query(q): Query<FenQuery>) -> Response {
+async fn standard_squares(
+    State(app): State<Arc<App>>,
+    q: Result<Query<FenQuery>, QueryRejection>,
+) -> Response {
     blocking(app, q, |app, _, pos| {
         let pawns = squares::pawns_of(pos).map_err(ProbeFailure::Input)?;
         let material = Material::of(&pos.board).normalized().0;

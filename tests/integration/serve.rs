@@ -188,6 +188,11 @@ fn serve_answers_as_probe_does_in_the_lichess_shape() {
             400,
             "invalid FEN",
         ),
+        (
+            "/standard?fen=8/8/8/8/8/8/4P3/K1k5_w_-_-_0_1&fen=x",
+            400,
+            "bad query string",
+        ),
     ];
     for (path, code, needle) in cases {
         let (status, body) = get(&server.addr, path);
