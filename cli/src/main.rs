@@ -22,7 +22,7 @@ use zermelo_cli::MAX_MEN;
 use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
 use zermelo_worker::node::cache::{ByteSize, DEFAULT_CACHE_BYTES};
-use zermelo_worker::tables::TableDir;
+use zermelo_worker::tables::{dir_list, list_text, TableDir};
 
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
 /// analysis, probes them and verifies them independently.
@@ -432,15 +432,7 @@ enum Command {
 struct Tables(Vec<PathBuf>);
 
 fn tables_list(s: &str) -> Result<Tables, String> {
-    let dirs: Vec<PathBuf> = s
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .collect();
-    if dirs.is_empty() {
-        return Err("no directory given".to_string());
-    }
-    Ok(Tables(dirs))
+    dir_list(s).map(Tables)
 }
 
 impl Tables {
@@ -456,13 +448,12 @@ impl Tables {
 
     /// The tables of these directories.
     fn table_dir(&self) -> TableDir {
-        TableDir::new(self.first()).with_more(self.more().to_vec())
+        TableDir::from_list(&self.0)
     }
 
     /// As given: `a:b`.
     fn display(&self) -> String {
-        let names: Vec<String> = self.0.iter().map(|d| d.display().to_string()).collect();
-        names.join(":")
+        list_text(&self.0).display().to_string()
     }
 
     /// Refused unless every directory exists.

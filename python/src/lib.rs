@@ -6,7 +6,7 @@
 //! builds them as `zermelo solve` does (the same files). The interpreter's lock is released
 //! while it works.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -14,7 +14,7 @@ use zermelo_chess::probe::{moves, value};
 use zermelo_chess::{Material, Value};
 use zermelo_cli::probe::{parse_position, probe_position, ProbeFailure};
 use zermelo_cli::MAX_MEN;
-use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
+use zermelo_worker::tables::{dir_list, TableDir, TableError, ThreadCached};
 
 /// The Python exception for a probe that could not be answered.
 fn failure(e: ProbeFailure) -> PyErr {
@@ -35,14 +35,7 @@ struct Tables {
 impl Tables {
     #[new]
     fn new(dirs: &str) -> PyResult<Tables> {
-        let dirs: Vec<PathBuf> = dirs
-            .split(':')
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .collect();
-        let Some(first) = dirs.first() else {
-            return Err(PyValueError::new_err("no tables directory given"));
-        };
+        let dirs = dir_list(dirs).map_err(PyValueError::new_err)?;
         if let Some(d) = dirs.iter().find(|d| !d.is_dir()) {
             return Err(PyFileNotFoundError::new_err(format!(
                 "tables directory {} does not exist",
@@ -50,7 +43,7 @@ impl Tables {
             )));
         }
         Ok(Tables {
-            dir: TableDir::new(first).with_more(dirs[1..].to_vec()),
+            dir: TableDir::from_list(&dirs),
         })
     }
 

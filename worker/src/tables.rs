@@ -54,6 +54,32 @@ pub fn table_file_name(material: &Material) -> String {
     zermelo_storage::table_file_name(&material.to_string())
 }
 
+/// A list of table directories as `--tables`, `ZERMELO_TABLES` and the Python module take it:
+/// `a:b:c`, searched in order (empty parts skipped); at least one.
+pub fn dir_list(list: &str) -> Result<Vec<PathBuf>, String> {
+    let dirs: Vec<PathBuf> = list
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if dirs.is_empty() {
+        return Err("no tables directory given".to_string());
+    }
+    Ok(dirs)
+}
+
+/// A list of directories written as one (`a:b`), as [`dir_list`] reads it.
+pub fn list_text(dirs: &[PathBuf]) -> PathBuf {
+    let mut list = std::ffi::OsString::new();
+    for (i, d) in dirs.iter().enumerate() {
+        if i > 0 {
+            list.push(":");
+        }
+        list.push(d.as_os_str());
+    }
+    PathBuf::from(list)
+}
+
 /// Tables in a directory, opened on first use.
 pub struct TableDir {
     dir: PathBuf,
@@ -88,14 +114,16 @@ impl TableDir {
         }
     }
 
+    /// The tables of a list of directories ([`dir_list`], at least one): written to the first,
+    /// read from the first that has them.
+    pub fn from_list(dirs: &[PathBuf]) -> TableDir {
+        TableDir::new(&dirs[0]).with_more(dirs[1..].to_vec())
+    }
+
     /// The directories searched, in order, as one list (`a:b`): what `--tables` takes.
     pub fn search_list(&self) -> PathBuf {
-        let mut list = std::ffi::OsString::from(self.dir.as_os_str());
-        for d in &self.more {
-            list.push(":");
-            list.push(d.as_os_str());
-        }
-        PathBuf::from(list)
+        let dirs: Vec<PathBuf> = std::iter::once(&self.dir).chain(&self.more).cloned().collect();
+        list_text(&dirs)
     }
 
     /// Reads the files with positioned reads (`pread`) instead of a memory map: the blocks read

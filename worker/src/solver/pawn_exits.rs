@@ -171,6 +171,16 @@ impl Default for LinePushes {
     }
 }
 
+/// The square ahead of `s` for a pawn of `us` (on the board: the pawn is not on its last rank).
+#[inline]
+fn ahead(us: Color, s: Square) -> Square {
+    Square::new(if us == Color::White {
+        s.u8() + 8
+    } else {
+        s.u8() - 8
+    })
+}
+
 /// A position after a move that leaves the slice, as the mover left it (any orientation).
 struct After {
     material: Material,
@@ -197,15 +207,10 @@ impl<'a> PawnExits<'a> {
         }
         let mut pushes = Vec::new();
         for us in [Color::White, Color::Black] {
-            let forward = |s: Square| s.u8() as i32 + if us == Color::White { 8 } else { -8 };
             for from in g.pawns[us.index()] {
-                let one = forward(from);
-                let two = forward(Square::new(one as u8));
-                let mut targets = vec![one];
-                if from.relative_rank(us) == 1 {
-                    targets.push(two);
-                }
-                for to in targets.into_iter().map(|t| Square::new(t as u8)) {
+                let one = ahead(us, from);
+                let two = (from.relative_rank(us) == 1).then(|| ahead(us, one));
+                for to in [Some(one), two].into_iter().flatten() {
                     if to.relative_rank(us) == 7 || (g.pawns[0] | g.pawns[1]).contains(to) {
                         continue;
                     }
@@ -358,13 +363,7 @@ impl<'a> PawnExits<'a> {
         }
 
         // Pawn moves.
-        let forward = |s: Square| {
-            Square::new(if us == Color::White {
-                s.u8() + 8
-            } else {
-                s.u8() - 8
-            })
-        };
+        let forward = |s: Square| ahead(us, s);
         for from in our_pawns {
             let one = forward(from);
             let mut targets: [(Square, bool); 4] = [(Square::A1, false); 4];
@@ -458,7 +457,8 @@ impl<'a> PawnExits<'a> {
     /// of the positions after it, one per square of `l` (the same indices in the pushed slice,
     /// the other side to move: a line there too, read at once).
     ///
-    /// `Ok(false)` when a pawn move of the side is anything but such a push: a promotion, a
+    /// `victims` are the squares of the other side's pawns and men but the king and the line
+    /// man. `Ok(false)` when a pawn move of the side is anything but such a push: a promotion, a
     /// capture of a man other than the line man (the caller looks at the squares of `l` where
     /// it can be captured), a double push beside an enemy pawn (en passant), or a push into a
     /// mirrored slice. The line is then looked at position by position.
@@ -467,6 +467,7 @@ impl<'a> PawnExits<'a> {
         g: &Geometry,
         line: &Decoded,
         l: usize,
+        victims: Bitboard,
         out: &mut LinePushes,
     ) -> Result<bool, SolveError> {
         let us = line.turn;
@@ -474,17 +475,7 @@ impl<'a> PawnExits<'a> {
         let (sq, occ, lp) = (&line.squares, line.occupied, g.men[l]);
         let our_king = sq[if us == Color::White { 0 } else { g.black_king }];
         let their_pawns = g.pawns[them.index()];
-        let mut victims = their_pawns;
-        for j in g.side(them).filter(|&j| j != l && !g.is_king(j)) {
-            victims = victims.with(sq[j]);
-        }
-        let forward = |s: Square| {
-            Square::new(if us == Color::White {
-                s.u8() + 8
-            } else {
-                s.u8() - 8
-            })
-        };
+        let forward = |s: Square| ahead(us, s);
         out.n = 0;
         for from in g.pawns[us.index()] {
             let one = forward(from);

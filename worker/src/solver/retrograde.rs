@@ -828,8 +828,10 @@ fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> R
     match ctx.g.line_man() {
         Some(l) => {
             debug_assert!(range.start.is_multiple_of(64) && range.len().is_multiple_of(64));
+            // The pawn pushes of a line, reused from line to line.
+            let mut pushes = LinePushes::default();
             for base in range.step_by(64) {
-                init_line(ctx, st, l, base)?;
+                init_line(ctx, st, l, base, &mut pushes)?;
             }
         }
         None => {
@@ -846,7 +848,13 @@ fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> R
 /// (the squares of `l` for which the answer is yes), it finds the illegal ones (left 0) and the
 /// plain ones: legal, not in check and with no exit, so undecided with no exit
 /// ([`S_MAY_LOSE`], what [`init_index`] would set). The others go through [`init_index`].
-fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(), SolveError> {
+fn init_line(
+    ctx: &Context<'_>,
+    st: &State,
+    l: usize,
+    base: usize,
+    pushes: &mut LinePushes,
+) -> Result<(), SolveError> {
     let g = ctx.g;
     let Some(line) = g.decode_line(base as u64, l) else {
         return Ok(()); // Two other men share a square on the whole line.
@@ -908,8 +916,7 @@ fn init_line(ctx: &Context<'_>, st: &State, l: usize, base: usize) -> Result<(),
     let mut pushed = Bitboard::EMPTY;
     if g.pawns[us.index()].any() {
         if let Some(pe) = &ctx.pawn_exits {
-            let mut pushes = LinePushes::default();
-            if pe.line_pushes(g, &line, l, &mut pushes)? {
+            if pe.line_pushes(g, &line, l, victims, pushes)? {
                 for q in legal & !looked_at {
                     let mut exits = Exits::default();
                     for (k, &(ok, slice, first)) in pushes.pushes[..pushes.n].iter().enumerate() {
@@ -1234,9 +1241,10 @@ mod tests {
             assert!(ctx.pawn_exits.is_some(), "the successors are arrays");
             let n = g.ix.size() as usize;
             let (by_lines, by_index) = (State::new(n, true), State::new(n, true));
+            let mut pushes = LinePushes::default();
             let (mut lines, mut set) = (0, 0);
             for base in (0..n).step_by(64 * 3) {
-                init_line(&ctx, &by_lines, l, base).unwrap();
+                init_line(&ctx, &by_lines, l, base, &mut pushes).unwrap();
                 for i in base..base + 64 {
                     init_index(&ctx, &by_index, i).unwrap();
                     let (a, b) = (by_lines.get(i), by_index.get(i));
