@@ -10,6 +10,12 @@
 //!   and pawns only; its kings and side to move are ignored), as `zermelo squares --json`
 //!   prints them, from the full table of the material (404 when it is not there: the server
 //!   does not solve on request).
+//! - `GET /`: the web page (`cli/web/`, built into the binary): a board with a FEN field, moves
+//!   by drag and drop or clicks, the value of the position and of every move, the principal
+//!   variation to step through, and a tab drawing the co-ordinate squares. It reads only this
+//!   server. `GET /api` lists the endpoints.
+//! - `GET /standard/squares?fen=FEN&format=svg`: the numbered diagram of the co-ordinate
+//!   squares (as `zermelo squares --svg` draws it).
 //! - `GET /health`: `ok`; `GET /metrics`: Prometheus metrics (requests by endpoint and status,
 //!   their latency, the process).
 //!
@@ -108,6 +114,8 @@ struct App {
 #[derive(Deserialize)]
 struct FenQuery {
     fen: Option<String>,
+    /// `svg` for `/standard/squares`: the numbered diagram instead of JSON.
+    format: Option<String>,
 }
 
 /// An error answer: `{"error": message}` with its status.
@@ -131,6 +139,22 @@ async fn blocking<T: Serialize + Send + 'static>(
     query: Result<Query<FenQuery>, QueryRejection>,
     f: impl FnOnce(&App, &str, &Position) -> Result<T, ProbeFailure> + Send + 'static,
 ) -> Response {
+    blocking_with(
+        app,
+        query,
+        |app, fen, pos, _| f(app, fen, pos),
+        |v| Json(v).into_response(),
+    )
+    .await
+}
+
+/// [`blocking`] with the whole query given to `f`, and `answer` making the response of its value.
+async fn blocking_with<T: Send + 'static>(
+    app: Arc<App>,
+    query: Result<Query<FenQuery>, QueryRejection>,
+    f: impl FnOnce(&App, &str, &Position, &FenQuery) -> Result<T, ProbeFailure> + Send + 'static,
+    answer: impl FnOnce(T) -> Response,
+) -> Response {
     let query = match query {
         Ok(Query(q)) => q,
         // A query string that does not parse (a repeated key, say): JSON too.
@@ -141,16 +165,16 @@ async fn blocking<T: Serialize + Send + 'static>(
             )
         }
     };
-    let Some(fen) = query.fen else {
+    let Some(fen) = query.fen.clone() else {
         return error(StatusCode::BAD_REQUEST, "missing query parameter fen (?fen=FEN)");
     };
-    let answer = tokio::task::spawn_blocking(move || {
+    let result = tokio::task::spawn_blocking(move || {
         let pos = parse_position(&fen, MAX_MEN)?;
-        f(&app, &fen, &pos)
+        f(&app, &fen, &pos, &query)
     })
     .await;
-    match answer {
-        Ok(Ok(v)) => Json(v).into_response(),
+    match result {
+        Ok(Ok(v)) => answer(v),
         Ok(Err(e)) => failure(e),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -237,7 +261,16 @@ async fn standard_squares(
     State(app): State<Arc<App>>,
     q: Result<Query<FenQuery>, QueryRejection>,
 ) -> Response {
-    blocking(app, q, |app, _, pos| {
+    let work = |app: &App, fen: &str, pos: &Position, q: &FenQuery| {
+        let svg = match q.format.as_deref() {
+            None | Some("json") => false,
+            Some("svg") => true,
+            Some(other) => {
+                return Err(ProbeFailure::Input(format!(
+                    "unknown format '{other}': expected json or svg"
+                )))
+            }
+        };
         let pawns = squares::pawns_of(pos).map_err(ProbeFailure::Input)?;
         let material = Material::of(&pos.board).normalized().0;
         // Only from a table already built: the server does not solve on request.
@@ -256,7 +289,16 @@ async fn standard_squares(
         }
         let values = values.map_err(ProbeFailure::Input)?;
         let attacker = squares::attacker(&values).map_err(ProbeFailure::Input)?;
-        Ok(squares::coordinate_squares(&values, attacker))
+        let cs = squares::coordinate_squares(&values, attacker);
+        Ok(if svg {
+            Err(squares::summary_svg(&cs, &fen.replace('_', " ")))
+        } else {
+            Ok(cs)
+        })
+    };
+    blocking_with(app, q, work, |answer| match answer {
+        Ok(cs) => Json(cs).into_response(),
+        Err(svg) => ([(CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
     })
     .await
 }
@@ -272,11 +314,29 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         .into_response()
 }
 
-async fn index() -> &'static str {
+/// The web page: a board to explore the tables (`cli/web/`), with no outside host.
+const PAGE_HTML: &str = include_str!("../web/index.html");
+const PAGE_JS: &str = include_str!("../web/page.js");
+const PAGE_CSS: &str = include_str!("../web/page.css");
+
+async fn page() -> Response {
+    ([(CONTENT_TYPE, "text/html; charset=utf-8")], PAGE_HTML).into_response()
+}
+
+async fn page_js() -> Response {
+    ([(CONTENT_TYPE, "text/javascript; charset=utf-8")], PAGE_JS).into_response()
+}
+
+async fn page_css() -> Response {
+    ([(CONTENT_TYPE, "text/css; charset=utf-8")], PAGE_CSS).into_response()
+}
+
+async fn api() -> &'static str {
     "Zermelo tablebase server\n\
+     GET /                           the web page (a board to explore the tables)\n\
      GET /standard?fen=FEN           the position and its moves (lichess tablebase API shape)\n\
      GET /standard/mainline?fen=FEN  the principal variation to mate\n\
-     GET /standard/squares?fen=FEN   co-ordinate squares of the pawns (JSON)\n\
+     GET /standard/squares?fen=FEN   co-ordinate squares of the pawns (JSON; &format=svg: the diagram)\n\
      GET /health                     ok\n\
      GET /metrics                    Prometheus metrics\n"
 }
@@ -288,7 +348,8 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     let uri = req.uri().clone();
     let response = next.run(req).await;
     let endpoint = match uri.path() {
-        p @ ("/" | "/standard" | "/standard/mainline" | "/standard/squares" | "/health" | "/metrics") => p,
+        p @ ("/" | "/page.js" | "/page.css" | "/api" | "/standard" | "/standard/mainline"
+        | "/standard/squares" | "/health" | "/metrics") => p,
         _ => "other",
     };
     let status = response.status().as_u16();
@@ -316,13 +377,16 @@ fn router(tables: TableDir) -> Router {
         metrics: Metrics::new(),
     });
     Router::new()
-        .route("/", get(index))
+        .route("/", get(page))
+        .route("/page.js", get(page_js))
+        .route("/page.css", get(page_css))
+        .route("/api", get(api))
         .route("/standard", get(standard))
         .route("/standard/mainline", get(standard_mainline))
         .route("/standard/squares", get(standard_squares))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET / lists them") })
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /api lists them") })
         .layer(middleware::from_fn_with_state(Arc::clone(&app), observe))
         .with_state(app)
 }

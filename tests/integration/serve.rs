@@ -247,6 +247,31 @@ fn serve_answers_as_probe_does_in_the_lichess_shape() {
         .unwrap()
         .iter()
         .any(|s| s == "e7"));
+    // The numbered diagram: what `zermelo squares --svg` draws.
+    let (status, body) = get(
+        &server.addr,
+        &format!("/standard/squares?fen={}&format=svg", fen.replace(' ', "_")),
+    );
+    assert_eq!(status, 200, "{body}");
+    let svg = dir.join("squares.svg");
+    let o = run(&[
+        "squares",
+        "--tables",
+        dir.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+        fen,
+    ]);
+    assert_ok(&o);
+    assert_eq!(body, std::fs::read_to_string(&svg).unwrap());
+    assert_eq!(
+        get(
+            &server.addr,
+            &format!("/standard/squares?fen={}&format=png", fen.replace(' ', "_"))
+        )
+        .0,
+        400
+    );
     let (status, body) = get(
         &server.addr,
         "/standard/squares?fen=4k3/8/8/3pK3/3PP3/8/8/8_w_-_-_0_1",
@@ -277,6 +302,22 @@ fn serve_answers_as_probe_does_in_the_lichess_shape() {
             && text.contains("process_resident_memory_bytes")
     );
     assert_eq!(get(&server.addr, "/nothing").0, 404);
+
+    // The web page and its two files, which name each other; `/api` lists the endpoints. (The
+    // page itself is driven in a real browser by tests/browser/test_page.py.)
+    let (status, html) = get(&server.addr, "/");
+    assert_eq!(status, 200);
+    assert!(html.contains(r#"<script src="page.js">"#) && html.contains(r#"href="page.css""#));
+    for id in ["board", "fen", "value", "moves", "pv", "squares-board"] {
+        assert!(html.contains(&format!(r#"id="{id}""#)), "{id}");
+    }
+    let (status, js) = get(&server.addr, "/page.js");
+    assert_eq!(status, 200);
+    assert!(js.contains("standard/mainline") && js.contains("standard/squares"));
+    assert_eq!(get(&server.addr, "/page.css").0, 200);
+    let (status, api) = get(&server.addr, "/api");
+    assert_eq!(status, 200);
+    assert!(api.contains("GET /standard?fen=FEN"), "{api}");
 }
 
 /// SIGTERM stops the server: it exits 0, in a few seconds.
