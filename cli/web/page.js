@@ -425,7 +425,8 @@
     v.dataset.dtm = info && info.dtm !== null ? String(info.dtm) : "";
     v.dataset.fen = info ? state.fen : "";
     if (!info) {
-      v.textContent = pending ? "…" : "\u00a0";
+      // Waiting for the answer, or none came (the error is shown).
+      v.textContent = failed ? "\u00a0" : "…";
       return;
     }
     const side = state.pos.turn === "w" ? "White" : "Black";

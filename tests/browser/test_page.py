@@ -329,4 +329,8 @@ def test_errors_are_shown(page, zermelo, tables):
     WebDriverWait(page.d, TIMEOUT).until(
         lambda d: "zermelo solve KNNvK" in d.find_element(By.ID, "error").text
     )
+    # Once every answer came, no value is shown as if still waiting, and no move is listed.
+    WebDriverWait(page.d, TIMEOUT).until(lambda d: d.execute_script("return document.body.dataset.state") == "error")
+    assert page.value()["text"].strip() == "" and page.value()["category"] == ""
+    assert page.moves() == []
     page.shot("12-missing-table")

@@ -11,7 +11,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position, Value};
 use zermelo_storage::{Metric, StorageError, Table, ValueReader};
 
-use crate::solver::{IndexedValues, SliceValuesRef, SolveError, Successors};
+use crate::solver::{CodedValues, IndexedValues, SliceValuesRef, SolveError, Successors};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -327,9 +327,11 @@ impl IndexedValues for TableSlice {
     }
 }
 
-/// A successor slice of [`SliceMap`]: its values in memory, or read from its table file.
+/// A successor slice of [`SliceMap`]: its values in memory (as `u16`, or a byte each), or read
+/// from its table file.
 enum Held {
     Values(SliceValues),
+    Coded(Arc<CodedValues>),
     Table(TableSlice),
 }
 
@@ -337,7 +339,49 @@ impl Held {
     fn as_ref(&self) -> SliceValuesRef<'_> {
         match self {
             Held::Values(v) => SliceValuesRef::Array(v),
+            Held::Coded(v) => SliceValuesRef::Coded(v),
             Held::Table(t) => SliceValuesRef::Indexed(t),
+        }
+    }
+}
+
+/// A whole slice kept by the [`SuccessorCache`]: a byte a value when it has at most 256
+/// distinct values, else `u16` values.
+#[derive(Clone)]
+enum Whole {
+    Values(SliceValues),
+    Coded(Arc<CodedValues>),
+}
+
+impl Whole {
+    /// `values`, coded if `code` and they can be.
+    fn of(values: Vec<u16>, code: bool) -> Whole {
+        match code.then(|| CodedValues::new(&values)).flatten() {
+            Some(coded) => Whole::Coded(Arc::new(coded)),
+            None => Whole::Values(Arc::new(values)),
+        }
+    }
+
+    /// Bytes it takes.
+    fn bytes(&self) -> u64 {
+        match self {
+            Whole::Values(v) => 2 * v.len() as u64,
+            Whole::Coded(v) => v.len() as u64 + 512,
+        }
+    }
+
+    /// In use by a [`SliceMap`] too.
+    fn shared(&self) -> bool {
+        match self {
+            Whole::Values(v) => Arc::strong_count(v) > 1,
+            Whole::Coded(v) => Arc::strong_count(v) > 1,
+        }
+    }
+
+    fn held(self) -> Held {
+        match self {
+            Whole::Values(v) => Held::Values(v),
+            Whole::Coded(v) => Held::Coded(v),
         }
     }
 }
@@ -432,7 +476,7 @@ pub struct SuccessorCache {
 struct CacheState {
     bytes: u64,
     clock: u64,
-    slices: HashMap<SliceKey, (SliceValues, u64)>,
+    slices: HashMap<SliceKey, (Whole, u64)>,
 }
 
 impl SuccessorCache {
@@ -458,12 +502,19 @@ impl SuccessorCache {
                 continue;
             }
             if let Some(values) = self.cached(&s) {
-                map.insert(s, values);
+                map.slices.insert(s, values.held());
                 continue;
             }
             let table = table_of(&s)?;
-            match self.whole(&s, &table)? {
-                Some(values) => map.insert(s, values),
+            // A capture's successor (fewer men) is read a value at a time: a byte a value halves
+            // its memory for a table lookup per read. The slices a pawn push or a promotion
+            // leads to are read in runs of 64 too, where copying `u16` values is faster
+            // (measured: KRPvKR 3% slower with every successor coded).
+            let code = s.material.men() < key.material.men();
+            match self.whole(&s, &table, code)? {
+                Some(values) => {
+                    map.slices.insert(s, values.held());
+                }
                 None => map.insert_table(s, table)?,
             }
         }
@@ -475,7 +526,7 @@ impl SuccessorCache {
     }
 
     /// Slice `key` if the cache holds it (marked as just used).
-    fn cached(&self, key: &SliceKey) -> Option<SliceValues> {
+    fn cached(&self, key: &SliceKey) -> Option<Whole> {
         let mut st = self.lock();
         st.clock += 1;
         let now = st.clock;
@@ -485,7 +536,7 @@ impl SuccessorCache {
     }
 
     /// Slice `key` of `table`, whole, if it is small enough and fits.
-    fn whole(&self, key: &SliceKey, table: &Table) -> Result<Option<SliceValues>, TableError> {
+    fn whole(&self, key: &SliceKey, table: &Table, code: bool) -> Result<Option<Whole>, TableError> {
         let i = table.find_slice(key.raw()).ok_or(TableError::MissingSlice {
             material: key.material,
             slice: *key,
@@ -509,17 +560,17 @@ impl SuccessorCache {
             let victim = st
                 .slices
                 .iter()
-                .filter(|(_, (v, _))| Arc::strong_count(v) == 1)
+                .filter(|(_, (v, _))| !v.shared())
                 .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, (v, _))| (*k, 2 * v.len() as u64));
+                .map(|(k, (v, _))| (*k, v.bytes()));
             let Some((k, freed)) = victim else {
                 return Ok(None);
             };
             st.slices.remove(&k);
             st.bytes -= freed;
         }
-        let values: SliceValues = table.read_slice(i)?.into();
-        st.bytes += bytes;
+        let values = Whole::of(table.read_slice(i)?, code);
+        st.bytes += values.bytes();
         st.slices.insert(*key, (values.clone(), now));
         Ok(Some(values))
     }

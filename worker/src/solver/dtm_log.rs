@@ -14,6 +14,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
 
 /// Indices per segment (a multiple of the solver's chunk). This crate's tests make it small, so
 /// that they solve slices of many segments.
@@ -22,12 +23,11 @@ pub const SEG_INDICES: usize = if cfg!(test) { 1 << 13 } else { 1 << 22 };
 const TAG_GAPS: u8 = 0;
 const TAG_RAW: u8 = 1;
 
-/// One ply's positions: the segments' encodings, concatenated, at `at` in the log's bytes.
+/// One ply's positions: segment `s` is `segments[s] = (at, len)` in the log's bytes (`len` 0 if
+/// it has no position).
 struct Ply {
     ply: u32,
-    at: u64,
-    /// Segment `s` is at `at + starts[s]..at + starts[s + 1]` (empty if it has no position).
-    starts: Vec<u64>,
+    segments: Vec<(u64, u64)>,
 }
 
 /// Where the log's bytes are.
@@ -37,11 +37,17 @@ enum Store {
     File(Option<File>),
 }
 
+/// The log's bytes, and the segments of the ply being recorded.
+struct Out {
+    store: Store,
+    bytes: u64,
+    current: Vec<(u64, u64)>,
+}
+
 /// The decided positions of a slice, by ply.
 pub(super) struct DtmLog {
     plies: Vec<Ply>,
-    store: Store,
-    bytes: u64,
+    out: Mutex<Out>,
 }
 
 impl DtmLog {
@@ -49,82 +55,116 @@ impl DtmLog {
     pub(super) fn new(spill: bool) -> DtmLog {
         DtmLog {
             plies: Vec::new(),
-            store: if spill {
-                Store::File(None)
-            } else {
-                Store::Memory(Vec::new())
-            },
-            bytes: 0,
+            out: Mutex::new(Out {
+                store: if spill {
+                    Store::File(None)
+                } else {
+                    Store::Memory(Vec::new())
+                },
+                bytes: 0,
+                current: Vec::new(),
+            }),
         }
     }
 
-    /// Records the positions decided at `ply` (plies ascend from call to call): the encoding of
-    /// every segment, in order.
-    pub(super) fn record(&mut self, ply: u32, encoded: &[Vec<u8>]) -> std::io::Result<()> {
-        debug_assert!(self.plies.last().is_none_or(|p| p.ply < ply));
-        let total: usize = encoded.iter().map(Vec::len).sum();
-        if total == 0 {
+    fn out(&self) -> std::sync::MutexGuard<'_, Out> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts recording the positions decided at the next ply, in `segments` segments, each
+    /// given by [`DtmLog::record_segment`] in any order, from any thread, and the ply closed by
+    /// [`DtmLog::end_ply`]. A segment goes to the log as soon as it is given: a ply's encoding
+    /// is never held whole (at its widest, a few percent of the slice's state).
+    pub(super) fn begin_ply(&mut self, segments: usize) {
+        let out = self.out.get_mut().unwrap_or_else(|e| e.into_inner());
+        out.current = vec![(0, 0); segments];
+    }
+
+    /// Records segment `s` of the ply begun (its encoding by [`SegmentEncoder`]).
+    pub(super) fn record_segment(&self, s: usize, encoded: &[u8]) -> std::io::Result<()> {
+        if encoded.is_empty() {
             return Ok(());
         }
-        // The segments are appended one by one (no copy of the whole ply: at its widest a
-        // ply's encoding is a few percent of the slice's state).
-        let mut starts = Vec::with_capacity(encoded.len() + 1);
-        let mut len = 0u64;
-        starts.push(0);
-        for e in encoded {
-            len += e.len() as u64;
-            starts.push(len);
-        }
-        let at = self.bytes;
-        match &mut self.store {
-            Store::Memory(bytes) => {
-                bytes.reserve(total);
-                for e in encoded {
-                    bytes.extend_from_slice(e);
-                }
-            }
+        let mut out = self.out();
+        let at = out.bytes;
+        match &mut out.store {
+            Store::Memory(bytes) => bytes.extend_from_slice(encoded),
             Store::File(file) => {
                 let file = match file {
                     Some(f) => f,
                     None => file.insert(tempfile::tempfile()?),
                 };
-                for e in encoded {
-                    file.write_all(e)?;
-                }
+                file.write_all(encoded)?;
             }
         }
-        self.bytes += len;
-        self.plies.push(Ply { ply, at, starts });
+        out.bytes += encoded.len() as u64;
+        out.current[s] = (at, encoded.len() as u64);
+        Ok(())
+    }
+
+    /// Closes the ply begun: its positions were decided at `ply` (plies ascend from ply to ply).
+    pub(super) fn end_ply(&mut self, ply: u32) {
+        debug_assert!(self.plies.last().is_none_or(|p| p.ply < ply));
+        let out = self.out.get_mut().unwrap_or_else(|e| e.into_inner());
+        let segments = std::mem::take(&mut out.current);
+        if segments.iter().any(|&(_, len)| len > 0) {
+            self.plies.push(Ply { ply, segments });
+        }
+    }
+
+    /// Records the positions decided at `ply`: the encoding of every segment, in order.
+    #[cfg(test)]
+    fn record(&mut self, ply: u32, encoded: &[Vec<u8>]) -> std::io::Result<()> {
+        self.begin_ply(encoded.len());
+        for (s, e) in encoded.iter().enumerate() {
+            self.record_segment(s, e)?;
+        }
+        self.end_ply(ply);
         Ok(())
     }
 
     /// Bytes of positions the log holds.
     pub(super) fn bytes(&self) -> u64 {
-        self.bytes
+        self.out().bytes
     }
 
     /// Calls `f(offset, ply)` for every position of segment `s` recorded at some ply, `offset`
-    /// counted from the segment's first index.
+    /// counted from the segment's first index. Threads may replay segments at once.
     pub(super) fn for_each_in_segment(&self, s: usize, mut f: impl FnMut(usize, u32)) -> std::io::Result<()> {
         let mut buf = Vec::new();
         for p in &self.plies {
-            let Some(&end) = p.starts.get(s + 1) else {
-                continue;
-            };
-            let (from, to) = (p.at + p.starts[s], p.at + end);
-            if from == to {
-                continue;
+            if let Some(&place) = p.segments.get(s) {
+                self.read(place, &mut buf)?;
+                for_each_offset(&buf, |offset| f(offset, p.ply));
             }
-            let bytes = match &self.store {
-                Store::Memory(bytes) => &bytes[from as usize..to as usize],
-                Store::File(file) => {
-                    let file = file.as_ref().expect("a log with bytes has its file");
-                    buf.resize((to - from) as usize, 0);
-                    file.read_exact_at(&mut buf, from)?;
-                    &buf[..]
-                }
-            };
-            for_each_offset(bytes, |offset| f(offset, p.ply));
+        }
+        Ok(())
+    }
+
+    /// Segment `s` of `ply`, the last ply ended, as it was recorded (empty if it had no
+    /// position), into `buf`. From a file, the bytes just written come back from the page cache.
+    pub(super) fn read_segment(&self, ply: u32, s: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        match self.plies.last().filter(|p| p.ply == ply) {
+            Some(p) => self.read(p.segments[s], buf),
+            None => {
+                buf.clear();
+                Ok(())
+            }
+        }
+    }
+
+    /// The bytes at `(at, len)` into `buf`.
+    fn read(&self, (at, len): (u64, u64), buf: &mut Vec<u8>) -> std::io::Result<()> {
+        buf.resize(len as usize, 0);
+        if len == 0 {
+            return Ok(());
+        }
+        match &self.out().store {
+            Store::Memory(bytes) => buf.copy_from_slice(&bytes[at as usize..(at + len) as usize]),
+            Store::File(file) => file
+                .as_ref()
+                .expect("a log with bytes has its file")
+                .read_exact_at(buf, at)?,
         }
         Ok(())
     }
@@ -289,5 +329,53 @@ mod tests {
             "{} bytes",
             log.bytes()
         );
+    }
+
+    /// Segments given out of order by several threads, as the passes give them: each ply's
+    /// segments read back as given (the last ply's by `read_segment`, while it is the last), and
+    /// the replay is that of the same segments given in order.
+    #[test]
+    fn segments_given_in_any_order_by_threads_read_back_as_given() {
+        for spill in [false, true] {
+            let n = 5 * SEG_INDICES + 17;
+            let plies: Vec<Vec<usize>> = (0..4usize).map(|p| (p..n).step_by(3 + 5 * p).collect()).collect();
+            let (mut threaded, mut ordered) = (DtmLog::new(spill), DtmLog::new(spill));
+            for (p, positions) in plies.iter().enumerate() {
+                let encoded = segments(n, positions);
+                threaded.begin_ply(encoded.len());
+                std::thread::scope(|scope| {
+                    for t in 0..2 {
+                        let (log, encoded) = (&threaded, &encoded);
+                        scope.spawn(move || {
+                            // Thread 0 the even segments from the last, thread 1 the odd ones.
+                            for s in (0..encoded.len()).rev().filter(|s| s % 2 == t) {
+                                log.record_segment(s, &encoded[s]).unwrap();
+                            }
+                        });
+                    }
+                });
+                threaded.end_ply(p as u32 * 2);
+                ordered.record(p as u32 * 2, &encoded).unwrap();
+                let mut buf = Vec::new();
+                for (s, e) in encoded.iter().enumerate() {
+                    threaded.read_segment(p as u32 * 2, s, &mut buf).unwrap();
+                    assert_eq!(&buf, e, "ply {p}, segment {s}");
+                }
+                // Not the last ply: nothing.
+                threaded.read_segment(p as u32 * 2 + 1, 0, &mut buf).unwrap();
+                assert!(buf.is_empty());
+            }
+            assert_eq!(threaded.bytes(), ordered.bytes());
+            for s in 0..n.div_ceil(SEG_INDICES) {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                threaded.for_each_in_segment(s, |o, p| a.push((o, p))).unwrap();
+                ordered.for_each_in_segment(s, |o, p| b.push((o, p))).unwrap();
+                assert_eq!(a, b, "segment {s}");
+                let expected: usize = (plies.iter())
+                    .map(|pos| pos.iter().filter(|&&i| i / SEG_INDICES == s).count())
+                    .sum();
+                assert_eq!(a.len(), expected, "segment {s}");
+            }
+        }
     }
 }

@@ -58,7 +58,74 @@ pub trait Successors: Sync {
 #[derive(Clone, Copy)]
 pub enum SliceValuesRef<'a> {
     Array(&'a [u16]),
+    /// A byte per index ([`CodedValues`]): half the memory of `Array`.
+    Coded(&'a CodedValues),
     Indexed(&'a dyn IndexedValues),
+}
+
+/// A slice's values in a byte each: most slices hold far fewer than 256 distinct values (a
+/// 4-man slice's longest mate is a few dozen plies), so each index keeps the number of its value
+/// in the slice's list of values. Exactly the values it was made from.
+pub struct CodedValues {
+    codes: Vec<u8>,
+    values: [u16; 256],
+}
+
+impl CodedValues {
+    /// `values` coded, if they hold at most 256 distinct values.
+    pub fn new(values: &[u16]) -> Option<CodedValues> {
+        let mut seen = vec![0u64; 1 << 10];
+        for &v in values {
+            seen[v as usize / 64] |= 1 << (v % 64);
+        }
+        let distinct: usize = seen.iter().map(|w| w.count_ones() as usize).sum();
+        if distinct > 256 {
+            return None;
+        }
+        let mut table = [0u16; 256];
+        let mut code = vec![0u8; 1 << 16];
+        let mut k = 0;
+        for (w, &bits) in seen.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let v = w * 64 + bits.trailing_zeros() as usize;
+                table[k] = v as u16;
+                code[v] = k as u8;
+                k += 1;
+                bits &= bits - 1;
+            }
+        }
+        Some(CodedValues {
+            codes: values.iter().map(|&v| code[v as usize]).collect(),
+            values: table,
+        })
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.codes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.codes.is_empty()
+    }
+
+    /// The value at `index`, 0 past the end.
+    #[inline]
+    pub fn get(&self, index: usize) -> u16 {
+        self.codes.get(index).map_or(0, |&c| self.values[c as usize])
+    }
+
+    /// The values at `first..first + out.len()`, into `out`; 0 past the end.
+    #[inline]
+    pub fn get_run(&self, first: usize, out: &mut [u16]) {
+        let start = first.min(self.codes.len());
+        let have = (self.codes.len() - start).min(out.len());
+        for (v, &c) in out[..have].iter_mut().zip(&self.codes[start..start + have]) {
+            *v = self.values[c as usize];
+        }
+        out[have..].fill(0);
+    }
 }
 
 /// Values of a slice read one at a time, by index.
@@ -82,6 +149,7 @@ impl SliceValuesRef<'_> {
     pub fn get(&self, index: u64) -> Result<u16, SolveError> {
         match self {
             SliceValuesRef::Array(values) => Ok(values.get(index as usize).copied().unwrap_or(0)),
+            SliceValuesRef::Coded(values) => Ok(values.get(index as usize)),
             SliceValuesRef::Indexed(source) => source.get(index),
         }
     }
@@ -95,6 +163,10 @@ impl SliceValuesRef<'_> {
                 let have = (values.len() - start).min(out.len());
                 out[..have].copy_from_slice(&values[start..start + have]);
                 out[have..].fill(0);
+                Ok(())
+            }
+            SliceValuesRef::Coded(values) => {
+                values.get_run(first as usize, out);
                 Ok(())
             }
             SliceValuesRef::Indexed(source) => source.get_run(first, out),
@@ -120,4 +192,42 @@ pub enum SolveError {
     Scratch(#[source] std::io::Error),
     #[error("slice {0} has a mate distance over {MAX_PLIES} plies")]
     TooDeep(SliceKey),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Coded values read back exactly, one at a time and in runs (0 past the end), as the same
+    /// values as an array; 257 distinct values are not coded.
+    #[test]
+    fn coded_values_read_as_the_values_they_were_made_from() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // 256 distinct values spread over the whole range, 0 and 0xffff among them.
+        let palette: Vec<u16> = (0..256u32).map(|k| (k * 257) as u16).collect();
+        let values: Vec<u16> = (0..100_003).map(|_| palette[(next() % 256) as usize]).collect();
+        let coded = CodedValues::new(&values).expect("256 distinct values are coded");
+        assert_eq!(coded.len(), values.len());
+        let (a, c) = (SliceValuesRef::Array(&values), SliceValuesRef::Coded(&coded));
+        for i in (0..values.len() as u64 + 5).step_by(7) {
+            assert_eq!(c.get(i).unwrap(), a.get(i).unwrap(), "{i}");
+        }
+        for first in [0u64, 1, 999, 100_000, 100_003, 200_000] {
+            let (mut x, mut y) = ([1u16; 64], [2u16; 64]);
+            a.get_run(first, &mut x).unwrap();
+            c.get_run(first, &mut y).unwrap();
+            assert_eq!(x, y, "{first}");
+        }
+        assert_eq!(c.get(values.len() as u64).unwrap(), 0);
+        let mut more = values.clone();
+        more.push(1);
+        assert!(CodedValues::new(&more).is_none(), "257 distinct values");
+        assert!(CodedValues::new(&[]).is_some_and(|c| c.is_empty()));
+    }
 }

@@ -168,12 +168,15 @@ struct State {
     /// index is [`S_WON`] or [`S_ILLEGAL`], a word per line. The verification reads a successor
     /// line's word instead of its bytes, and the un-moves skip such predecessors, which no
     /// mark can change. Set after init (illegal) and by the frontier scans (won), each word by
-    /// the one thread that owns its line then; read in the other phases. Empty otherwise.
+    /// the one thread that owns its line then; read in the other phases. Empty otherwise, and
+    /// during init, which does not read it: allocated after it ([`State::track_won`]), so that
+    /// init's successor slices and the bitmap are not in memory at once.
     won: Vec<AtomicU64>,
 }
 
 impl State {
-    fn new(n: usize, by_lines: bool) -> State {
+    /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet.
+    fn new(n: usize) -> State {
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
         let flags = || (0..chunks).map(|_| AtomicU8::new(0)).collect();
         State {
@@ -184,8 +187,26 @@ impl State {
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
             changed: flags(),
             horizon: AtomicU32::new(0),
-            won: if by_lines { atomic_u64s(n / 64) } else { Vec::new() },
+            won: Vec::new(),
         }
+    }
+
+    /// After init, for a slice solved by lines: the [`State::won`] bitmap, its bits set for the
+    /// illegal indices, a line per word.
+    fn track_won(&mut self, threads: usize) -> Result<(), SolveError> {
+        let n = self.bytes.len();
+        self.won = atomic_u64s(n / 64);
+        let st = &*self;
+        for_each_chunk(n / 64, 1 << 12, threads, |words| {
+            for w in words {
+                let mut bits = 0u64;
+                for (b, byte) in st.bytes[w * 64..(w + 1) * 64].iter().enumerate() {
+                    bits |= ((byte.load(Relaxed) == S_ILLEGAL) as u64) << b;
+                }
+                st.won[w].store(bits, Relaxed);
+            }
+            Ok::<(), SolveError>(())
+        })
     }
 
     /// The bits of [`State::won`] of the line from `base`.
@@ -364,7 +385,7 @@ pub fn solve_slice_into(
     let n = g.ix.size() as usize;
     let start = std::time::Instant::now();
     let line_man = g.line_man();
-    let st = State::new(n, line_man.is_some());
+    let mut st = State::new(n);
     let chunk = 1 << CHUNK_SHIFT;
     let ctx = Context {
         g: &g,
@@ -386,17 +407,7 @@ pub fn solve_slice_into(
         })?,
     }
     if line_man.is_some() {
-        // The illegal indices' bits, a line per word.
-        for_each_chunk(n / 64, 1 << 12, threads, |words| {
-            for w in words {
-                let mut bits = 0u64;
-                for (b, byte) in st.bytes[w * 64..(w + 1) * 64].iter().enumerate() {
-                    bits |= ((byte.load(Relaxed) == S_ILLEGAL) as u64) << b;
-                }
-                st.won[w].store(bits, Relaxed);
-            }
-            Ok::<(), SolveError>(())
-        })?;
+        st.track_won(threads)?;
     }
     let init_seconds = start.elapsed().as_secs_f64();
 
@@ -419,7 +430,8 @@ pub fn solve_slice_into(
             plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
         let segments = n.div_ceil(SEG_INDICES);
-        let encoded: Vec<Mutex<Vec<u8>>> = (0..segments).map(|_| Mutex::default()).collect();
+        log.begin_ply(segments);
+        let recorder = &log;
         let in_frontier = AtomicU64::new(0);
         let now = decided(plies);
         // A segment is scanned by one thread, which alone writes its bytes meanwhile.
@@ -459,15 +471,13 @@ pub fn solve_slice_into(
                     });
                 }
                 in_frontier.fetch_add(any, Relaxed);
-                *encoded[s].lock().expect("segment lock") = enc.finish();
+                recorder
+                    .record_segment(s, &enc.finish())
+                    .map_err(SolveError::Scratch)?;
             }
             Ok::<(), SolveError>(())
         })?;
-        let encoded: Vec<Vec<u8>> = encoded
-            .into_iter()
-            .map(|e| e.into_inner().expect("segment lock"))
-            .collect();
-        log.record(plies, &encoded).map_err(SolveError::Scratch)?;
+        log.end_ply(plies);
         scan_seconds += phase.elapsed().as_secs_f64();
         let phase = std::time::Instant::now();
         if n >= SPILL_FROM {
@@ -495,12 +505,16 @@ pub fn solve_slice_into(
                 st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
             }
         };
+        let log = &log;
         for_each_chunk(segments, 1, threads, |range| {
             let mut mark = mark;
             let mut queue = Deferred::new();
             let mut lines = DeferredLines::new();
+            let mut encoded = Vec::new();
             for s in range {
                 let first = s * SEG_INDICES;
+                log.read_segment(plies, s, &mut encoded)
+                    .map_err(SolveError::Scratch)?;
                 match line_man {
                     // By lines of 64: the frontier positions of a line un-moved at once.
                     Some(l) => {
@@ -512,7 +526,7 @@ pub fn solve_slice_into(
                             });
                         };
                         let (mut base, mut from) = (usize::MAX, 0u64);
-                        for_each_offset(&encoded[s], |o| {
+                        for_each_offset(&encoded, |o| {
                             let j = first + o;
                             if j & !63 != base {
                                 if from != 0 {
@@ -526,7 +540,7 @@ pub fn solve_slice_into(
                             unmove(base, from);
                         }
                     }
-                    None => for_each_offset(&encoded[s], |o| {
+                    None => for_each_offset(&encoded, |o| {
                         let j = (first + o) as u64;
                         let d = g.decode(j).expect("a decided index is a position");
                         g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
@@ -604,9 +618,11 @@ pub fn solve_slice_into(
         pending,
         changed,
         next,
+        won,
         ..
     } = st;
-    drop((pending, changed, next));
+    // Only the bytes are read from here on: the rest goes before the values are made.
+    drop((pending, changed, next, won));
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
     for first in (0..segments).step_by(batch) {
@@ -1240,7 +1256,7 @@ mod tests {
             };
             assert!(ctx.pawn_exits.is_some(), "the successors are arrays");
             let n = g.ix.size() as usize;
-            let (by_lines, by_index) = (State::new(n, true), State::new(n, true));
+            let (by_lines, by_index) = (State::new(n), State::new(n));
             let mut pushes = LinePushes::default();
             let (mut lines, mut set) = (0, 0);
             for base in (0..n).step_by(64 * 3) {
