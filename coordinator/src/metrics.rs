@@ -33,6 +33,8 @@ pub struct Counters {
     pub uploads_refused: AtomicU64,
     /// Slices not served because the stored copy failed its check.
     pub downloads_refused: AtomicU64,
+    /// Stored copies found damaged and written again from their material's table.
+    pub slices_repaired: AtomicU64,
     /// Uploads and completions refused as not allowed: no live lease of the caller for that
     /// task, or a slice already finished.
     pub not_allowed: AtomicU64,
@@ -84,6 +86,7 @@ pub struct CounterValues {
     pub bytes_fetched: u64,
     pub uploads_refused: u64,
     pub downloads_refused: u64,
+    pub slices_repaired: u64,
     pub not_allowed: u64,
     pub slices_checked: u64,
     pub positions_derived: u64,
@@ -104,6 +107,7 @@ impl From<&Counters> for CounterValues {
             bytes_fetched: Counters::get(&c.bytes_fetched),
             uploads_refused: Counters::get(&c.uploads_refused),
             downloads_refused: Counters::get(&c.downloads_refused),
+            slices_repaired: Counters::get(&c.slices_repaired),
             not_allowed: Counters::get(&c.not_allowed),
             slices_checked: Counters::get(&c.slices_checked),
             positions_derived: Counters::get(&c.positions_derived),
@@ -216,8 +220,14 @@ pub fn render(s: &Snapshot) -> String {
     t.single(
         "zermelo_corrupt_downloads_refused_total",
         "counter",
-        "Slices not served because the stored copy failed its check.",
+        "Slices not served because the stored copy failed its check (and could not be repaired from a table).",
         c.downloads_refused,
+    );
+    t.single(
+        "zermelo_slices_repaired_total",
+        "counter",
+        "Stored slices found damaged and written again from their material's table (the same content hash).",
+        c.slices_repaired,
     );
     t.single(
         "zermelo_journal_records_total",

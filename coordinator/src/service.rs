@@ -640,6 +640,71 @@ impl CoordinatorService {
         Ok(Some(slices))
     }
 
+    /// Writes slice `key`'s stored copy again from its material's table, when the copy was
+    /// found damaged: only if the table holds the slice with the hash recorded for it (checked
+    /// again by the store as the values arrive), so a repaired copy is the very slice that was
+    /// accepted. `false` when there is no such table. Blocking.
+    fn repair_from_table_blocking(&self, key: &SliceKey, recorded: &Hash) -> Result<bool, ServiceError> {
+        let material = key.material;
+        let path = self
+            .shared
+            .tables
+            .join(zermelo_storage::table_file_name(&material.to_string()));
+        if !path.exists() {
+            return Ok(false);
+        }
+        let table = Table::open(&path).map_err(|source| ServiceError::Table { material, source })?;
+        let Some(i) = table.find_slice(key.raw()) else {
+            return Ok(false);
+        };
+        let entry = &table.slices()[i];
+        if !written_by_this_build(&table, material) || &entry.hash != recorded {
+            return Ok(false);
+        }
+        let positions = entry.count;
+        self.shared
+            .store
+            .put_values_blocking(key, positions, recorded, &mut |sink| {
+                let mut failed = None;
+                let streamed = table.stream_slice(i, |values| {
+                    if failed.is_none() {
+                        failed = sink(values).err();
+                    }
+                });
+                if let Some(e) = failed {
+                    return Err(ServiceError::from(e));
+                }
+                streamed.map_err(|source| ServiceError::Table { material, source })
+            })?;
+        Counters::add(&self.shared.counters.slices_repaired, 1);
+        warn!(%key, table = %path.display(), "a damaged stored slice was written again from its table");
+        Ok(true)
+    }
+
+    /// `read` of a stored slice; if it finds the stored copy damaged, the copy is repaired from
+    /// its material's table ([`repair_from_table_blocking`](Self::repair_from_table_blocking))
+    /// and read again. Blocking.
+    fn read_stored_blocking<T>(
+        &self,
+        key: &SliceKey,
+        recorded: &Hash,
+        read: impl Fn() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match read() {
+            Err(StoreError::Corrupt { key: k, reason }) => {
+                match self.repair_from_table_blocking(key, recorded) {
+                    Ok(true) => read(),
+                    Ok(false) => Err(StoreError::Corrupt { key: k, reason }),
+                    Err(e) => {
+                        warn!(%key, error = %e, "a damaged stored slice could not be repaired from its table");
+                        Err(StoreError::Corrupt { key: k, reason })
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Writes a material's table from the stored slices (every one finished), with the bytes of
     /// `zermelo solve`; records the outcome. Blocking.
     fn write_table_blocking(&self, material: Material) {
@@ -883,16 +948,16 @@ impl CoordinatorService {
     fn check_upload_blocking(&self, key: &SliceKey, values: Option<&[u16]>) -> Result<(), StoreError> {
         let read = |k: &SliceKey| -> Option<Vec<u16>> {
             let hash = self.lock().scheduler.finished(k)?;
-            let mut values = Vec::new();
-            let mut sink = |v: &[u16]| {
-                values.extend_from_slice(v);
-                Ok::<(), StoreError>(())
-            };
-            self.shared
-                .store
-                .for_each_value_blocking(k, &hash, &mut sink)
-                .ok()?;
-            Some(values)
+            self.read_stored_blocking(k, &hash, || {
+                let mut values = Vec::new();
+                let mut sink = |v: &[u16]| {
+                    values.extend_from_slice(v);
+                    Ok::<(), StoreError>(())
+                };
+                self.shared.store.for_each_value_blocking(k, &hash, &mut sink)?;
+                Ok(values)
+            })
+            .ok()
         };
         let c = &self.shared.counters;
         match self.shared.check.check_blocking(key, values, &read) {
@@ -1388,7 +1453,9 @@ impl Coordinator for CoordinatorService {
                 // a chunk at a time from the file: no slice is held whole, however large.
                 let store = this.clone();
                 let got = tokio::task::spawn_blocking(move || {
-                    store.shared.store.open_checked_blocking(&key, &hash)
+                    store.read_stored_blocking(&key, &hash, || {
+                        store.shared.store.open_checked_blocking(&key, &hash)
+                    })
                 })
                 .await;
                 let (file, positions, length) = match got {

@@ -332,6 +332,53 @@ fn test_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A stored slice damaged on disk (bit rot, say) is written again from its material's table,
+/// which holds it with the hash it was accepted with: the fetch that found the damage is served
+/// the repaired copy, the repair is logged and counted, and the job that read it builds the bytes
+/// of `zermelo solve`.
+#[test]
+fn a_damaged_stored_slice_is_repaired_from_its_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (coord, first, url) = kqk_done(tmp.path());
+    // The worker that solved KQvK holds it in its cache: gone, so that the next one fetches it.
+    drop(first);
+    let stored = tmp
+        .path()
+        .join("tables/.zermelo-coordinator/slices/KQvK-0000000000000000-0000000000000000.slice");
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0x40;
+    std::fs::write(&stored, &bytes).unwrap();
+    // KPvK promotes into KQvK: a worker with an empty cache fetches its slice.
+    let second = worker_proc(tmp.path(), "second", &url, &[]);
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KPvK"],
+        &[],
+        Duration::from_secs(120),
+        &[&coord, &second],
+    );
+    let log = coord.log();
+    assert!(
+        log.contains("a damaged stored slice was written again from its table"),
+        "{log}"
+    );
+    assert!(!log.contains("stored slice KQvK is corrupt"), "{log}");
+    let repaired = std::fs::read(&stored).unwrap();
+    assert_ne!(repaired, bytes, "the damaged copy is replaced");
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    for m in ["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"] {
+        let name = format!("{m}.zmt");
+        assert!(
+            std::fs::read(solve_dir.join(&name)).unwrap()
+                == std::fs::read(tmp.path().join("tables").join(&name)).unwrap(),
+            "{m} differs from `zermelo solve`'s"
+        );
+    }
+}
+
 /// A fetch that names one slice many times is served it once, and one naming more slices than
 /// a request may is refused before any work (one such request used to cost seconds of checks).
 #[test]
