@@ -612,25 +612,8 @@ impl CoordinatorService {
             let i = table
                 .find_slice(key.raw())
                 .expect("the table holds every planned slice");
-            // Read a block at a time (a slice may be larger than memory), re-encoded for the
-            // wire as it goes; the table checks each block's checksum and the slice's content
-            // hash at its end, and the store checks the values it receives against that hash.
-            let hash = table.slices()[i].hash;
-            let positions = table.slices()[i].count;
-            self.shared
-                .store
-                .put_values_blocking(key, positions, &hash, &mut |sink| {
-                    let mut failed = None;
-                    let streamed = table.stream_slice(i, |values| {
-                        if failed.is_none() {
-                            failed = sink(values).err();
-                        }
-                    });
-                    if let Some(e) = failed {
-                        return Err(ServiceError::from(e));
-                    }
-                    streamed.map_err(|source| ServiceError::Table { material, source })
-                })?;
+            let (hash, positions) = (table.slices()[i].hash, table.slices()[i].count);
+            self.store_from_table_blocking(key, &table, i)?;
             slices.push(SliceResult {
                 key: *key,
                 hash,
@@ -638,6 +621,30 @@ impl CoordinatorService {
             });
         }
         Ok(Some(slices))
+    }
+
+    /// Stores slice `key` from slice `i` of `table` (its material's), under the hash the table
+    /// gives it. Read a block at a time (a slice may be larger than memory), re-encoded for the
+    /// wire as it goes; the table checks each block's checksum and the slice's content hash at
+    /// its end, and the store checks the values it receives against that hash. Blocking.
+    fn store_from_table_blocking(&self, key: &SliceKey, table: &Table, i: usize) -> Result<(), ServiceError> {
+        let material = key.material;
+        let entry = &table.slices()[i];
+        self.shared
+            .store
+            .put_values_blocking(key, entry.count, &entry.hash, &mut |sink| {
+                let mut failed = None;
+                let streamed = table.stream_slice(i, |values| {
+                    if failed.is_none() {
+                        failed = sink(values).err();
+                    }
+                });
+                if let Some(e) = failed {
+                    return Err(ServiceError::from(e));
+                }
+                streamed.map_err(|source| ServiceError::Table { material, source })
+            })?;
+        Ok(())
     }
 
     /// Writes slice `key`'s stored copy again from its material's table, when the copy was
@@ -661,21 +668,7 @@ impl CoordinatorService {
         if !written_by_this_build(&table, material) || &entry.hash != recorded {
             return Ok(false);
         }
-        let positions = entry.count;
-        self.shared
-            .store
-            .put_values_blocking(key, positions, recorded, &mut |sink| {
-                let mut failed = None;
-                let streamed = table.stream_slice(i, |values| {
-                    if failed.is_none() {
-                        failed = sink(values).err();
-                    }
-                });
-                if let Some(e) = failed {
-                    return Err(ServiceError::from(e));
-                }
-                streamed.map_err(|source| ServiceError::Table { material, source })
-            })?;
+        self.store_from_table_blocking(key, &table, i)?;
         Counters::add(&self.shared.counters.slices_repaired, 1);
         warn!(%key, table = %path.display(), "a damaged stored slice was written again from its table");
         Ok(true)
