@@ -402,9 +402,10 @@ enum Command {
         #[arg(value_name = "FEN")]
         fen: String,
         /// Directory of the table files (needed under chess rules: the full table of the
-        /// position's material).
-        #[arg(long, value_name = "DIR")]
-        tables: Option<PathBuf>,
+        /// position's material), or several separated by `:`, searched in order (what is solved
+        /// for the squares goes to the first).
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Option<Tables>,
         /// The rules [possible values: chess, coord]: chess (values from the tables; the
         /// attacker is the side that wins more positions with itself to move, White on a tie) or
         /// coord (Church's COORD: pawns never move, White's king wins by taking a black pawn; the
@@ -1066,7 +1067,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             json,
         } => squares_command(
             &fen,
-            tables.as_deref(),
+            tables.as_ref().map_or(&[][..], |t| &t.0),
             &rules,
             svg.as_deref(),
             svg_sheet.as_deref(),
@@ -1077,7 +1078,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
 
 fn squares_command(
     fen: &str,
-    tables: Option<&std::path::Path>,
+    tables: &[PathBuf],
     rules: &str,
     svg: Option<&std::path::Path>,
     svg_sheet: Option<&std::path::Path>,

@@ -7,7 +7,7 @@
 //! the side that wins in more positions of the slice with itself to move (White on a tie).
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -136,7 +136,7 @@ pub fn slice_values(
 
 /// The values of a position's pawn configuration under `rules` (`tables` is read under chess
 /// rules only).
-pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result<SliceValues, String> {
+pub fn values_for(pos: &Position, rules: Rules, tables: &[PathBuf]) -> Result<SliceValues, String> {
     let pawns = pawns_of(pos)?;
     match rules {
         Rules::Coord => {
@@ -147,9 +147,10 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
             })
         }
         Rules::Chess => {
-            let Some(dir) = tables else {
+            let Some(dir) = tables.first() else {
                 return Err("--tables DIR is needed under chess rules".to_string());
             };
+            let list = zermelo_worker::tables::list_text(tables);
             if pawns.occupied().is_empty() {
                 return Err(
                     "with no pawn on the board neither side can win; there are no co-ordinate \
@@ -159,10 +160,11 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
             }
             // The full table if it is there; else the slices this pawn configuration reaches,
             // solved like `zermelo analyse` does (and kept in the directory's analysis store).
-            let tables = TableDir::new(dir);
+            // Searched in every directory of the list; what analyse solves goes to the first.
+            let full = TableDir::from_list(tables);
             let material = zermelo_chess::Material::of(&pos.board).normalized().0;
-            if tables.has(&material) {
-                return slice_values(&pawns, |p| chess_values(&tables, p));
+            if full.has(&material) {
+                return slice_values(&pawns, |p| chess_values(&full, p));
             }
             let opts = crate::analyse::AnalyseOptions {
                 tables: dir.to_path_buf(),
@@ -180,7 +182,7 @@ pub fn values_for(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result
                     crate::analyse::AnalyseError::TooBig(_) => format!(
                         "{e} (for squares: run `zermelo analyse --force --tables {} FEN` on this \
                          configuration first; squares then reads its stored slices)",
-                        dir.display()
+                        list.display()
                     ),
                     e => e.to_string(),
                 })?
@@ -241,7 +243,7 @@ pub fn coordinate_squares(values: &SliceValues, attacker: Color) -> CoordinateSq
 }
 
 /// The co-ordinate squares of a position's pawn configuration under `rules`.
-pub fn squares(pos: &Position, rules: Rules, tables: Option<&Path>) -> Result<CoordinateSquares, String> {
+pub fn squares(pos: &Position, rules: Rules, tables: &[PathBuf]) -> Result<CoordinateSquares, String> {
     let values = values_for(pos, rules, tables)?;
     let attacker = match rules {
         Rules::Coord => Color::White,

@@ -168,6 +168,33 @@ fn squares_kpk_opposition() {
     );
 }
 
+/// `--tables` takes a list, searched in order, and `ZERMELO_TABLES` gives it: the KPvK table
+/// in the second directory answers as it does on its own, and nothing is solved into the first.
+#[test]
+fn squares_read_a_list_of_directories_and_zermelo_tables() {
+    let dir = tables_with(&["KPvK"]);
+    let empty = tempfile::tempdir().unwrap();
+    let fen = "4k3/8/8/4K3/4P3/8/8/8 w - - 0 1";
+    let alone = squares_json(&["--tables", dir.to_str().unwrap(), fen]);
+    let list = format!("{}:{}", empty.path().display(), dir.display());
+    assert_eq!(squares_json(&["--tables", &list, fen]), alone);
+    let o = zermelo()
+        .args(["squares", "--json", fen])
+        .env("ZERMELO_TABLES", &list)
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap(),
+        alone
+    );
+    assert_eq!(
+        std::fs::read_dir(empty.path()).unwrap().count(),
+        0,
+        "nothing is written when a directory of the list has the table"
+    );
+}
+
 #[test]
 fn squares_text_and_svg() {
     let out = tempfile::tempdir().unwrap();
