@@ -257,6 +257,12 @@ async fn standard_mainline(
     .await
 }
 
+/// What `/standard/squares` answers: the squares as JSON, or the numbered diagram.
+enum SquaresAnswer {
+    Json(squares::CoordinateSquares),
+    Svg(String),
+}
+
 async fn standard_squares(
     State(app): State<Arc<App>>,
     q: Result<Query<FenQuery>, QueryRejection>,
@@ -291,14 +297,14 @@ async fn standard_squares(
         let attacker = squares::attacker(&values).map_err(ProbeFailure::Input)?;
         let cs = squares::coordinate_squares(&values, attacker);
         Ok(if svg {
-            Err(squares::summary_svg(&cs, &fen.replace('_', " ")))
+            SquaresAnswer::Svg(squares::summary_svg(&cs, &fen.replace('_', " ")))
         } else {
-            Ok(cs)
+            SquaresAnswer::Json(cs)
         })
     };
     blocking_with(app, q, work, |answer| match answer {
-        Ok(cs) => Json(cs).into_response(),
-        Err(svg) => ([(CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
+        SquaresAnswer::Json(cs) => Json(cs).into_response(),
+        SquaresAnswer::Svg(svg) => ([(CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
     })
     .await
 }

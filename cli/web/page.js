@@ -247,7 +247,7 @@
   /** Plays `uci`, a move of the position shown. */
   function play(uci) {
     closePromotion();
-    if (state.ply < state.pv.length && state.pv[state.ply].uci === uci && state.fen !== null) {
+    if (state.ply < state.pv.length && state.pv[state.ply].uci === uci) {
       step(state.ply + 1); // the move of the line: step along it
       return;
     }

@@ -122,8 +122,12 @@ impl TableDir {
 
     /// The directories searched, in order, as one list (`a:b`): what `--tables` takes.
     pub fn search_list(&self) -> PathBuf {
-        let dirs: Vec<PathBuf> = std::iter::once(&self.dir).chain(&self.more).cloned().collect();
-        list_text(&dirs)
+        list_text(&self.dirs().cloned().collect::<Vec<_>>())
+    }
+
+    /// The directories searched, in order: the first, then the others.
+    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.dir).chain(&self.more)
     }
 
     /// Reads the files with positioned reads (`pread`) instead of a memory map: the blocks read
@@ -156,11 +160,9 @@ impl TableDir {
     /// where it would be written.
     pub fn path_of(&self, material: &Material) -> PathBuf {
         let name = table_file_name(material);
-        self.more
-            .iter()
+        self.dirs()
             .map(|d| d.join(&name))
             .find(|p| p.exists())
-            .filter(|_| !self.dir.join(&name).exists())
             .unwrap_or_else(|| self.write_path_of(material))
     }
 

@@ -431,7 +431,6 @@ pub fn solve_slice_into(
         let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
         let segments = n.div_ceil(SEG_INDICES);
         log.begin_ply(segments);
-        let recorder = &log;
         let in_frontier = AtomicU64::new(0);
         let now = decided(plies);
         // A segment is scanned by one thread, which alone writes its bytes meanwhile.
@@ -471,8 +470,7 @@ pub fn solve_slice_into(
                     });
                 }
                 in_frontier.fetch_add(any, Relaxed);
-                recorder
-                    .record_segment(s, &enc.finish())
+                log.record_segment(s, &enc.finish())
                     .map_err(SolveError::Scratch)?;
             }
             Ok::<(), SolveError>(())
@@ -505,7 +503,6 @@ pub fn solve_slice_into(
                 st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
             }
         };
-        let log = &log;
         for_each_chunk(segments, 1, threads, |range| {
             let mut mark = mark;
             let mut queue = Deferred::new();
