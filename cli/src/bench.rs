@@ -98,12 +98,13 @@ struct Side {
 /// coordinator and `workers` worker processes (`per_worker` threads each), each into a fresh
 /// directory; prints wall time, total CPU time (this process plus every child process, from
 /// getrusage), the slice bytes moved over gRPC per position, the ratios, and whether every
-/// file is byte-identical.
+/// file is byte-identical. `check_sample` goes to the coordinator (`None`: its default).
 pub fn run_cluster_comparison(
     materials: &[Material],
     workers: usize,
     threads: usize,
     per_worker: usize,
+    check_sample: Option<usize>,
 ) -> Result<(), String> {
     let scratch = tempfile::Builder::new()
         .prefix("zermelo-bench-")
@@ -125,8 +126,16 @@ pub fn run_cluster_comparison(
     let (self0, children0) = (cpu_seconds(libc::RUSAGE_SELF), cpu_seconds(libc::RUSAGE_CHILDREN));
     let start = Instant::now();
     let memory = crate::memory::default_budget() / workers.max(1) as u64;
-    let run = crate::cluster::run_cluster(workers, &names, &cluster_dir, per_worker, memory, None)
-        .map_err(|e| e.message)?;
+    let run = crate::cluster::run_cluster(
+        workers,
+        &names,
+        &cluster_dir,
+        per_worker,
+        memory,
+        check_sample,
+        None,
+    )
+    .map_err(|e| e.message)?;
     let cluster = Side {
         wall: start.elapsed().as_secs_f64(),
         cpu: (cpu_seconds(libc::RUSAGE_SELF) - self0) + (cpu_seconds(libc::RUSAGE_CHILDREN) - children0),
@@ -176,6 +185,12 @@ pub fn run_cluster_comparison(
         cluster.cpu / solve.cpu,
         (cluster.cpu / solve.cpu - 1.0) * 100.0
     );
+    let each: Vec<String> = run
+        .usage
+        .iter()
+        .map(|u| format!("{} {:.2}", u.name, u.cpu))
+        .collect();
+    println!("cluster CPU s by process: {}", each.join(", "));
     println!(
         "cluster job from submission to done: {:.2} s; {} slices",
         run.seconds, run.info.slices_total

@@ -531,8 +531,19 @@ pub fn submit(
 struct Children {
     procs: Vec<(String, Child)>,
     logs: PathBuf,
-    /// The peak resident memory of each child stopped, in bytes, by name.
-    peaks: Vec<(String, u64)>,
+    /// What each child stopped used, by name.
+    usage: Vec<ChildUsage>,
+}
+
+/// What one child process of a cluster run used, from `wait4` when it was reaped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildUsage {
+    /// `coordinator`, `worker-0`, ...
+    pub name: String,
+    /// Peak resident memory, bytes.
+    pub peak: u64,
+    /// User plus system CPU time, seconds.
+    pub cpu: f64,
 }
 
 impl Children {
@@ -575,25 +586,29 @@ impl Children {
 
     /// Stops the children, workers first (the coordinator last), each with SIGTERM and up to
     /// `grace` to exit, then SIGKILL.
-    /// Records each one's peak resident memory ([`Children::peaks`]).
+    /// Records what each one used ([`Children::usage`]).
     fn stop(&mut self, grace: Duration) {
         for (name, child) in self.procs.iter_mut().rev() {
             terminate(child);
             let deadline = Instant::now() + grace;
-            let mut peak = None;
+            let mut reaped = None;
             while Instant::now() < deadline {
-                if let Some(p) = reap(child, false) {
-                    peak = Some(p);
+                if let Some(u) = reap(child, false) {
+                    reaped = Some(u);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            if peak.is_none() {
+            if reaped.is_none() {
                 let _ = child.kill();
-                peak = reap(child, true);
+                reaped = reap(child, true);
             }
-            if let Some(Some(bytes)) = peak {
-                self.peaks.push((name.clone(), bytes));
+            if let Some(Some((peak, cpu))) = reaped {
+                self.usage.push(ChildUsage {
+                    name: name.clone(),
+                    peak,
+                    cpu,
+                });
             }
         }
         self.procs.clear();
@@ -627,9 +642,9 @@ impl Drop for Children {
 }
 
 /// Reaps a child that has exited (waiting for it if `block`): `Some` once it is reaped, with
-/// its peak resident memory in bytes when the system gives it. A child already reaped (by
-/// [`Children::check`]) counts as reaped, without a figure.
-fn reap(child: &mut Child, block: bool) -> Option<Option<u64>> {
+/// its peak resident memory in bytes and its CPU seconds when the system gives them. A child
+/// already reaped (by [`Children::check`]) counts as reaped, without figures.
+fn reap(child: &mut Child, block: bool) -> Option<Option<(u64, f64)>> {
     #[cfg(unix)]
     {
         let Ok(pid) = libc::pid_t::try_from(child.id()) else {
@@ -643,7 +658,9 @@ fn reap(child: &mut Child, block: bool) -> Option<Option<u64>> {
         // fails with ECHILD and nothing is read), so it cannot name another process.
         let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
         if r == pid {
-            return Some(Some(usage.ru_maxrss as u64 * 1024));
+            let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+            let cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+            return Some(Some((usage.ru_maxrss as u64 * 1024, cpu)));
         }
         if r < 0 {
             return Some(None); // already reaped
@@ -706,7 +723,7 @@ pub fn cluster(
     memory: u64,
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
-    let done = run_cluster(workers, materials, tables, threads, memory, bar)?;
+    let done = run_cluster(workers, materials, tables, threads, memory, None, bar)?;
     // The slices of tables already complete in `tables` are not solved again: when every table
     // was, the workers upload nothing.
     eprintln!(
@@ -720,9 +737,9 @@ pub fn cluster(
         done.bytes_fetched
     );
     let peaks: Vec<String> = done
-        .peaks
+        .usage
         .iter()
-        .map(|(name, bytes)| format!("{name} {}", human_bytes(*bytes)))
+        .map(|u| format!("{} {}", u.name, human_bytes(u.peak)))
         .collect();
     eprintln!("zermelo: peak memory: {}", peaks.join(", "));
     Ok(0)
@@ -738,18 +755,20 @@ pub struct ClusterRun {
     /// Slice bytes the workers fetched from the coordinator.
     pub bytes_fetched: u64,
     pub seconds: f64,
-    /// The peak resident memory of each process (coordinator, worker-0, ...), bytes.
-    pub peaks: Vec<(String, u64)>,
+    /// What each process used (coordinator, worker-0, ...), by name.
+    pub usage: Vec<ChildUsage>,
 }
 
 /// Runs a coordinator and `workers` worker processes of this binary on 127.0.0.1 for one job
 /// and stops them (each is waited for, so their CPU time is in `RUSAGE_CHILDREN` afterwards).
+/// `check_sample` is the coordinator's `--check-sample` (`None`: its default).
 pub fn run_cluster(
     workers: usize,
     materials: &[String],
     tables: &Path,
     threads: usize,
     memory: u64,
+    check_sample: Option<usize>,
     bar: Option<ProgressBar>,
 ) -> Result<ClusterRun, ClusterFailure> {
     let scratch = tempfile::Builder::new()
@@ -765,24 +784,25 @@ pub fn run_cluster(
     let mut children = Children {
         procs: Vec::new(),
         logs: logs.clone(),
-        peaks: Vec::new(),
+        usage: Vec::new(),
     };
     let listen = format!("127.0.0.1:{port}");
     let state = scratch.path().join("state");
     let (tables_s, state_s) = (tables.display().to_string(), state.display().to_string());
-    children.spawn(
+    let sample = check_sample.map(|n| n.to_string());
+    let mut args = vec![
         "coordinator",
-        &[
-            "coordinator",
-            "--listen",
-            &listen,
-            "--tables",
-            &tables_s,
-            "--state",
-            &state_s,
-        ],
-        &token,
-    )?;
+        "--listen",
+        &listen,
+        "--tables",
+        &tables_s,
+        "--state",
+        &state_s,
+    ];
+    if let Some(n) = &sample {
+        args.extend(["--check-sample", n]);
+    }
+    children.spawn("coordinator", &args, &token)?;
     for i in 0..workers {
         let cache = scratch.path().join(format!("cache-{i}")).display().to_string();
         let t = threads.to_string();
@@ -841,7 +861,7 @@ pub fn run_cluster(
             bytes_uploaded: totals.bytes_uploaded,
             bytes_fetched: totals.bytes_fetched,
             seconds,
-            peaks: Vec::new(),
+            usage: Vec::new(),
         })
     });
     drop(rt);
@@ -851,8 +871,8 @@ pub fn run_cluster(
     match outcome {
         Ok(mut done) => {
             children.stop(Duration::from_secs(5));
-            done.peaks = std::mem::take(&mut children.peaks);
-            done.peaks.sort();
+            done.usage = std::mem::take(&mut children.usage);
+            done.usage.sort_by(|a, b| a.name.cmp(&b.name));
             Ok(done)
         }
         Err(mut e) => {

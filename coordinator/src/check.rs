@@ -27,8 +27,15 @@ pub const WHOLE_POSITIONS: u64 = 1 << 27;
 /// Positions of successor slices kept decoded between checks (512 MiB of values).
 const CACHE_POSITIONS: u64 = 1 << 28;
 
-/// Positions re-derived per slice when the coordinator is told nothing else.
-pub const DEFAULT_SAMPLE: usize = 1024;
+/// Positions re-derived per slice when the coordinator is told nothing else. The sample is
+/// there to catch a worker whose values are wrong in bulk (a broken build, bad memory): when a
+/// fraction `f` of a slice is wrong, `n` random positions all miss it with probability
+/// `(1 - f)^n`: at 256, 2e-6 for 5% and 0.08 for 1% (at 1,024: 5e-23 and 3e-5). A few wrong
+/// positions in a large slice pass any sample of practical size: `zermelo verify` is the whole
+/// check. Each position re-derived costs about a microsecond and a half, so 256 keeps the check
+/// of the many small slices of a pawn ending within a few percent of the build (`zermelo bench
+/// --cluster 2 --check-sample N KPvKP` shows the cost).
+pub const DEFAULT_SAMPLE: usize = 256;
 
 /// The check of uploads: the sample size, a random seed for where the samples fall (so that a
 /// worker cannot know which positions are looked at), and the successors decoded so far.

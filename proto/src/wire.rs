@@ -118,13 +118,24 @@ pub struct ValuesDecoder {
     at_frame_end: bool,
 }
 
+/// The bytes of a buffer for decoding `positions` values: [`DECODE_BUFFER`], or less for a
+/// small slice (its raw bytes and a little more; any size works, a smaller one takes more
+/// rounds), so that decoding the many small slices of a pawn ending does not clear a megabyte
+/// each time.
+fn buffer_for(positions: u64) -> usize {
+    usize::try_from(positions.saturating_mul(2).saturating_add(4096))
+        .unwrap_or(DECODE_BUFFER)
+        .min(DECODE_BUFFER)
+}
+
 impl ValuesDecoder {
     /// A decoder of `positions` values.
     pub fn new(positions: u64) -> Result<ValuesDecoder, WireError> {
+        let out = buffer_for(positions);
         Ok(ValuesDecoder {
             zstd: zstd::stream::raw::Decoder::new().map_err(|e| WireError::Decompress(e.to_string()))?,
-            out: vec![0; DECODE_BUFFER],
-            values: Vec::with_capacity(DECODE_BUFFER / 2),
+            out: vec![0; out],
+            values: Vec::with_capacity(out / 2),
             odd: None,
             found: 0,
             positions,
@@ -214,7 +225,7 @@ pub fn decode_values_from<E: From<WireError> + From<io::Error>>(
     sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut decoder = ValuesDecoder::new(positions)?;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; buffer_for(positions)];
     loop {
         let n = match source.read(&mut buf) {
             Ok(0) => break,

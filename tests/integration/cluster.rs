@@ -1933,3 +1933,44 @@ fn a_worker_with_a_broken_solver_is_caught_by_the_check_and_the_tables_stay_exac
     assert!(m["zermelo_positions_rederived_total"] > 1000.0, "{body}");
     assert_eq!(m["zermelo_uploads_unchecked_total"], 0.0, "{body}");
 }
+
+/// `zermelo bench --cluster 2` builds KPvK twice, by `solve` and by a loopback cluster of real
+/// processes, finds every file byte-identical, and gives the CPU time of each process of the
+/// cluster (what the coordinator's check costs is read there). `--check-sample` is taken only
+/// with `--cluster`.
+#[test]
+fn bench_cluster_compares_the_builds_and_gives_each_process_its_cpu() {
+    let o = run(&[
+        "bench",
+        "--cluster",
+        "2",
+        "--threads",
+        "2",
+        "--check-sample",
+        "64",
+        "KPvK",
+    ]);
+    assert_ok(&o);
+    let out = stdout(&o);
+    assert!(out.contains("files: all 5 byte-identical"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("cluster CPU s by process: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let names: Vec<&str> = line["cluster CPU s by process: ".len()..]
+        .split(", ")
+        .map(|p| {
+            let (name, cpu) = p.rsplit_once(' ').unwrap();
+            assert!(cpu.parse::<f64>().unwrap() > 0.0, "{line}");
+            name
+        })
+        .collect();
+    assert_eq!(names, ["coordinator", "worker-0", "worker-1"], "{line}");
+    let o = run(&["bench", "--check-sample", "64", "KPvK"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--check-sample needs --cluster: {}",
+        stderr(&o)
+    );
+}

@@ -140,7 +140,7 @@ const fn reach_table() -> ([u8; 239], [i8; 239]) {
 /// be adjacent, and the side to move must not attack the other king.
 pub(super) fn placement_legality(men: &[(Color, u8, u8)], occupied: u64) -> [bool; 2] {
     let (w, b) = (sq88(men[0].2), sq88(men[1].2));
-    if (w >> 4).abs_diff(b >> 4) <= 1 && (w & 7).abs_diff(b & 7) <= 1 {
+    if kings_touch(men[0].2, men[1].2) {
         return [false, false];
     }
     let mut legal = [true, true];
@@ -152,6 +152,37 @@ pub(super) fn placement_legality(men: &[(Color, u8, u8)], occupied: u64) -> [boo
         }
     }
     legal
+}
+
+/// Whether kings on squares `a` and `b` (0..64) stand next to each other (or on one square).
+pub(super) fn kings_touch(a: u8, b: u8) -> bool {
+    let (a, b) = (sq88(a), sq88(b));
+    (a >> 4).abs_diff(b >> 4) <= 1 && (a & 7).abs_diff(b & 7) <= 1
+}
+
+/// Whether a man of `color` and `kind` on square `from` attacks square `to` (both 0..64), the
+/// men on the squares of `occupied` (bit `s` for square `s`) blocking lines.
+pub(super) fn attacks_through(color: Color, kind: u8, from: u8, to: u8, occupied: u64) -> bool {
+    attacks(color, kind, sq88(from), sq88(to), |t| {
+        occupied >> sq64(t) & 1 == 1
+    })
+}
+
+/// The squares strictly between `from` and `to` (0..64) when they are on one rank, file or
+/// diagonal, as bits; 0 when they are not, or next to each other.
+pub(super) fn between(from: u8, to: u8) -> u64 {
+    let (from, to) = (sq88(from), sq88(to));
+    let unit = UNIT_STEP[usize::from(to) + 119 - usize::from(from)];
+    if unit == 0 {
+        return 0;
+    }
+    let mut squares = 0;
+    let mut t = from.wrapping_add(unit as u8);
+    while t != to {
+        squares |= 1 << sq64(t);
+        t = t.wrapping_add(unit as u8);
+    }
+    squares
 }
 
 /// Whether a man of `color` and `kind` on 0x88 square `from` attacks 0x88 square `to`, the

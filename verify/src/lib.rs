@@ -490,14 +490,13 @@ pub fn check_slice(
         ..SliceCheck::default()
     };
     let per_side = normal.per_side();
-    for p in 0..per_side {
-        let legal = worker.decoder.legal_both(p);
+    worker.decoder.for_each_legality(|p, legal| {
         for (side, legal) in legal.into_iter().enumerate() {
             let index = side as u64 * per_side + p;
             let stored = values[index as usize];
             if stored > MAX_VALUE {
                 return Err(VerifyError::OutOfRange {
-                    material: name,
+                    material: name.clone(),
                     key: Pawns(key),
                     index,
                     value: stored,
@@ -509,7 +508,7 @@ pub fn check_slice(
                         unreachable!("a legal index is a position")
                     };
                     return Err(VerifyError::Mismatch {
-                        material: name,
+                        material: name.clone(),
                         fen: pos.fen(),
                         stored: value::describe(value::ILLEGAL),
                         derived: "a value (a legal position)".to_owned(),
@@ -522,7 +521,8 @@ pub fn check_slice(
                 _ => {}
             }
         }
-    }
+        Ok(())
+    })?;
     let mut sample: Vec<u64> = sample.iter().copied().filter(|&i| i < expected).collect();
     sample.sort_unstable();
     sample.dedup();

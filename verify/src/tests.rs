@@ -1939,9 +1939,10 @@ fn check_slice_passes_true_values_and_catches_each_damage() {
     ));
 }
 
-/// [`Decoder::is_legal`], which the check of a whole slice asks of every index, answers what
-/// decoding the position and asking it does, at every index of slices of pawnless, pawnful and
-/// like-man materials (every slice of the small ones, a spread of the larger KBPvKP and KPPvKP).
+/// [`Decoder::is_legal`] and [`Decoder::for_each_legality`] (which the check of a whole slice
+/// runs) answer what decoding the position and asking it does, at every index of slices of
+/// pawnless, pawnful and like-man materials (every slice of the small ones, a spread of the
+/// larger ones), with a last field of one man, of two (KRRvK, KNNvK) and none (KPvKP).
 #[test]
 fn the_quick_legality_test_agrees_with_the_decoded_position() {
     let mut compared = 0u64;
@@ -1952,13 +1953,29 @@ fn the_quick_legality_test_agrees_with_the_decoded_position() {
         ("KPPvK", 1),
         ("KBPvKP", 29),
         ("KPPvKP", 41),
+        ("KBNvK", 1),
+        ("KNNvK", 1),
     ] {
         let m = Material::parse(name).unwrap().normalized();
         for key in m.canonical_keys().into_iter().step_by(step) {
             let d = Decoder::new(&m, key);
+            let mut run = Vec::new();
+            d.for_each_legality(|p, legal| {
+                assert_eq!(p, run.len() as u64, "{name}: placements in order");
+                run.push(legal);
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            assert_eq!(run.len() as u64, m.per_side(), "{name}");
             for i in 0..2 * m.per_side() {
                 let slow = matches!(d.decode(i), Decoded::Position(p) if p.is_legal());
                 assert_eq!(d.is_legal(i), slow, "{name} ({}) index {i}", Pawns(key));
+                let side = (i / m.per_side()) as usize;
+                assert_eq!(
+                    run[(i % m.per_side()) as usize][side],
+                    slow,
+                    "{name} run, index {i}"
+                );
                 compared += 1;
             }
         }
