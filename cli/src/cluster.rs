@@ -84,6 +84,9 @@ pub struct CoordinatorOptions {
     pub tls: Option<TlsIdentity>,
     /// Positions re-derived per uploaded slice ([`ServiceConfig::check_sample`]).
     pub check_sample: usize,
+    /// Uploads of at most this many positions held whole for the check
+    /// ([`ServiceConfig::check_whole_positions`]).
+    pub check_whole_positions: u64,
     /// The longest a lease lives, in seconds.
     pub max_lease_time: u64,
 }
@@ -148,6 +151,7 @@ pub fn coordinator(
     config.token = token;
     config.tls = options.tls;
     config.check_sample = options.check_sample;
+    config.check_whole_positions = options.check_whole_positions;
     config.schedule.max_lease_lifetime = options.max_lease_time.saturating_mul(1000);
     let tls_off = config.tls.is_none();
     if let Some(tls) = &config.tls {

@@ -228,6 +228,11 @@ enum Command {
         /// with 8 in a hundred (1,024: 3 in 100,000); each costs about 1.5 µs. 0 derives none.
         #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::DEFAULT_SAMPLE)]
         check_sample: usize,
+        /// Uploaded slices of at most N positions are held whole (2 bytes a position) for the
+        /// check; larger ones are checked as they stream in, keeping only what the sample
+        /// reads. Both check the same; streaming holds less.
+        #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::WHOLE_POSITIONS)]
+        check_whole_positions: u64,
         /// A test hook (hidden, and only in builds with debug assertions, such as the `checked`
         /// profile the tests use: a release binary has no such flag): flip one byte in the
         /// payload of the first N slice downloads served, to show that workers detect a
@@ -973,6 +978,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             lease_ttl,
             max_lease_time,
             check_sample,
+            check_whole_positions,
             #[cfg(debug_assertions)]
             fault_corrupt_downloads,
             metrics_listen,
@@ -995,6 +1001,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 metrics_listen,
                 tls,
                 check_sample,
+                check_whole_positions,
                 max_lease_time,
             };
             Ok(cluster::coordinator(

@@ -8,9 +8,13 @@
 //! from their children: in the slice itself and in its successors, which are finished and
 //! read from the store. A slice that fails is refused, and its worker with it.
 //!
-//! Slices of more than [`WHOLE_POSITIONS`] positions are not held whole here, and are not
-//! checked (counted as unchecked); neither are the sampled positions whose children lie in such
-//! a successor (counted as skipped). `zermelo verify` checks the written tables in full.
+//! A slice of at most [`WHOLE_POSITIONS`] positions is kept whole as it arrives and checked at
+//! the end ([`zermelo_verify::check_slice`]); a larger one is checked as it streams in
+//! ([`zermelo_verify::SliceStream`]: range and legality value by value, and only the values the
+//! sample reads kept), so that a six-man slice of gigabytes takes no more memory here than a
+//! small one. Successors of more than [`WHOLE_POSITIONS`] positions are not read: the sampled
+//! positions with children there are skipped (counted). `zermelo verify` checks the written
+//! tables in full.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -18,10 +22,10 @@ use std::sync::{Arc, Mutex};
 
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::SliceKey;
-use zermelo_verify::SliceCheck;
+use zermelo_verify::{SliceCheck, SliceStream};
 
-/// Slices of at most this many positions (256 MiB of values) are held whole and checked; so are
-/// successors read for the check.
+/// Slices of at most this many positions (256 MiB of values) are held whole for the check, larger
+/// ones checked as they stream in; successors are read for the check up to this size.
 pub const WHOLE_POSITIONS: u64 = 1 << 27;
 
 /// Positions of successor slices kept decoded between checks (512 MiB of values).
@@ -41,6 +45,8 @@ pub const DEFAULT_SAMPLE: usize = 256;
 /// worker cannot know which positions are looked at), and the successors decoded so far.
 pub struct UploadCheck {
     sample: usize,
+    /// Uploads of at most this many positions are kept whole for the check.
+    whole: u64,
     seed: u64,
     cache: Mutex<Cache>,
 }
@@ -52,53 +58,98 @@ struct Cache {
     positions: u64,
 }
 
-/// What became of a check.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Checked and right.
-    Checked(SliceCheck),
-    /// Too large to hold whole here: not checked.
-    TooLarge,
+/// What an upload's values go through as they arrive, for [`UploadCheck::check_blocking`] at
+/// the end: kept whole (a slice of at most [`WHOLE_POSITIONS`] positions), or checked as they
+/// stream by (a larger one).
+pub enum Watch {
+    Keep(Vec<u16>),
+    Stream(Box<SliceStream>),
 }
 
+impl Watch {
+    /// The next values of the slice; `Err` says what is wrong with them.
+    pub fn push(&mut self, values: &[u16]) -> Result<(), String> {
+        match self {
+            Watch::Keep(kept) => {
+                kept.extend_from_slice(values);
+                Ok(())
+            }
+            Watch::Stream(stream) => stream.push(values).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// What a successor read for the check is: its values, `None` when not in the store.
+pub type Read<'a> = dyn Fn(&SliceKey) -> Option<Vec<u16>> + Sync + 'a;
+
 impl UploadCheck {
-    /// Re-derives `sample` positions per slice (0: only the range and legality check).
-    pub fn new(sample: usize) -> UploadCheck {
+    /// Re-derives `sample` positions per slice (0: only the range and legality check); keeps
+    /// slices of at most `whole` positions whole for the check ([`WHOLE_POSITIONS`] in real
+    /// use), checks larger ones as they stream in.
+    pub fn new(sample: usize, whole: u64) -> UploadCheck {
         let seed = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
         UploadCheck {
             sample,
+            whole,
             seed,
             cache: Mutex::default(),
         }
     }
 
-    /// Checks slice `key`'s `values` (`None` when it was too large to keep), reading its
+    /// How slice `key` of `positions` positions is watched as it arrives: kept, or checked as
+    /// it streams (which reads, through `read`, the successors its sample needs, as
+    /// [`check_blocking`](UploadCheck::check_blocking) does). `Err` says what is wrong (not a
+    /// slice of its material). Blocking.
+    pub fn watch_blocking(&self, key: &SliceKey, positions: u64, read: &Read<'_>) -> Result<Watch, String> {
+        if positions <= self.whole {
+            return Ok(Watch::Keep(Vec::new()));
+        }
+        let sample = self.sample_of(key, positions);
+        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, read);
+        SliceStream::new(&key.material.to_string(), key.raw(), &sample, &successor)
+            .map(|s| Watch::Stream(Box::new(s)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Checks slice `key`, its values gone through `watch` ([`watch_blocking`]), reading its
     /// successors through `read` (the finished slice's values from the store, `None` if not
     /// there) unless they are in the cache. `Err` says what is wrong. Blocking.
+    ///
+    /// [`watch_blocking`]: UploadCheck::watch_blocking
     pub fn check_blocking(
         &self,
         key: &SliceKey,
-        values: Option<&[u16]>,
-        read: &(dyn Fn(&SliceKey) -> Option<Vec<u16>> + Sync),
-    ) -> Result<Outcome, String> {
-        let Some(values) = values else {
-            return Ok(Outcome::TooLarge);
+        watch: Watch,
+        read: &Read<'_>,
+    ) -> Result<SliceCheck, String> {
+        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, read);
+        match watch {
+            Watch::Keep(values) => {
+                let sample = self.sample_of(key, values.len() as u64);
+                zermelo_verify::check_slice(
+                    &key.material.to_string(),
+                    key.raw(),
+                    &values,
+                    &sample,
+                    &successor,
+                )
+            }
+            Watch::Stream(stream) => stream.finish(&successor),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// A successor by the verifier's name and raw key (see [`successor`](Self::successor)).
+    fn successor_named(&self, name: &str, raw: [u64; 2], read: &Read<'_>) -> Option<Arc<Vec<u16>>> {
+        let wire = zermelo_proto::SliceKey {
+            material: name.to_owned(),
+            white_pawns: raw[0],
+            black_pawns: raw[1],
         };
-        let sample = self.sample_of(key, values.len() as u64);
-        let successor = |name: &str, raw: [u64; 2]| -> Option<Arc<Vec<u16>>> {
-            let wire = zermelo_proto::SliceKey {
-                material: name.to_owned(),
-                white_pawns: raw[0],
-                black_pawns: raw[1],
-            };
-            let key = crate::store::from_wire(&wire).ok()?;
-            self.successor(&key, read)
-        };
-        zermelo_verify::check_slice(&key.material.to_string(), key.raw(), values, &sample, &successor)
-            .map(Outcome::Checked)
-            .map_err(|e| e.to_string())
+        let key = crate::store::from_wire(&wire).ok()?;
+        self.successor(&key, read)
     }
 
     /// `self.sample` indices below `n`, spread at random (from the seed and the key).
@@ -118,11 +169,7 @@ impl UploadCheck {
     }
 
     /// A successor's values: from the cache, else read (when small enough) and cached.
-    fn successor(
-        &self,
-        key: &SliceKey,
-        read: &(dyn Fn(&SliceKey) -> Option<Vec<u16>> + Sync),
-    ) -> Option<Arc<Vec<u16>>> {
+    fn successor(&self, key: &SliceKey, read: &Read<'_>) -> Option<Arc<Vec<u16>>> {
         if let Some(v) = self.lock().slices.get(key) {
             return Some(Arc::clone(v));
         }
@@ -161,7 +208,8 @@ mod tests {
     /// Every slice of KPvK and of what it converts into, solved by the solver, passes the check
     /// with every sampled position re-derived: the verifier's keys of the successors (pawn
     /// pushes, promotions, captures) all map back to the chess crate's keys, none is skipped.
-    /// Changed values are caught.
+    /// Checked as it streams in, each gives the same report. Changed values are caught, kept
+    /// whole or streamed.
     #[test]
     fn true_slices_pass_with_nothing_skipped_and_changed_values_fail() {
         let mut map = SliceMap::new();
@@ -179,17 +227,20 @@ mod tests {
             solved.insert(*key, values);
         }
         let read = |k: &SliceKey| solved.get(k).cloned();
-        let check = UploadCheck::new(4096);
+        // Every upload streamed (none kept whole): the stream's report must be the whole one's.
+        let check = UploadCheck::new(4096, 0);
         let mut derived = 0;
         for key in &order {
             let values = &solved[key];
-            match check.check_blocking(key, Some(values), &read).unwrap() {
-                Outcome::Checked(r) => {
-                    assert_eq!(r.skipped, 0, "{key}: {r:?}");
-                    derived += r.derived;
-                }
-                Outcome::TooLarge => panic!("{key} is small"),
-            }
+            let r = check
+                .check_blocking(key, Watch::Keep(values.clone()), &read)
+                .unwrap();
+            assert_eq!(r.skipped, 0, "{key}: {r:?}");
+            derived += r.derived;
+            let mut watch = check.watch_blocking(key, values.len() as u64, &read).unwrap();
+            assert!(matches!(watch, Watch::Stream(_)));
+            values.chunks(1000).for_each(|c| watch.push(c).unwrap());
+            assert_eq!(check.check_blocking(key, watch, &read).unwrap(), r, "{key}");
         }
         assert!(derived > 20_000, "{derived}");
         // A slice with a pawn on the seventh rank, its decisive values at odd indices two plies
@@ -203,8 +254,22 @@ mod tests {
         for v in bad.iter_mut().skip(1).step_by(2).filter(|v| **v >= 2) {
             *v += 2;
         }
-        let every = UploadCheck::new(usize::MAX);
-        let err = every.check_blocking(key, Some(&bad), &read).unwrap_err();
+        let every = UploadCheck::new(usize::MAX, WHOLE_POSITIONS);
+        let err = every
+            .check_blocking(key, Watch::Keep(bad.clone()), &read)
+            .unwrap_err();
         assert!(err.contains("stored: "), "{err}");
+        let streamed = UploadCheck::new(usize::MAX, 0);
+        let mut watch = streamed.watch_blocking(key, bad.len() as u64, &read).unwrap();
+        watch.push(&bad).unwrap();
+        let err = streamed.check_blocking(key, watch, &read).unwrap_err();
+        assert!(err.contains("stored: "), "{err}");
+        // A value at an illegal index is caught as it streams by.
+        let illegal = solved[key].iter().position(|&v| v == 0).unwrap();
+        let mut bad = solved[key].clone();
+        bad[illegal] = 1;
+        let mut watch = streamed.watch_blocking(key, bad.len() as u64, &read).unwrap();
+        let err = watch.push(&bad).unwrap_err();
+        assert!(err.contains("not a legal position"), "{err}");
     }
 }

@@ -41,8 +41,8 @@ pub struct Counters {
     /// Uploaded slices checked by the independent verifier, and the positions it re-derived.
     pub slices_checked: AtomicU64,
     pub positions_derived: AtomicU64,
-    /// Uploaded slices too large to hold whole here, stored unchecked.
-    pub slices_unchecked: AtomicU64,
+    /// Uploaded slices too large to hold whole here, checked as they streamed in.
+    pub slices_streamed: AtomicU64,
     /// Uploaded slices that failed the check (their workers are refused from then on).
     pub uploads_failed_check: AtomicU64,
     /// Tasks leased to a worker.
@@ -90,7 +90,7 @@ pub struct CounterValues {
     pub not_allowed: u64,
     pub slices_checked: u64,
     pub positions_derived: u64,
-    pub slices_unchecked: u64,
+    pub slices_streamed: u64,
     pub uploads_failed_check: u64,
     pub leases_granted: u64,
     pub leases_expired: u64,
@@ -111,7 +111,7 @@ impl From<&Counters> for CounterValues {
             not_allowed: Counters::get(&c.not_allowed),
             slices_checked: Counters::get(&c.slices_checked),
             positions_derived: Counters::get(&c.positions_derived),
-            slices_unchecked: Counters::get(&c.slices_unchecked),
+            slices_streamed: Counters::get(&c.slices_streamed),
             uploads_failed_check: Counters::get(&c.uploads_failed_check),
             leases_granted: Counters::get(&c.leases_granted),
             leases_expired: Counters::get(&c.leases_expired),
@@ -206,10 +206,10 @@ pub fn render(s: &Snapshot) -> String {
         c.positions_derived,
     );
     t.single(
-        "zermelo_uploads_unchecked_total",
+        "zermelo_uploads_streamed_total",
         "counter",
-        "Uploaded slices too large to hold whole on the coordinator, accepted without the check.",
-        c.slices_unchecked,
+        "Uploaded slices too large to hold whole on the coordinator (over 2^27 positions), checked as they streamed in.",
+        c.slices_streamed,
     );
     t.single(
         "zermelo_uploads_failed_check_total",

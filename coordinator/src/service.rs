@@ -29,7 +29,7 @@ use zermelo_proto::coordinator_server::{Coordinator, CoordinatorServer};
 use zermelo_proto::{FramingError, SliceFramer};
 use zermelo_storage::{Metric, Table, TableMeta, TableWriter, WriteOptions};
 
-use crate::check::UploadCheck;
+use crate::check::{UploadCheck, Watch};
 use crate::journal::{JobSpec, Journal, JournalError, Record};
 use crate::metrics::{CounterValues, Counters, Snapshot};
 use crate::plan::{plan, reachable_plan_within, MaterialPlan, ReachablePlan, TooManySlices};
@@ -93,6 +93,9 @@ pub struct ServiceConfig {
     /// Positions of each uploaded slice re-derived by the independent verifier before it is
     /// accepted (see [`crate::check`]); 0 keeps only the range and legality check.
     pub check_sample: usize,
+    /// Uploaded slices of at most this many positions are held whole for the check, larger
+    /// ones checked as they stream in (see [`crate::check`]).
+    pub check_whole_positions: u64,
     /// A test hook, 0 in real use: flip one byte of the payload of the first this many slice
     /// downloads served (after the stored copy passed its hash check, with the right hash in the
     /// header), so that tests can show a worker detecting a transfer corrupted on the way.
@@ -168,6 +171,7 @@ impl ServiceConfig {
             schedule: schedule::Config::default(),
             max_men: 6,
             check_sample: crate::check::DEFAULT_SAMPLE,
+            check_whole_positions: crate::check::WHOLE_POSITIONS,
             fault_corrupt_downloads: 0,
             tls: None,
         }
@@ -398,7 +402,7 @@ impl CoordinatorService {
             clock: Instant::now(),
             counters: Counters::default(),
             corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
-            check: UploadCheck::new(config.check_sample),
+            check: UploadCheck::new(config.check_sample, config.check_whole_positions),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
@@ -936,33 +940,53 @@ impl CoordinatorService {
         Ok(())
     }
 
+    /// A finished slice's values from the store, for the check of an upload (`None` when it is
+    /// not finished, or cannot be read). Blocking.
+    fn read_finished_blocking(&self, k: &SliceKey) -> Option<Vec<u16>> {
+        let hash = self.lock().scheduler.finished(k)?;
+        self.read_stored_blocking(k, &hash, || {
+            let mut values = Vec::new();
+            let mut sink = |v: &[u16]| {
+                values.extend_from_slice(v);
+                Ok::<(), StoreError>(())
+            };
+            self.shared.store.for_each_value_blocking(k, &hash, &mut sink)?;
+            Ok(values)
+        })
+        .ok()
+    }
+
+    /// How an upload of slice `key` is watched as it arrives, for the check ([`crate::check`]).
+    /// Blocking.
+    fn watch_upload_blocking(&self, key: &SliceKey, positions: u64) -> Result<Watch, StoreError> {
+        let read = |k: &SliceKey| self.read_finished_blocking(k);
+        let watch = self
+            .shared
+            .check
+            .watch_blocking(key, positions, &read)
+            .map_err(|reason| StoreError::FailedCheck { key: *key, reason })?;
+        if matches!(watch, Watch::Stream(_)) {
+            Counters::add(&self.shared.counters.slices_streamed, 1);
+        }
+        Ok(watch)
+    }
+
     /// Checks an uploaded slice's values before it is accepted ([`crate::check`]), reading its
     /// successors from the store. Blocking.
-    fn check_upload_blocking(&self, key: &SliceKey, values: Option<&[u16]>) -> Result<(), StoreError> {
-        let read = |k: &SliceKey| -> Option<Vec<u16>> {
-            let hash = self.lock().scheduler.finished(k)?;
-            self.read_stored_blocking(k, &hash, || {
-                let mut values = Vec::new();
-                let mut sink = |v: &[u16]| {
-                    values.extend_from_slice(v);
-                    Ok::<(), StoreError>(())
-                };
-                self.shared.store.for_each_value_blocking(k, &hash, &mut sink)?;
-                Ok(values)
-            })
-            .ok()
-        };
+    fn check_upload_blocking(&self, key: &SliceKey, watch: Option<Watch>) -> Result<(), StoreError> {
+        let read = |k: &SliceKey| self.read_finished_blocking(k);
         let c = &self.shared.counters;
-        match self.shared.check.check_blocking(key, values, &read) {
-            Ok(crate::check::Outcome::Checked(report)) => {
+        let Some(watch) = watch else {
+            return Err(StoreError::FailedCheck {
+                key: *key,
+                reason: "the upload was not watched".into(),
+            });
+        };
+        match self.shared.check.check_blocking(key, watch, &read) {
+            Ok(report) => {
                 Counters::add(&c.slices_checked, 1);
                 Counters::add(&c.positions_derived, report.derived);
                 debug!(%key, derived = report.derived, skipped = report.skipped, "upload checked");
-                Ok(())
-            }
-            Ok(crate::check::Outcome::TooLarge) => {
-                Counters::add(&c.slices_unchecked, 1);
-                debug!(%key, "upload too large to check here");
                 Ok(())
             }
             Err(reason) => Err(StoreError::FailedCheck { key: *key, reason }),
@@ -1343,17 +1367,17 @@ impl Coordinator for CoordinatorService {
                     .into());
                 }
                 let this = self.clone();
-                let mut begun = tokio::task::spawn_blocking(move || {
-                    this.shared
-                        .store
-                        .begin_put_blocking(&key, header.positions, &header.content_hash)
+                let begun = tokio::task::spawn_blocking(move || {
+                    let mut begun =
+                        this.shared
+                            .store
+                            .begin_put_blocking(&key, header.positions, &header.content_hash)?;
+                    begun.watch(this.watch_upload_blocking(&key, header.positions)?);
+                    Ok::<_, StoreError>(begun)
                 })
                 .await
                 .map_err(ServiceError::from)?
                 .map_err(ServiceError::from)?;
-                if header.positions <= crate::check::WHOLE_POSITIONS {
-                    begun.keep_values();
-                }
                 incoming = Some((key, wire_key, begun));
             }
             let (key, wire_key, mut slice) = incoming.take().expect("a slice under way");
@@ -1365,7 +1389,7 @@ impl Coordinator for CoordinatorService {
                 if complete {
                     // A finished slice is never replaced: checked under the lock that
                     // completions are recorded under, and put in place under it.
-                    let check = |values: Option<&[u16]>| this.check_upload_blocking(&key, values);
+                    let check = |watch: Option<Watch>| this.check_upload_blocking(&key, watch);
                     slice.finish_with_blocking(check, |rename| {
                         let state = this.lock();
                         if state.scheduler.finished(&key).is_some() {

@@ -2,6 +2,7 @@
 //! written atomically, its content hash checked on the way in and on the way out, so that a
 //! corrupted copy is never served nor written into a table.
 
+use crate::check::Watch;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -161,7 +162,7 @@ impl SliceStore {
             decoder: ValuesDecoder::new(positions)
                 .map_err(|source| StoreError::Wire { key: *key, source })?,
             hasher: zermelo_proto::keys::slice_hasher(key, positions),
-            kept: None,
+            watch: None,
         })
     }
 
@@ -293,32 +294,35 @@ pub struct IncomingSlice {
     file: std::io::BufWriter<tempfile::NamedTempFile>,
     decoder: ValuesDecoder,
     hasher: SliceHasher,
-    /// The values, when asked to keep them ([`IncomingSlice::keep_values`]).
-    kept: Option<Vec<u16>>,
+    /// What the values go through for the check, when asked ([`IncomingSlice::watch`]).
+    watch: Option<Watch>,
 }
 
 impl IncomingSlice {
-    /// Keeps the values in memory as they arrive, for the check handed to
-    /// [`finish_with_blocking`](Self::finish_with_blocking) (2 bytes a position: for small
-    /// slices). Call before the first bytes.
-    pub fn keep_values(&mut self) {
-        self.kept = Some(Vec::new());
+    /// Hands the values to `watch` as they arrive (kept, or checked as they stream: see
+    /// [`crate::check`]), for the check handed to
+    /// [`finish_with_blocking`](Self::finish_with_blocking). Call before the first bytes.
+    pub fn watch(&mut self, watch: Watch) {
+        self.watch = Some(watch);
     }
 
     /// The next wire bytes. Blocking.
     pub fn push_blocking(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         let key = self.key;
         let hasher = &mut self.hasher;
-        let kept = &mut self.kept;
+        let watch = &mut self.watch;
         self.decoder
             .push(bytes, &mut |v: &[u16]| {
                 hasher.update(v);
-                if let Some(kept) = kept.as_mut() {
-                    kept.extend_from_slice(v);
+                match watch.as_mut() {
+                    Some(w) => w.push(v).map_err(Pushed::Check),
+                    None => Ok(()),
                 }
-                Ok::<(), WireError>(())
             })
-            .map_err(|source| StoreError::Wire { key, source })?;
+            .map_err(|e| match e {
+                Pushed::Wire(source) => StoreError::Wire { key, source },
+                Pushed::Check(reason) => StoreError::FailedCheck { key, reason },
+            })?;
         self.file.write_all(bytes).map_err(|source| StoreError::Io {
             path: self.dir.clone(),
             source,
@@ -331,13 +335,13 @@ impl IncomingSlice {
         self.finish_with_blocking(|_| Ok(()), |rename| rename())
     }
 
-    /// [`finish_blocking`](Self::finish_blocking), the values (if kept) handed to `check` once
-    /// their hash is found right, then the file put in place by `publish`, which is handed the
+    /// [`finish_blocking`](Self::finish_blocking), what watched the values (if asked) handed to
+    /// `check` once their hash is found right, then the file put in place by `publish`, which is handed the
     /// rename: it runs it under whatever lock decides whether the slice may still be stored (not
     /// once it is finished), or refuses. The data is synced before, the folder after. Blocking.
     pub fn finish_with_blocking(
         self,
-        check: impl FnOnce(Option<&[u16]>) -> Result<(), StoreError>,
+        check: impl FnOnce(Option<Watch>) -> Result<(), StoreError>,
         publish: impl FnOnce(&mut Rename<'_>) -> Result<(), StoreError>,
     ) -> Result<Hash, StoreError> {
         let key = self.key;
@@ -352,7 +356,7 @@ impl IncomingSlice {
                 found: hex(&found),
             });
         }
-        check(self.kept.as_deref())?;
+        check(self.watch)?;
         let io = |source| StoreError::Io {
             path: self.dir.clone(),
             source,
@@ -370,6 +374,19 @@ impl IncomingSlice {
         })?;
         zermelo_storage::durable::sync_parent_dir(target).map_err(io)?;
         Ok(found)
+    }
+}
+
+/// Why an [`IncomingSlice`]'s bytes were refused as they came: they do not decode, or their
+/// values fail the check watching them.
+enum Pushed {
+    Wire(WireError),
+    Check(String),
+}
+
+impl From<WireError> for Pushed {
+    fn from(e: WireError) -> Self {
+        Pushed::Wire(e)
     }
 }
 

@@ -77,6 +77,7 @@ mod board;
 mod index;
 mod line;
 mod material;
+mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -93,6 +94,7 @@ use board::{Child, Position, Pseudo};
 use index::{locate, Decoded, Decoder, Location, QuietFrame, LAYOUT};
 use material::Material;
 pub use material::{MaterialNameError, Pawns};
+pub use stream::SliceStream;
 
 /// How to verify.
 #[derive(Clone, Debug, Default)]
@@ -462,21 +464,8 @@ pub fn check_slice(
     sample: &[u64],
     successor: &SuccessorValues<'_>,
 ) -> Result<SliceCheck, VerifyError> {
-    let normal = parse_material(material)?;
+    let normal = canonical_slice(material, key)?;
     let name = normal.to_string();
-    if name != material {
-        return Err(VerifyError::WrongMaterial {
-            file: PathBuf::new(),
-            found: material.to_owned(),
-            expected: name,
-        });
-    }
-    if normal.canonical_keys().binary_search(&key).is_err() {
-        return Err(VerifyError::UnexpectedSlice {
-            material: name,
-            key: Pawns(key),
-        });
-    }
     check_length(normal, key, values)?;
     let expected = values.len() as u64;
     let given = Given { successor };
@@ -493,35 +482,9 @@ pub fn check_slice(
     worker.decoder.for_each_legality(|p, legal| {
         for (side, legal) in legal.into_iter().enumerate() {
             let index = side as u64 * per_side + p;
-            let stored = values[index as usize];
-            if stored > MAX_VALUE {
-                return Err(VerifyError::OutOfRange {
-                    material: name.clone(),
-                    key: Pawns(key),
-                    index,
-                    value: stored,
-                });
-            }
-            match (legal, u32::from(stored)) {
-                (true, value::ILLEGAL) => {
-                    let Decoded::Position(pos) = worker.decoder.decode(index) else {
-                        unreachable!("a legal index is a position")
-                    };
-                    return Err(VerifyError::Mismatch {
-                        material: name.clone(),
-                        fen: pos.fen(),
-                        stored: value::describe(value::ILLEGAL),
-                        derived: "a value (a legal position)".to_owned(),
-                    });
-                }
-                (false, v) if v != value::ILLEGAL => {
-                    let what = format!("index {index} of slice ({}), not a legal position", Pawns(key));
-                    return Err(worker.mismatch(what, v, value::ILLEGAL));
-                }
-                _ => {}
-            }
+            check_stored(&worker.decoder, &name, key, index, legal, values[index as usize])?;
         }
-        Ok(())
+        Ok::<(), VerifyError>(())
     })?;
     let mut sample: Vec<u64> = sample.iter().copied().filter(|&i| i < expected).collect();
     sample.sort_unstable();
@@ -537,6 +500,68 @@ pub fn check_slice(
     Ok(report)
 }
 
+/// The material of slice `key` of `material`, when the name is normalized and the key one of
+/// its canonical slices.
+fn canonical_slice(material: &str, key: [u64; 2]) -> Result<Material, VerifyError> {
+    let normal = parse_material(material)?;
+    let name = normal.to_string();
+    if name != material {
+        return Err(VerifyError::WrongMaterial {
+            file: PathBuf::new(),
+            found: material.to_owned(),
+            expected: name,
+        });
+    }
+    if normal.canonical_keys().binary_search(&key).is_err() {
+        return Err(VerifyError::UnexpectedSlice {
+            material: name,
+            key: Pawns(key),
+        });
+    }
+    Ok(normal)
+}
+
+/// The range and legality check of one index of a slice (see [`check_slice`]): `stored` is at
+/// most `0x7fff`, 0 where the index is not a legal position (`legal`, from the decoder's
+/// legality runs) and not 0 where it is.
+fn check_stored(
+    decoder: &Decoder,
+    name: &str,
+    key: [u64; 2],
+    index: u64,
+    legal: bool,
+    stored: u16,
+) -> Result<(), VerifyError> {
+    if stored > MAX_VALUE {
+        return Err(VerifyError::OutOfRange {
+            material: name.to_owned(),
+            key: Pawns(key),
+            index,
+            value: stored,
+        });
+    }
+    match (legal, u32::from(stored)) {
+        (true, value::ILLEGAL) => {
+            let Decoded::Position(pos) = decoder.decode(index) else {
+                unreachable!("a legal index is a position")
+            };
+            Err(VerifyError::Mismatch {
+                material: name.to_owned(),
+                fen: pos.fen(),
+                stored: value::describe(value::ILLEGAL),
+                derived: "a value (a legal position)".to_owned(),
+            })
+        }
+        (false, v) if v != value::ILLEGAL => Err(VerifyError::Mismatch {
+            material: name.to_owned(),
+            fen: format!("index {index} of slice ({}), not a legal position", Pawns(key)),
+            stored: value::describe(v),
+            derived: value::describe(value::ILLEGAL),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The slices [`check_slice`] reads: the one being checked is held whole (never asked for), its
 /// successors come from the caller.
 struct Given<'a> {
@@ -545,13 +570,7 @@ struct Given<'a> {
 
 impl Slices for Given<'_> {
     fn successor(&self, material: Material, key: [u64; 2]) -> Result<Successor, VerifyError> {
-        let name = material.to_string();
-        let values = (self.successor)(&name, key).ok_or_else(|| VerifyError::Unavailable {
-            material: name.clone(),
-            key: Pawns(key),
-        })?;
-        check_length(material, key, &values)?;
-        Ok(Successor::Whole(values))
+        given_successor(self.successor, material, key)
     }
 
     fn own(&self, material: Material, key: [u64; 2], _index: u64) -> Result<u16, VerifyError> {
@@ -560,6 +579,22 @@ impl Slices for Given<'_> {
             key: Pawns(key),
         })
     }
+}
+
+/// Successor slice `key` of `material` from the caller's `successor` (whole, of the right
+/// length), or [`VerifyError::Unavailable`].
+fn given_successor(
+    successor: &SuccessorValues<'_>,
+    material: Material,
+    key: [u64; 2],
+) -> Result<Successor, VerifyError> {
+    let name = material.to_string();
+    let values = successor(&name, key).ok_or_else(|| VerifyError::Unavailable {
+        material: name.clone(),
+        key: Pawns(key),
+    })?;
+    check_length(material, key, &values)?;
+    Ok(Successor::Whole(values))
 }
 
 /// Checks that `values` are as many as a slice of `material` has.

@@ -1939,6 +1939,82 @@ fn check_slice_passes_true_values_and_catches_each_damage() {
     ));
 }
 
+/// [`SliceStream`](super::SliceStream), fed a slice in pieces of any size, finds what
+/// [`check_slice`](super::check_slice) finds holding it whole: the same report on every slice
+/// of KPvK (children in other slices) and of KQvK (every child of a sampled position in the
+/// slice itself, read from the values the stream kept), and each kind of damage, by the same
+/// error.
+#[test]
+fn a_slice_checked_as_it_streams_gives_what_the_whole_check_gives() {
+    use std::sync::Arc;
+    let mut successors: HashMap<(String, [u64; 2]), Arc<Vec<u16>>> = HashMap::new();
+    for name in ["KPvK", "KQvK", "KRvK", "KBvK", "KNvK"] {
+        for (key, values) in table(name) {
+            successors.insert((name.to_owned(), key), Arc::new(values));
+        }
+    }
+    let lookup = |m: &str, k: [u64; 2]| successors.get(&(m.to_owned(), k)).cloned();
+    let stream = |name: &str, key: [u64; 2], values: &[u16], sample: &[u64], piece: usize| {
+        let mut s = super::SliceStream::new(name, key, sample, &lookup)?;
+        values.chunks(piece).try_for_each(|c| s.push(c))?;
+        s.finish(&lookup)
+    };
+    let mut derived = 0;
+    for name in ["KPvK", "KQvK"] {
+        for (key, values) in table(name) {
+            let sample: Vec<u64> = (3..values.len() as u64).step_by(11).collect();
+            let whole = super::check_slice(name, key, &values, &sample, &lookup).unwrap();
+            for piece in [1, 777, values.len()] {
+                let streamed = stream(name, key, &values, &sample, piece).unwrap();
+                assert_eq!(streamed, whole, "{name} ({}), pieces of {piece}", Pawns(key));
+            }
+            assert_eq!(whole.skipped, 0);
+            derived += whole.derived;
+        }
+    }
+    assert!(derived > 15_000, "{derived}");
+
+    let kpk = table("KPvK");
+    let (key, values) = kpk.iter().find(|(k, _)| k[0] & (0xff << 48) != 0).unwrap();
+    let decisive = values.iter().position(|&v| v >= 2).unwrap();
+    let illegal = values.iter().position(|&v| v == 0).unwrap();
+    for (at, v) in [(decisive, 1), (decisive, 0), (illegal, 1), (decisive, 0x8000)] {
+        let mut bad = values.clone();
+        bad[at] = v;
+        let whole = super::check_slice("KPvK", *key, &bad, &[at as u64], &lookup).unwrap_err();
+        let streamed = stream("KPvK", *key, &bad, &[at as u64], 500).unwrap_err();
+        assert_eq!(streamed.to_string(), whole.to_string());
+    }
+    // A wrong value left out of the sample, read as a kept child: a Black-to-move position of
+    // KQvK made checkmated, which its White parents (all sampled) then mate in one.
+    let kqk = table("KQvK");
+    let (qkey, qvalues) = &kqk[0];
+    let half = qvalues.len() / 2;
+    let at = half + qvalues[half..].iter().position(|&v| v >= 10).unwrap();
+    let mut bad = qvalues.clone();
+    bad[at] = 2;
+    let white: Vec<u64> = (0..half as u64).collect();
+    let whole = super::check_slice("KQvK", *qkey, &bad, &white, &lookup).unwrap_err();
+    let streamed = stream("KQvK", *qkey, &bad, &white, 4096).unwrap_err();
+    assert_eq!(streamed.to_string(), whole.to_string());
+    assert!(whole.to_string().contains("derived: win in 1 plies"), "{whole}");
+    let short = &values[..values.len() - 1];
+    assert!(matches!(
+        stream("KPvK", *key, short, &[], 100),
+        Err(VerifyError::WrongSliceSize { .. })
+    ));
+    let mut long = values.clone();
+    long.push(0);
+    assert!(matches!(
+        stream("KPvK", *key, &long, &[], 100),
+        Err(VerifyError::WrongSliceSize { .. })
+    ));
+    assert!(matches!(
+        super::SliceStream::new("KPvK", [key[0], 1], &[], &lookup),
+        Err(VerifyError::UnexpectedSlice { .. })
+    ));
+}
+
 /// [`Decoder::is_legal`] and [`Decoder::for_each_legality`] (which the check of a whole slice
 /// runs) answer what decoding the position and asking it does, at every index of slices of
 /// pawnless, pawnful and like-man materials (every slice of the small ones, a spread of the
