@@ -168,6 +168,38 @@ pub(super) fn attacks_through(color: Color, kind: u8, from: u8, to: u8, occupied
     })
 }
 
+/// The squares (0..64, as bits) from which a man of `color` and `kind` would attack square
+/// `target` (0..64), the men on the squares of `occupied` blocking lines: stepping out of the
+/// target along the man's moves, backwards. A man on one of them attacks the target as
+/// [`attacks_through`] says (for a square not in `occupied`).
+pub(super) fn attackers_of(color: Color, kind: u8, target: u8, occupied: u64) -> u64 {
+    let to = sq88(target);
+    let mut squares = 0u64;
+    let mut mark = |steps: &[i8], slide: bool| {
+        for &d in steps {
+            let mut at = to;
+            while let Some(t) = step(at, -d) {
+                squares |= 1 << sq64(t);
+                if !slide || occupied >> sq64(t) & 1 == 1 {
+                    break;
+                }
+                at = t;
+            }
+        }
+    };
+    match kind {
+        KING => mark(&KING_STEPS, false),
+        KNIGHT => mark(&KNIGHT_STEPS, false),
+        QUEEN => mark(&QUEEN_RAYS, true),
+        ROOK => mark(&QUEEN_RAYS[..4], true),
+        BISHOP => mark(&QUEEN_RAYS[4..], true),
+        // A white pawn attacks up the board (+15, +17), a black one down.
+        _ if color == Color::White => mark(&[15, 17], false),
+        _ => mark(&[-15, -17], false),
+    }
+    squares
+}
+
 /// The squares strictly between `from` and `to` (0..64) when they are on one rank, file or
 /// diagonal, as bits; 0 when they are not, or next to each other.
 pub(super) fn between(from: u8, to: u8) -> u64 {

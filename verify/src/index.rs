@@ -640,6 +640,25 @@ impl Decoder {
             }
         }
         let (color, king) = (last.color, kings[last.color.other().index()]);
+        if k == 1 {
+            // One man: every test is a bit. A fixed man's attack on a king stands unless the
+            // man stands on its line, so a colour attacks unless the man stands on all of its
+            // lines at once; the man attacks from the squares `attackers_of` gives.
+            let covers =
+                |lines: &Vec<u64>| (!lines.is_empty()).then(|| lines.iter().fold(!0u64, |a, &l| a & l));
+            let blocks = [covers(&lines[0]), covers(&lines[1])];
+            let attack = board::attackers_of(color, last.kind, king, taken);
+            out.extend((0..64u8).map(|s| {
+                let bit = 1u64 << s;
+                if taken & bit != 0 {
+                    return [false, false];
+                }
+                let mut legal = [0, 1].map(|c| blocks[c].is_none_or(|b| b & bit != 0));
+                legal[color.index()] &= attack & bit == 0;
+                legal
+            }));
+            return;
+        }
         // The last field's squares, ascending: its combination of rank r (colex order).
         let mut squares = [0u8; MAX_GROUP];
         for (j, s) in squares[..k].iter_mut().enumerate() {

@@ -2015,6 +2015,35 @@ fn a_slice_checked_as_it_streams_gives_what_the_whole_check_gives() {
     ));
 }
 
+/// `attackers_of` (stepping backwards from the target) marks exactly the squares from which
+/// `attacks_through` (stepping forwards from the man) finds an attack, for every kind and
+/// colour, every target and a spread of occupancies.
+#[test]
+fn the_squares_attacking_a_target_are_those_attacks_through_finds() {
+    use super::board::{attackers_of, attacks_through, Color};
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for kind in 0..6u8 {
+        for color in [Color::White, Color::Black] {
+            for target in 0..64u8 {
+                for _ in 0..20 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let occupied = x & (x >> 3) & !(1u64 << target);
+                    let marked = attackers_of(color, kind, target, occupied);
+                    for s in (0..64u8).filter(|&s| s != target && occupied >> s & 1 == 0) {
+                        assert_eq!(
+                            marked >> s & 1 == 1,
+                            attacks_through(color, kind, s, target, occupied),
+                            "kind {kind} {color:?} from {s} to {target}, occupied {occupied:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// [`Decoder::is_legal`] and [`Decoder::for_each_legality`] (which the check of a whole slice
 /// runs) answer what decoding the position and asking it does, at every index of slices of
 /// pawnless, pawnful and like-man materials (every slice of the small ones, a spread of the
