@@ -35,6 +35,9 @@ pub struct Counters {
     pub downloads_refused: AtomicU64,
     /// Stored copies found damaged and written again from their material's table.
     pub slices_repaired: AtomicU64,
+    /// Stored slices found lost with no table holding them, and of them those solved again.
+    pub slices_lost: AtomicU64,
+    pub slices_resolved: AtomicU64,
     /// Uploads and completions refused as not allowed: no live lease of the caller for that
     /// task, or a slice already finished.
     pub not_allowed: AtomicU64,
@@ -87,6 +90,8 @@ pub struct CounterValues {
     pub uploads_refused: u64,
     pub downloads_refused: u64,
     pub slices_repaired: u64,
+    pub slices_lost: u64,
+    pub slices_resolved: u64,
     pub not_allowed: u64,
     pub slices_checked: u64,
     pub positions_derived: u64,
@@ -108,6 +113,8 @@ impl From<&Counters> for CounterValues {
             uploads_refused: Counters::get(&c.uploads_refused),
             downloads_refused: Counters::get(&c.downloads_refused),
             slices_repaired: Counters::get(&c.slices_repaired),
+            slices_lost: Counters::get(&c.slices_lost),
+            slices_resolved: Counters::get(&c.slices_resolved),
             not_allowed: Counters::get(&c.not_allowed),
             slices_checked: Counters::get(&c.slices_checked),
             positions_derived: Counters::get(&c.positions_derived),
@@ -228,6 +235,18 @@ pub fn render(s: &Snapshot) -> String {
         "counter",
         "Stored slices found damaged and written again from their material's table (the same content hash).",
         c.slices_repaired,
+    );
+    t.single(
+        "zermelo_slices_lost_total",
+        "counter",
+        "Stored slices found damaged or gone with no table holding them: each is solved again by a worker.",
+        c.slices_lost,
+    );
+    t.single(
+        "zermelo_slices_solved_again_total",
+        "counter",
+        "Lost slices solved again by a worker, with the content hash they were recorded with.",
+        c.slices_resolved,
     );
     t.single(
         "zermelo_journal_records_total",

@@ -23,6 +23,11 @@
 //!   different table: a bug or a broken machine, never to be papered over). When a late
 //!   completion finishes every slice of a task that is leased to someone else, that lease is
 //!   revoked.
+//! * **Lost slices.** A finished slice whose stored copy is lost ([`Event::SliceLost`]: damaged
+//!   or gone, and no table holds it) stays finished, and is leased alone to be solved again
+//!   before any task, once no slice it leads into is lost too. The repair is accepted only with
+//!   the hash the slice was recorded with ([`Action::Repaired`]); an expired repair lease goes
+//!   back in line.
 //! * **Resuming.** [`Scheduler::resume`] starts from the slices a journal says are finished;
 //!   jobs submitted again after it only lease what is left.
 //!
@@ -163,6 +168,10 @@ pub enum Event {
     Tick,
     /// A worker is gone (it said so, or its connection broke): its leases expire now.
     WorkerLost { worker: WorkerId },
+    /// The stored copy of a finished slice is lost (damaged or gone, and no table holds it): it
+    /// is solved again, before any task, by a repair lease, and must come back with the hash
+    /// it was recorded with. It stays finished meanwhile.
+    SliceLost { key: SliceKey },
 }
 
 /// A task handed to a worker.
@@ -301,6 +310,16 @@ pub enum Action {
     JobDone {
         job: JobId,
     },
+    /// Answer to [`Event::SliceLost`]: the slice waits for a repair lease (`false`: it was
+    /// waiting or leased for one already, or is not a finished slice).
+    RepairQueued {
+        key: SliceKey,
+        queued: bool,
+    },
+    /// A repair lease completed with the slice's recorded hash: its stored copy is whole again.
+    Repaired {
+        key: SliceKey,
+    },
 }
 
 /// How far a job is.
@@ -391,9 +410,22 @@ pub struct Scheduler {
     /// Ready tasks; the smallest index (earliest in plan order) is leased first.
     ready: BTreeSet<TaskIx>,
     leases: BTreeMap<LeaseId, Lease>,
+    /// Finished slices whose stored copy is lost, waiting for a repair lease ([`Event::SliceLost`]).
+    lost: BTreeSet<SliceIx>,
+    /// Repair leases: one slice each, solved again.
+    repairs: BTreeMap<LeaseId, Repair>,
     workers: BTreeMap<WorkerId, Worker>,
     jobs: Vec<Job>,
     next_id: u64,
+}
+
+/// A lease to solve a lost slice again.
+#[derive(Debug)]
+struct Repair {
+    slice: SliceIx,
+    worker: WorkerId,
+    deadline: Millis,
+    granted: Millis,
 }
 
 /// Conflicting records of one slice in the finished slices a scheduler resumes from.
@@ -415,6 +447,8 @@ impl Scheduler {
             tasks: Vec::new(),
             ready: BTreeSet::new(),
             leases: BTreeMap::new(),
+            lost: BTreeSet::new(),
+            repairs: BTreeMap::new(),
             workers: BTreeMap::new(),
             jobs: Vec::new(),
             next_id,
@@ -485,19 +519,37 @@ impl Scheduler {
             Event::TaskCompleted { lease, slices } => self.complete(lease, &slices, &mut out),
             Event::Tick => self.forget_silent_workers(&mut out),
             Event::WorkerLost { worker } => {
-                let lost: Vec<LeaseId> = self
-                    .leases
-                    .iter()
-                    .filter(|(_, l)| l.worker == worker)
-                    .map(|(&id, _)| id)
-                    .collect();
-                for lease in lost {
+                for lease in self.leases_of(worker) {
                     self.expire(lease, &mut out);
                 }
                 self.workers.remove(&worker);
             }
+            Event::SliceLost { key } => {
+                let queued = match self.index.get(&key) {
+                    Some(&ix) if self.slices[ix as usize].finished.is_some() => {
+                        !self.repairs.values().any(|r| r.slice == ix) && self.lost.insert(ix)
+                    }
+                    _ => false,
+                };
+                out.push(Action::RepairQueued { key, queued });
+            }
         }
         out
+    }
+
+    /// The live leases (tasks and repairs) of a worker.
+    fn leases_of(&self, worker: WorkerId) -> Vec<LeaseId> {
+        let tasks = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.worker == worker)
+            .map(|(&id, _)| id);
+        let repairs = self
+            .repairs
+            .iter()
+            .filter(|(_, r)| r.worker == worker)
+            .map(|(&id, _)| id);
+        tasks.chain(repairs).collect()
     }
 
     /// The progress of a job, `None` if it was never submitted.
@@ -520,13 +572,37 @@ impl Scheduler {
         self.workers.iter().map(|(&id, w)| (id, w.name.as_str(), w.cores))
     }
 
-    /// Leases not expired, revoked or completed.
+    /// Leases not expired, revoked or completed (repair leases included).
     pub fn live_leases(&self) -> usize {
-        self.leases.len()
+        self.leases.len() + self.repairs.len()
     }
 
-    /// The worker holding a live lease, and the slices of its task.
+    /// Finished slices whose stored copy is lost, waiting for or under a repair lease.
+    pub fn slices_lost(&self) -> usize {
+        self.lost.len() + self.repairs.len()
+    }
+
+    /// Whether finished slice `key` is lost: waiting for a repair lease, or under one.
+    pub fn is_lost(&self, key: &SliceKey) -> bool {
+        self.index
+            .get(key)
+            .is_some_and(|ix| self.lost.contains(ix) || self.repairs.values().any(|r| r.slice == *ix))
+    }
+
+    /// Whether slice `key` is under a live repair lease: an upload of it under that lease may
+    /// replace its lost copy, with the recorded hash only.
+    pub fn under_repair(&self, key: &SliceKey, lease: LeaseId) -> bool {
+        self.repairs
+            .get(&lease)
+            .is_some_and(|r| self.slices[r.slice as usize].key == *key)
+    }
+
+    /// The worker holding a live lease, and the slices of its task (of a repair lease: its one
+    /// slice).
     pub fn lease_holder(&self, lease: LeaseId) -> Option<(WorkerId, Vec<SliceKey>)> {
+        if let Some(r) = self.repairs.get(&lease) {
+            return Some((r.worker, vec![self.slices[r.slice as usize].key]));
+        }
         let l = self.leases.get(&lease)?;
         let task = &self.tasks[l.task as usize];
         let slices = task
@@ -737,13 +813,18 @@ impl Scheduler {
             return;
         };
         w.last_seen = self.now;
-        let held = self.leases.values().filter(|l| l.worker == worker).count();
+        let held = self.leases_of(worker).len();
         if held >= self.config.max_leases_per_worker {
             out.push(Action::NoTask(NoTask::Waiting));
             return;
         }
+        if self.lease_repair(worker, out) {
+            return;
+        }
         let Some(t) = self.ready.pop_first() else {
-            let idle = self.jobs.iter().all(|j| j.slices_done == j.slices_total);
+            let idle = self.jobs.iter().all(|j| j.slices_done == j.slices_total)
+                && self.lost.is_empty()
+                && self.repairs.is_empty();
             out.push(Action::NoTask(if idle { NoTask::Idle } else { NoTask::Waiting }));
             return;
         };
@@ -790,6 +871,55 @@ impl Scheduler {
         );
     }
 
+    /// Leases a lost slice to solve again, before any task, when one waits whose successors are
+    /// whole (none lost itself): `false` if none does.
+    fn lease_repair(&mut self, worker: WorkerId, out: &mut Vec<Action>) -> bool {
+        let repairing: BTreeSet<SliceIx> = self.repairs.values().map(|r| r.slice).collect();
+        let Some(ix) = self.lost.iter().copied().find(|&ix| {
+            self.slices[ix as usize]
+                .successors
+                .iter()
+                .all(|s| !self.lost.contains(s) && !repairing.contains(s))
+        }) else {
+            return false;
+        };
+        self.lost.remove(&ix);
+        let lease = LeaseId(self.fresh_id());
+        let slice = &self.slices[ix as usize];
+        let successors: BTreeSet<(SliceKey, Hash)> = slice
+            .successors
+            .iter()
+            .map(|&s| {
+                let t = &self.slices[s as usize];
+                (
+                    t.key,
+                    t.finished.expect("a finished slice's successors are finished"),
+                )
+            })
+            .collect();
+        let job = slice.task.map_or(JobId(0), |t| self.tasks[t as usize].job);
+        let deadline = self.now + self.config.lease_ttl;
+        out.push(Action::Lease(LeasedTask {
+            lease,
+            worker,
+            job,
+            slices: vec![slice.key],
+            successors: successors.into_iter().collect(),
+            positions: slice.positions,
+            deadline,
+        }));
+        self.repairs.insert(
+            lease,
+            Repair {
+                slice: ix,
+                worker,
+                deadline,
+                granted: self.now,
+            },
+        );
+        true
+    }
+
     fn heartbeat(&mut self, worker: WorkerId, leases: Vec<LeaseId>, out: &mut Vec<Action>) {
         let Some(w) = self.workers.get_mut(&worker) else {
             out.push(Action::LeaseStatus {
@@ -802,17 +932,21 @@ impl Scheduler {
         w.last_seen = self.now;
         let (mut valid, mut lost, mut too_old) = (Vec::new(), Vec::new(), Vec::new());
         for id in leases {
-            match self.leases.get_mut(&id) {
-                Some(l) if l.worker == worker => {
-                    if self.now.saturating_sub(l.granted) >= self.config.max_lease_lifetime {
-                        too_old.push(id);
-                        lost.push(id);
-                    } else {
-                        l.deadline = self.now + self.config.lease_ttl;
-                        valid.push(id);
-                    }
+            let held = match (self.leases.get_mut(&id), self.repairs.get_mut(&id)) {
+                (Some(l), _) if l.worker == worker => Some((l.granted, &mut l.deadline)),
+                (_, Some(r)) if r.worker == worker => Some((r.granted, &mut r.deadline)),
+                _ => None,
+            };
+            match held {
+                Some((granted, _)) if self.now.saturating_sub(granted) >= self.config.max_lease_lifetime => {
+                    too_old.push(id);
+                    lost.push(id);
                 }
-                _ => lost.push(id),
+                Some((_, deadline)) => {
+                    *deadline = self.now + self.config.lease_ttl;
+                    valid.push(id);
+                }
+                None => lost.push(id),
             }
         }
         for id in too_old {
@@ -830,6 +964,31 @@ impl Scheduler {
             if let Some(w) = self.workers.get_mut(&l.worker) {
                 w.last_seen = self.now;
             }
+        }
+        // A repair: its one slice, with the recorded hash (checked like any finished one). Any
+        // other report under a repair lease is taken slice by slice, as below.
+        let repaired = self
+            .repairs
+            .get(&lease)
+            .map(|r| self.slices[r.slice as usize].key)
+            .filter(|&key| matches!(results, [one] if one.key == key));
+        if let Some(key) = repaired {
+            let (mut new, mut duplicates) = (HashMap::new(), 0);
+            if let Err(reason) = self.check_result(&results[0], &mut new, &mut duplicates) {
+                out.push(Action::Rejected { lease, reason });
+                return;
+            }
+            let r = self.repairs.remove(&lease).expect("a repair lease");
+            if let Some(w) = self.workers.get_mut(&r.worker) {
+                w.last_seen = self.now;
+            }
+            out.push(Action::Repaired { key });
+            out.push(Action::Accepted {
+                lease,
+                new: 0,
+                duplicates: 1,
+            });
+            return;
         }
         // Check everything before recording anything.
         let mut new: HashMap<SliceIx, Hash> = HashMap::new();
@@ -972,18 +1131,32 @@ impl Scheduler {
 
     fn expire_leases(&mut self, out: &mut Vec<Action>) {
         let now = self.now;
-        let due: Vec<LeaseId> = self
+        let tasks = self
             .leases
             .iter()
             .filter(|(_, l)| l.deadline <= now)
-            .map(|(&id, _)| id)
-            .collect();
+            .map(|(&id, _)| id);
+        let repairs = self
+            .repairs
+            .iter()
+            .filter(|(_, r)| r.deadline <= now)
+            .map(|(&id, _)| id);
+        let due: Vec<LeaseId> = tasks.chain(repairs).collect();
         for lease in due {
             self.expire(lease, out);
         }
     }
 
     fn expire(&mut self, lease: LeaseId, out: &mut Vec<Action>) {
+        if let Some(r) = self.repairs.remove(&lease) {
+            // The slice waits for another repair lease.
+            self.lost.insert(r.slice);
+            out.push(Action::Expired {
+                lease,
+                worker: r.worker,
+            });
+            return;
+        }
         let l = self.leases.remove(&lease).expect("a live lease");
         let task = &mut self.tasks[l.task as usize];
         debug_assert_eq!(task.state, TaskState::Leased(lease));
@@ -1006,13 +1179,7 @@ impl Scheduler {
             .map(|(&id, _)| id)
             .collect();
         for worker in silent {
-            let held: Vec<LeaseId> = self
-                .leases
-                .iter()
-                .filter(|(_, l)| l.worker == worker)
-                .map(|(&id, _)| id)
-                .collect();
-            for lease in held {
+            for lease in self.leases_of(worker) {
                 self.expire(lease, out);
             }
             self.workers.remove(&worker);
@@ -1036,6 +1203,15 @@ impl Scheduler {
             if let Some(t) = s.task {
                 assert!(self.tasks[t as usize].slices.contains(&(ix as SliceIx)));
             }
+        }
+        // A lost slice is finished, and waits for a repair lease or holds one, not both.
+        for (&id, r) in &self.repairs {
+            assert!(self.slices[r.slice as usize].finished.is_some(), "{id}");
+            assert!(!self.lost.contains(&r.slice), "{id}");
+            assert!(r.deadline > self.now, "{id} outlived its deadline");
+        }
+        for &ix in &self.lost {
+            assert!(self.slices[ix as usize].finished.is_some());
         }
         for (t, task) in self.tasks.iter().enumerate() {
             let unfinished: Vec<&Slice> = task
@@ -1156,6 +1332,10 @@ mod tests {
         jobs_done: HashSet<JobId>,
         leases_granted: usize,
         expired: usize,
+        /// Finished slices whose stored copy was lost, not repaired yet.
+        lost: HashSet<SliceKey>,
+        /// Live repair leases.
+        repairs: BTreeMap<LeaseId, LeasedTask>,
     }
 
     impl Sim {
@@ -1172,6 +1352,8 @@ mod tests {
                 jobs_done: HashSet::new(),
                 leases_granted: 0,
                 expired: 0,
+                lost: HashSet::new(),
+                repairs: BTreeMap::new(),
             }
         }
 
@@ -1240,6 +1422,17 @@ mod tests {
                                 t.lease
                             );
                         }
+                        if let [k] = t.slices[..] {
+                            if self.lost.contains(&k) {
+                                // A repair: one lost slice, its successors whole.
+                                for (succ, _) in &t.successors {
+                                    assert!(!self.lost.contains(succ), "{k} repaired before {succ}");
+                                }
+                                assert!(self.repairs.values().all(|r| r.slices != t.slices));
+                                self.repairs.insert(t.lease, t.clone());
+                                continue;
+                            }
+                        }
                         let m = t.slices[0].material;
                         assert!(t.slices.iter().all(|k| k.material == m), "a task mixes materials");
                         for k in &t.slices {
@@ -1279,8 +1472,23 @@ mod tests {
                     }
                     Action::Expired { lease, .. } => {
                         self.expired += 1;
-                        let t = self.live.remove(lease).expect("only a live lease expires");
-                        self.stale.push(t);
+                        let t = self.live.remove(lease).or_else(|| self.repairs.remove(lease));
+                        self.stale.push(t.expect("only a live lease expires"));
+                    }
+                    Action::RepairQueued { key, queued } => {
+                        let repairing = self.repairs.values().any(|r| r.slices == [*key]);
+                        let expected =
+                            self.finished.contains_key(key) && !self.lost.contains(key) && !repairing;
+                        assert_eq!(*queued, expected, "{key}");
+                        if *queued {
+                            self.lost.insert(*key);
+                        }
+                    }
+                    Action::Repaired { key } => {
+                        assert!(self.lost.remove(key), "{key} repaired but not lost");
+                        let before = self.repairs.len();
+                        self.repairs.retain(|_, r| r.slices != [*key]);
+                        assert_eq!(self.repairs.len() + 1, before, "{key} repaired without its lease");
                     }
                     Action::Revoked { lease, .. } => {
                         let t = self.live.remove(lease).expect("only a live lease is revoked");
@@ -1306,7 +1514,8 @@ mod tests {
             let finished = &self.finished;
             self.live
                 .retain(|_, t| !t.slices.iter().all(|k| finished.contains_key(k)));
-            assert_eq!(self.live.len(), self.s.live_leases());
+            assert_eq!(self.live.len() + self.repairs.len(), self.s.live_leases());
+            assert_eq!(self.lost.len(), self.s.slices_lost());
         }
 
         fn complete(&mut self, task: &LeasedTask) -> Vec<Action> {
@@ -1358,6 +1567,7 @@ mod tests {
                 assert_eq!(p.slices_total as usize, keys.len());
             }
             assert!(self.live.is_empty());
+            assert!(self.lost.is_empty() && self.repairs.is_empty(), "{:?}", self.lost);
         }
     }
 
@@ -1373,6 +1583,7 @@ mod tests {
         Tick,
         Lose(usize),
         SubmitOther,
+        LoseSlice(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -1387,6 +1598,7 @@ mod tests {
             1 => Just(Op::Tick),
             1 => any::<usize>().prop_map(Op::Lose),
             1 => Just(Op::SubmitOther),
+            1 => any::<usize>().prop_map(Op::LoseSlice),
         ]
     }
 
@@ -1453,7 +1665,8 @@ mod tests {
                     }
                 }
                 Op::Complete(i) => {
-                    let live: Vec<LeasedTask> = sim.live.values().cloned().collect();
+                    let live: Vec<LeasedTask> =
+                        sim.live.values().chain(sim.repairs.values()).cloned().collect();
                     if let Some(i) = pick(live.len(), i) {
                         sim.complete(&live[i]);
                     }
@@ -1498,6 +1711,13 @@ mod tests {
                     if let Some(i) = pick(sim.workers.len(), i) {
                         let worker = sim.workers.remove(i);
                         sim.step(Event::WorkerLost { worker });
+                    }
+                }
+                Op::LoseSlice(i) => {
+                    let mut done: Vec<SliceKey> = sim.finished.keys().copied().collect();
+                    done.sort();
+                    if let Some(i) = pick(done.len(), i) {
+                        sim.step(Event::SliceLost { key: done[i] });
                     }
                 }
                 Op::SubmitOther => {
@@ -1593,6 +1813,81 @@ mod tests {
         }
         let slices = plan_slices(&KPKP).len();
         assert!(leases * 10 < slices, "{leases} leases for {slices} slices");
+    }
+
+    #[test]
+    fn lost_slices_are_solved_again_first_deepest_first_and_only_with_their_hash() {
+        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        sim.submit(JobId(1), &KPK);
+        let a = sim.register();
+        // Solve until a finished slice leads into another finished one.
+        let (above, deep) = loop {
+            let t = first_lease(&mut sim, a);
+            sim.complete(&t);
+            let pair = t
+                .slices
+                .iter()
+                .find_map(|k| sim.successors[k].first().map(|d| (*k, *d)));
+            if let Some(pair) = pair {
+                break pair;
+            }
+        };
+        // Lost: a slice, twice (queued once), and a slice nobody finished (not queued).
+        let queued = |actions: &[Action]| match actions {
+            [Action::RepairQueued { queued, .. }] => *queued,
+            other => panic!("{other:?}"),
+        };
+        assert!(queued(&sim.step(Event::SliceLost { key: deep })));
+        assert!(!queued(&sim.step(Event::SliceLost { key: deep })));
+        let unfinished = *sim
+            .successors
+            .keys()
+            .find(|k| !sim.finished.contains_key(k))
+            .unwrap();
+        assert!(!queued(&sim.step(Event::SliceLost { key: unfinished })));
+        // The repair comes before any task, with the slice's recorded successors.
+        let repair = first_lease(&mut sim, a);
+        assert_eq!(repair.slices, [deep]);
+        // A repair reported with another hash is rejected, and the slice stays lost.
+        let mut wrong = results(&repair);
+        wrong[0].hash[0] ^= 1;
+        let actions = sim.step(Event::TaskCompleted {
+            lease: repair.lease,
+            slices: wrong,
+        });
+        assert!(matches!(
+            actions[..],
+            [Action::Rejected {
+                reason: Rejection::HashMismatch { .. },
+                ..
+            }]
+        ));
+        // Expired, it is leased again, to another worker.
+        sim.now += TTL;
+        let b = sim.register();
+        let again = first_lease(&mut sim, b);
+        assert_eq!(again.slices, [deep]);
+        assert_eq!(sim.expired, 1);
+        let actions = sim.complete(&again);
+        assert!(actions.contains(&Action::Repaired { key: deep }), "{actions:?}");
+        assert!(sim.lost.is_empty());
+        // Two lost, one leading into the other: the deeper one is repaired first, and the
+        // other is not leased while it is under way.
+        sim.step(Event::SliceLost { key: above });
+        sim.step(Event::SliceLost { key: deep });
+        let r = first_lease(&mut sim, b);
+        assert_eq!(r.slices, [deep]);
+        let next = sim.step(Event::LeaseRequested { worker: a });
+        assert!(
+            !matches!(&next[..], [Action::Lease(t)] if t.slices == [above]),
+            "{next:?}"
+        );
+        sim.complete(&r);
+        let r = first_lease(&mut sim, b);
+        assert_eq!(r.slices, [above]);
+        sim.complete(&r);
+        sim.drain();
+        sim.assert_all_done();
     }
 
     #[test]

@@ -201,6 +201,8 @@ pub enum ServiceError {
     Framing(#[from] FramingError),
     #[error("slice {key} is not finished")]
     NotFinished { key: SliceKey },
+    #[error("the stored copy of slice {key} is lost: it is solved again")]
+    SliceLost { key: SliceKey },
     #[error("job {0} is unknown")]
     UnknownJob(u64),
     #[error("job {job} was not taken: {reason}")]
@@ -253,6 +255,7 @@ impl ServiceError {
             ) => Code::InvalidArgument,
             ServiceError::Store(StoreError::Missing { .. })
             | ServiceError::NotFinished { .. }
+            | ServiceError::SliceLost { .. }
             | ServiceError::UnknownJob(_) => Code::NotFound,
             ServiceError::JobRejected { .. } => Code::FailedPrecondition,
             ServiceError::Store(StoreError::Finished { .. }) => Code::AlreadyExists,
@@ -314,6 +317,9 @@ enum TableState {
     Writing,
     Written,
     Failed(String),
+    /// A slice of it was found lost while it was written: written once a worker has solved it
+    /// again.
+    AwaitingRepair,
 }
 
 #[derive(Debug)]
@@ -688,13 +694,17 @@ impl CoordinatorService {
         read: impl Fn() -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         match read() {
-            Err(StoreError::Corrupt { key: k, reason }) => {
+            Err(e @ (StoreError::Corrupt { .. } | StoreError::Missing { .. })) => {
                 match self.repair_from_table_blocking(key, recorded) {
                     Ok(true) => read(),
-                    Ok(false) => Err(StoreError::Corrupt { key: k, reason }),
-                    Err(e) => {
-                        warn!(%key, error = %e, "a damaged stored slice could not be repaired from its table");
-                        Err(StoreError::Corrupt { key: k, reason })
+                    Ok(false) => {
+                        self.slice_lost(key, &e);
+                        Err(e)
+                    }
+                    Err(table) => {
+                        warn!(%key, error = %table, "a damaged stored slice could not be repaired from its table");
+                        self.slice_lost(key, &e);
+                        Err(e)
                     }
                 }
             }
@@ -702,9 +712,34 @@ impl CoordinatorService {
         }
     }
 
+    /// A finished slice's stored copy is lost (`why`) and no table holds it: a worker solves it
+    /// again ([`Event::SliceLost`]), before any task; it must come back with its recorded hash.
+    fn slice_lost(&self, key: &SliceKey, why: &StoreError) {
+        let now = self.now();
+        let actions = self.lock().scheduler.handle(now, Event::SliceLost { key: *key });
+        for a in &actions {
+            match a {
+                Action::RepairQueued { queued: true, .. } => {
+                    Counters::add(&self.shared.counters.slices_lost, 1);
+                    warn!(%key, error = %why, "a stored slice is lost and no table holds it: it is solved again");
+                }
+                Action::RepairQueued { queued: false, .. } => {}
+                other => self.note(other),
+            }
+        }
+    }
+
     /// Writes a material's table from the stored slices (every one finished), with the bytes of
     /// `zermelo solve`; records the outcome. Blocking.
     fn write_table_blocking(&self, material: Material) {
+        // A slice found lost is solved again by a worker: if that happened while this write
+        // failed, the table is written again at once.
+        while self.write_table_once_blocking(material) {}
+    }
+
+    /// [`write_table_blocking`](Self::write_table_blocking), once: `true` when it should be
+    /// written again (a lost slice it needed is back already).
+    fn write_table_once_blocking(&self, material: Material) -> bool {
         let (mp, hashes) = {
             let state = self.lock();
             let ms = &state.materials[&material];
@@ -741,28 +776,49 @@ impl CoordinatorService {
                 writer
                     .begin_slice(key.raw(), SliceIndexer::new(*key).size())
                     .map_err(table_error)?;
-                self.shared
-                    .store
-                    .for_each_value_blocking(key, hash, &mut |values: &[u16]| {
-                        writer.push_values(values).map_err(table_error)
-                    })?;
+                let streamed =
+                    self.shared
+                        .store
+                        .for_each_value_blocking(key, hash, &mut |values: &[u16]| {
+                            writer.push_values(values).map_err(table_error)
+                        });
+                if let Err(ServiceError::Store(
+                    e @ (StoreError::Corrupt { .. } | StoreError::Missing { .. }),
+                )) = &streamed
+                {
+                    // The table is written again once the slice is solved again.
+                    self.slice_lost(key, e);
+                    return Err(ServiceError::SliceLost { key: *key });
+                }
+                streamed?;
                 writer.end_slice().map_err(table_error)?;
             }
             let summary = writer.finish().map_err(table_error)?;
             Ok(summary.bytes)
         })();
         let mut state = self.lock();
-        let ms = state.materials.get_mut(&material).expect("a planned material");
-        match result {
+        let back = |key: &SliceKey| !state.scheduler.is_lost(key);
+        let (table, again) = match result {
             Ok(bytes) => {
                 info!(%material, positions = mp.positions, bytes, "table written");
-                ms.table = TableState::Written;
+                (TableState::Written, false)
+            }
+            Err(ServiceError::SliceLost { key }) if back(&key) => (TableState::Writing, true),
+            Err(ServiceError::SliceLost { key }) => {
+                warn!(%material, %key, "table not written until its lost slice is solved again");
+                (TableState::AwaitingRepair, false)
             }
             Err(e) => {
                 error!(%material, error = %e, "table not written");
-                ms.table = TableState::Failed(e.to_string());
+                (TableState::Failed(e.to_string()), false)
             }
-        }
+        };
+        state
+            .materials
+            .get_mut(&material)
+            .expect("a planned material")
+            .table = table;
+        again
     }
 
     /// Applies the scheduler's answer to a completion: journals the finished slices (durably),
@@ -830,6 +886,19 @@ impl CoordinatorService {
                 Action::JobDone { job } => {
                     info!(%job, "every slice of the job is finished");
                     job_done = true;
+                }
+                Action::Repaired { key } => {
+                    Counters::add(&counters.slices_resolved, 1);
+                    info!(%key, "a lost slice was solved again, with its recorded hash");
+                    // A table that could not be written without it is written now.
+                    if let Some(ms) = state.materials.get_mut(&key.material) {
+                        if ms.unfinished == 0
+                            && matches!(ms.table, TableState::Failed(_) | TableState::AwaitingRepair)
+                        {
+                            ms.table = TableState::Writing;
+                            writes.push(key.material);
+                        }
+                    }
                 }
                 other => self.note(other),
             }
@@ -1290,12 +1359,23 @@ impl Coordinator for CoordinatorService {
                 positions: s.positions,
             });
         }
-        // Every reported slice must be in the store with the reported hash (checked on upload).
+        // Every reported slice must be in the store with the reported hash (checked on upload;
+        // a lost slice solved again is read whole: its lost copy may claim the hash too).
         let this = self.clone();
         let missing = tokio::task::spawn_blocking(move || {
             let missing = results
                 .iter()
-                .find(|r| this.shared.store.claimed_hash_blocking(&r.key) != Some(r.hash))
+                .find(|r| {
+                    if this.lock().scheduler.under_repair(&r.key, lease) {
+                        let mut sink = |_: &[u16]| Ok::<(), StoreError>(());
+                        return this
+                            .shared
+                            .store
+                            .for_each_value_blocking(&r.key, &r.hash, &mut sink)
+                            .is_err();
+                    }
+                    this.shared.store.claimed_hash_blocking(&r.key) != Some(r.hash)
+                })
                 .map(|r| r.key);
             (results, missing)
         });
@@ -1342,7 +1422,7 @@ impl Coordinator for CoordinatorService {
                     )));
                 };
                 allowed = Some(slices);
-                uploader = Some(worker);
+                uploader = Some((worker, lease));
             }
             let Some(chunk) = message.chunk else { continue };
             bytes += chunk.data.len() as u64;
@@ -1390,12 +1470,21 @@ impl Coordinator for CoordinatorService {
                     // A finished slice is never replaced: checked under the lock that
                     // completions are recorded under, and put in place under it.
                     let check = |watch: Option<Watch>| this.check_upload_blocking(&key, watch);
+                    let (_, lease) = uploader.expect("an upload has a lease");
+                    let announced = slice.announced();
                     slice.finish_with_blocking(check, |rename| {
                         let state = this.lock();
-                        if state.scheduler.finished(&key).is_some() {
-                            return Err(StoreError::Finished { key });
+                        match state.scheduler.finished(&key) {
+                            None => rename(),
+                            // A lost slice solved again takes the lost copy's place, with the
+                            // hash it was recorded with only.
+                            Some(recorded)
+                                if recorded == announced && state.scheduler.under_repair(&key, lease) =>
+                            {
+                                rename()
+                            }
+                            Some(_) => Err(StoreError::Finished { key }),
                         }
-                        rename()
                     })?;
                     return Ok(None);
                 }
@@ -1414,7 +1503,7 @@ impl Coordinator for CoordinatorService {
                 }
                 Err(e @ StoreError::FailedCheck { .. }) => {
                     Counters::add(&self.shared.counters.uploads_failed_check, 1);
-                    let worker = uploader.expect("an upload has a lease");
+                    let (worker, _) = uploader.expect("an upload has a lease");
                     warn!(%key, %worker, error = %e, "an upload failed the check: its worker is refused from now on, its leases given to others");
                     self.refuse_worker(worker);
                 }

@@ -306,6 +306,12 @@ impl IncomingSlice {
         self.watch = Some(watch);
     }
 
+    /// The hash the slice was announced with (its values are found to have it, or it is not
+    /// stored).
+    pub fn announced(&self) -> Hash {
+        self.announced
+    }
+
     /// The next wire bytes. Blocking.
     pub fn push_blocking(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         let key = self.key;

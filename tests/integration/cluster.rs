@@ -379,6 +379,81 @@ fn a_damaged_stored_slice_is_repaired_from_its_table() {
     }
 }
 
+/// A stored slice damaged on disk whose material's table is gone too (no copy left on the
+/// coordinator) is solved again by a worker: the table write and the fetch that found it lost
+/// queue a repair, which is leased before any task; the slice comes back with the hash it was
+/// recorded with and takes the damaged copy's place (the only upload that may replace a
+/// finished slice); the table is written again, and the job that needed it finishes with the
+/// bytes of `zermelo solve` instead of hanging.
+#[test]
+fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (coord, url) = coordinator_with(
+        tmp.path(),
+        &["--lease-ttl", "2", "--metrics-listen", &metrics],
+        "http",
+        &[],
+    );
+    let first = worker_proc(tmp.path(), "first", &url, &[]);
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KQvK"],
+        &[],
+        Duration::from_secs(60),
+        &[&coord, &first],
+    );
+    drop(first);
+    let tables = tmp.path().join("tables");
+    let stored = tables.join(".zermelo-coordinator/slices/KQvK-0000000000000000-0000000000000000.slice");
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0x40;
+    std::fs::write(&stored, &bytes).unwrap();
+    std::fs::remove_file(tables.join("KQvK.zmt")).unwrap();
+    // KPvK promotes into KQvK: its table is written again, and a worker with an empty cache
+    // fetches its slice.
+    let second = worker_proc(tmp.path(), "second", &url, &[]);
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KPvK"],
+        &[],
+        Duration::from_secs(120),
+        &[&coord, &second],
+    );
+    let log = coord.log();
+    assert!(log.contains("it is solved again"), "{log}");
+    assert!(
+        log.contains("a lost slice was solved again, with its recorded hash"),
+        "{log}"
+    );
+    assert_ne!(
+        std::fs::read(&stored).unwrap(),
+        bytes,
+        "the damaged copy is replaced"
+    );
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tables.join("KQvK.zmt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for m in ["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"] {
+        let name = format!("{m}.zmt");
+        assert!(
+            std::fs::read(solve_dir.join(&name)).unwrap() == std::fs::read(tables.join(&name)).unwrap(),
+            "{m} differs from `zermelo solve`'s"
+        );
+    }
+    let (code, _, body) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200);
+    let m = samples(&body);
+    assert_eq!(m["zermelo_slices_lost_total"], 1.0, "{body}");
+    assert_eq!(m["zermelo_slices_solved_again_total"], 1.0, "{body}");
+}
+
 /// A fetch that names one slice many times is served it once, and one naming more slices than
 /// a request may is refused before any work (one such request used to cost seconds of checks).
 #[test]
