@@ -302,7 +302,12 @@ fn a_worker_name_cannot_forge_log_lines() {
 /// A coordinator and a worker of one thread in `tmp` that have finished a KQvK job: the
 /// coordinator, the worker and the URL.
 fn kqk_done(tmp: &Path) -> (Proc, Proc, String) {
-    let (coord, url) = coordinator(tmp);
+    kqk_done_with(tmp, &[])
+}
+
+/// [`kqk_done`], the coordinator given `extra` arguments.
+fn kqk_done_with(tmp: &Path, extra: &[&str]) -> (Proc, Proc, String) {
+    let (coord, url) = coordinator_with(tmp, extra, "http", &[]);
     let worker = worker_proc(tmp, "w", &url, &[]);
     submit_and_wait(
         tmp,
@@ -342,23 +347,9 @@ fn a_damaged_stored_slice_is_repaired_from_its_table() {
     let (coord, first, url) = kqk_done(tmp.path());
     // The worker that solved KQvK holds it in its cache: gone, so that the next one fetches it.
     drop(first);
-    let stored = tmp
-        .path()
-        .join("tables/.zermelo-coordinator/slices/KQvK-0000000000000000-0000000000000000.slice");
-    let mut bytes = std::fs::read(&stored).unwrap();
-    let at = bytes.len() - 100;
-    bytes[at] ^= 0x40;
-    std::fs::write(&stored, &bytes).unwrap();
+    let (stored, bytes) = damage_stored_kqk(tmp.path());
     // KPvK promotes into KQvK: a worker with an empty cache fetches its slice.
-    let second = worker_proc(tmp.path(), "second", &url, &[]);
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KPvK"],
-        &[],
-        Duration::from_secs(120),
-        &[&coord, &second],
-    );
+    build_kpk_on(tmp.path(), &url, &coord);
     let log = coord.log();
     assert!(
         log.contains("a damaged stored slice was written again from its table"),
@@ -367,13 +358,43 @@ fn a_damaged_stored_slice_is_repaired_from_its_table() {
     assert!(!log.contains("stored slice KQvK is corrupt"), "{log}");
     let repaired = std::fs::read(&stored).unwrap();
     assert_ne!(repaired, bytes, "the damaged copy is replaced");
-    let solve_dir = tmp.path().join("solve");
+}
+
+/// Flips a bit in the coordinator's stored copy of KQvK (its store under `tmp/tables`):
+/// the file and its damaged bytes.
+fn damage_stored_kqk(tmp: &Path) -> (PathBuf, Vec<u8>) {
+    let stored = tmp.join("tables/.zermelo-coordinator/slices/KQvK-0000000000000000-0000000000000000.slice");
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0x40;
+    std::fs::write(&stored, &bytes).unwrap();
+    (stored, bytes)
+}
+
+/// A worker with an empty cache joins the coordinator at `url` and KPvK is built; its tables
+/// (in `tmp/tables`) must then be those of `zermelo solve`.
+fn build_kpk_on(tmp: &Path, url: &str, coord: &Proc) {
+    let second = worker_proc(tmp, "second", url, &[]);
+    submit_and_wait(
+        tmp,
+        url,
+        &["KPvK"],
+        &[],
+        Duration::from_secs(120),
+        &[coord, &second],
+    );
+    let solve_dir = tmp.join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    let tables = tmp.join("tables");
     for m in ["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"] {
         let name = format!("{m}.zmt");
+        // A table written again after a repair may land a moment after the job is done.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !tables.join(&name).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         assert!(
-            std::fs::read(solve_dir.join(&name)).unwrap()
-                == std::fs::read(tmp.path().join("tables").join(&name)).unwrap(),
+            std::fs::read(solve_dir.join(&name)).unwrap() == std::fs::read(tables.join(&name)).unwrap(),
             "{m} differs from `zermelo solve`'s"
         );
     }
@@ -389,40 +410,13 @@ fn a_damaged_stored_slice_is_repaired_from_its_table() {
 fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
     let tmp = tempfile::tempdir().unwrap();
     let metrics = format!("127.0.0.1:{}", free_port());
-    let (coord, url) = coordinator_with(
-        tmp.path(),
-        &["--lease-ttl", "2", "--metrics-listen", &metrics],
-        "http",
-        &[],
-    );
-    let first = worker_proc(tmp.path(), "first", &url, &[]);
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KQvK"],
-        &[],
-        Duration::from_secs(60),
-        &[&coord, &first],
-    );
+    let (coord, first, url) = kqk_done_with(tmp.path(), &["--lease-ttl", "2", "--metrics-listen", &metrics]);
     drop(first);
-    let tables = tmp.path().join("tables");
-    let stored = tables.join(".zermelo-coordinator/slices/KQvK-0000000000000000-0000000000000000.slice");
-    let mut bytes = std::fs::read(&stored).unwrap();
-    let at = bytes.len() - 100;
-    bytes[at] ^= 0x40;
-    std::fs::write(&stored, &bytes).unwrap();
-    std::fs::remove_file(tables.join("KQvK.zmt")).unwrap();
+    let (stored, bytes) = damage_stored_kqk(tmp.path());
+    std::fs::remove_file(tmp.path().join("tables/KQvK.zmt")).unwrap();
     // KPvK promotes into KQvK: its table is written again, and a worker with an empty cache
     // fetches its slice.
-    let second = worker_proc(tmp.path(), "second", &url, &[]);
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KPvK"],
-        &[],
-        Duration::from_secs(120),
-        &[&coord, &second],
-    );
+    build_kpk_on(tmp.path(), &url, &coord);
     let log = coord.log();
     assert!(log.contains("it is solved again"), "{log}");
     assert!(
@@ -434,19 +428,6 @@ fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
         bytes,
         "the damaged copy is replaced"
     );
-    let solve_dir = tmp.path().join("solve");
-    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !tables.join("KQvK.zmt").exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    for m in ["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"] {
-        let name = format!("{m}.zmt");
-        assert!(
-            std::fs::read(solve_dir.join(&name)).unwrap() == std::fs::read(tables.join(&name)).unwrap(),
-            "{m} differs from `zermelo solve`'s"
-        );
-    }
     let (code, _, body) = http_get(&metrics, "/metrics");
     assert_eq!(code, 200);
     let m = samples(&body);
