@@ -148,7 +148,7 @@ impl UploadCheck {
             white_pawns: raw[0],
             black_pawns: raw[1],
         };
-        let key = crate::store::from_wire(&wire).ok()?;
+        let key = zermelo_proto::keys::from_wire(&wire).ok()?;
         self.successor(&key, read)
     }
 
