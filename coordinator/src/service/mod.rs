@@ -10,6 +10,10 @@
 //!
 //! Errors: one enum, [`ServiceError`], mapped to a gRPC status (and a log level) in one place,
 //! [`ServiceError::status`].
+//!
+//! Here: the state, jobs, completions and the gRPC handlers. Beside it: `tables` (adopting,
+//! writing and repairing from tables; lost slices), `transfers` (uploads and their check,
+//! fetches) and `tls` (TLS and the token check).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -38,6 +42,13 @@ use crate::schedule::{
     WorkerId,
 };
 use crate::store::{from_wire, to_wire, IncomingSlice, SliceStore, StoreError};
+
+mod tables;
+mod tls;
+mod transfers;
+
+use tables::table_is_complete;
+pub use tls::{ServerAuth, TlsIdentity};
 
 /// Bytes of slice data per stream chunk (under gRPC's 4 MiB message limit).
 pub const CHUNK_BYTES: usize = 1 << 20;
@@ -102,62 +113,6 @@ pub struct ServiceConfig {
     pub fault_corrupt_downloads: u64,
     /// Serve gRPC over TLS with this certificate and key; plain HTTP/2 when `None`.
     pub tls: Option<TlsIdentity>,
-}
-
-/// The coordinator's TLS certificate (chain) and private key, PEM-encoded.
-#[derive(Clone)]
-pub struct TlsIdentity {
-    pub cert_pem: Vec<u8>,
-    pub key_pem: Vec<u8>,
-}
-
-impl std::fmt::Debug for TlsIdentity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsIdentity")
-            .field("cert_pem", &format_args!("{} bytes", self.cert_pem.len()))
-            .field("key_pem", &format_args!("(hidden)"))
-            .finish()
-    }
-}
-
-impl TlsIdentity {
-    /// The tonic server TLS configuration, after checking that the PEM holds a certificate and
-    /// a private key that rustls accepts.
-    pub fn server_config(&self) -> Result<tonic::transport::ServerTlsConfig, ServiceError> {
-        let bad = |reason: String| ServiceError::Tls(reason);
-        if !contains(&self.cert_pem, b"-----BEGIN CERTIFICATE-----") {
-            return Err(bad("the certificate file holds no PEM certificate".into()));
-        }
-        if !contains(&self.key_pem, b"PRIVATE KEY-----") {
-            return Err(bad("the key file holds no PEM private key".into()));
-        }
-        let identity = tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem);
-        let config = tonic::transport::ServerTlsConfig::new().identity(identity);
-        // The certificate and key are parsed (and matched) only when a server takes them.
-        tonic::transport::Server::builder()
-            .tls_config(config.clone())
-            .map_err(|e| bad(error_chain(&e)))?;
-        Ok(config)
-    }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// An error and its sources, joined by ": ".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 impl ServiceConfig {
@@ -282,31 +237,6 @@ impl ServiceError {
 impl From<ServiceError> for Status {
     fn from(e: ServiceError) -> Status {
         e.status()
-    }
-}
-
-/// Checks the cluster token of every request before the service sees it.
-#[derive(Clone, Debug)]
-pub struct ServerAuth {
-    token: Option<Arc<str>>,
-}
-
-impl ServerAuth {
-    pub fn new(token: Option<&str>) -> ServerAuth {
-        ServerAuth {
-            token: token.map(Arc::from),
-        }
-    }
-}
-
-impl Interceptor for ServerAuth {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        match &self.token {
-            Some(t) if !pb::auth::token_matches(request.metadata(), t) => {
-                Err(ServiceError::Unauthenticated.into())
-            }
-            _ => Ok(request),
-        }
     }
 }
 
@@ -559,268 +489,6 @@ impl CoordinatorService {
         Ok((accepted, writes))
     }
 
-    /// The materials of a job's plan that no job has planned yet and whose table is already
-    /// complete and valid in the tables directory (see [`table_is_complete`]), each with its
-    /// slices: read from the table (each checked against its content hash) and put into the
-    /// store, so that workers can fetch them. Blocking.
-    fn adopt_tables_blocking(&self, materials: &[Material]) -> Vec<(Material, Vec<SliceResult>)> {
-        let candidates: Vec<MaterialPlan> = {
-            let state = self.lock();
-            plan(materials)
-                .materials
-                .into_iter()
-                .filter(|mp| !state.materials.contains_key(&mp.material))
-                .collect()
-        };
-        let mut adopted = Vec::new();
-        for mp in candidates {
-            let path = self
-                .shared
-                .tables
-                .join(zermelo_storage::table_file_name(&mp.material.to_string()));
-            if !path.exists() {
-                continue;
-            }
-            match self.adopt_table_blocking(&mp, &path) {
-                Ok(Some(slices)) => {
-                    info!(
-                        material = %mp.material,
-                        slices = slices.len(),
-                        positions = mp.positions,
-                        "table already complete and valid: its slices are taken as finished, not solved"
-                    );
-                    adopted.push((mp.material, slices));
-                }
-                Ok(None) => {
-                    info!(material = %mp.material, "table present but not complete: it is built again")
-                }
-                Err(e) => {
-                    warn!(material = %mp.material, error = %e, "table present but unreadable: it is built again")
-                }
-            }
-        }
-        adopted
-    }
-
-    /// One material of [`adopt_tables_blocking`](Self::adopt_tables_blocking): `None` if the file
-    /// is not exactly the material's planned slices with good checksums. Blocking.
-    fn adopt_table_blocking(
-        &self,
-        mp: &MaterialPlan,
-        path: &Path,
-    ) -> Result<Option<Vec<SliceResult>>, ServiceError> {
-        let material = mp.material;
-        let table = Table::open(path).map_err(|source| ServiceError::Table { material, source })?;
-        let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
-        expected.sort();
-        let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
-        if !written_by_this_build(&table, material) || found != expected || table.verify_checksum().is_err() {
-            return Ok(None);
-        }
-        let mut slices = Vec::with_capacity(expected.len());
-        for key in mp.slices() {
-            let i = table
-                .find_slice(key.raw())
-                .expect("the table holds every planned slice");
-            let (hash, positions) = (table.slices()[i].hash, table.slices()[i].count);
-            self.store_from_table_blocking(key, &table, i)?;
-            slices.push(SliceResult {
-                key: *key,
-                hash,
-                positions,
-            });
-        }
-        Ok(Some(slices))
-    }
-
-    /// Stores slice `key` from slice `i` of `table` (its material's), under the hash the table
-    /// gives it. Read a block at a time (a slice may be larger than memory), re-encoded for the
-    /// wire as it goes; the table checks each block's checksum and the slice's content hash at
-    /// its end, and the store checks the values it receives against that hash. Blocking.
-    fn store_from_table_blocking(&self, key: &SliceKey, table: &Table, i: usize) -> Result<(), ServiceError> {
-        let material = key.material;
-        let entry = &table.slices()[i];
-        self.shared
-            .store
-            .put_values_blocking(key, entry.count, &entry.hash, &mut |sink| {
-                let mut failed = None;
-                let streamed = table.stream_slice(i, |values| {
-                    if failed.is_none() {
-                        failed = sink(values).err();
-                    }
-                });
-                if let Some(e) = failed {
-                    return Err(ServiceError::from(e));
-                }
-                streamed.map_err(|source| ServiceError::Table { material, source })
-            })?;
-        Ok(())
-    }
-
-    /// Writes slice `key`'s stored copy again from its material's table, when the copy was
-    /// found damaged: only if the table holds the slice with the hash recorded for it (checked
-    /// again by the store as the values arrive), so a repaired copy is the very slice that was
-    /// accepted. `false` when there is no such table. Blocking.
-    fn repair_from_table_blocking(&self, key: &SliceKey, recorded: &Hash) -> Result<bool, ServiceError> {
-        let material = key.material;
-        let path = self
-            .shared
-            .tables
-            .join(zermelo_storage::table_file_name(&material.to_string()));
-        if !path.exists() {
-            return Ok(false);
-        }
-        let table = Table::open(&path).map_err(|source| ServiceError::Table { material, source })?;
-        let Some(i) = table.find_slice(key.raw()) else {
-            return Ok(false);
-        };
-        let entry = &table.slices()[i];
-        if !written_by_this_build(&table, material) || &entry.hash != recorded {
-            return Ok(false);
-        }
-        self.store_from_table_blocking(key, &table, i)?;
-        Counters::add(&self.shared.counters.slices_repaired, 1);
-        warn!(%key, table = %path.display(), "a damaged stored slice was written again from its table");
-        Ok(true)
-    }
-
-    /// `read` of a stored slice; if it finds the stored copy damaged, the copy is repaired from
-    /// its material's table ([`repair_from_table_blocking`](Self::repair_from_table_blocking))
-    /// and read again. Blocking.
-    fn read_stored_blocking<T>(
-        &self,
-        key: &SliceKey,
-        recorded: &Hash,
-        read: impl Fn() -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        match read() {
-            Err(e @ (StoreError::Corrupt { .. } | StoreError::Missing { .. })) => {
-                match self.repair_from_table_blocking(key, recorded) {
-                    Ok(true) => read(),
-                    Ok(false) => {
-                        self.slice_lost(key, &e);
-                        Err(e)
-                    }
-                    Err(table) => {
-                        warn!(%key, error = %table, "a damaged stored slice could not be repaired from its table");
-                        self.slice_lost(key, &e);
-                        Err(e)
-                    }
-                }
-            }
-            other => other,
-        }
-    }
-
-    /// A finished slice's stored copy is lost (`why`) and no table holds it: a worker solves it
-    /// again ([`Event::SliceLost`]), before any task; it must come back with its recorded hash.
-    fn slice_lost(&self, key: &SliceKey, why: &StoreError) {
-        let now = self.now();
-        let actions = self.lock().scheduler.handle(now, Event::SliceLost { key: *key });
-        for a in &actions {
-            match a {
-                Action::RepairQueued { queued: true, .. } => {
-                    Counters::add(&self.shared.counters.slices_lost, 1);
-                    warn!(%key, error = %why, "a stored slice is lost and no table holds it: it is solved again");
-                }
-                Action::RepairQueued { queued: false, .. } => {}
-                other => self.note(other),
-            }
-        }
-    }
-
-    /// Writes a material's table from the stored slices (every one finished), with the bytes of
-    /// `zermelo solve`; records the outcome. Blocking.
-    fn write_table_blocking(&self, material: Material) {
-        // A slice found lost is solved again by a worker: if that happened while this write
-        // failed, the table is written again at once.
-        while self.write_table_once_blocking(material) {}
-    }
-
-    /// [`write_table_blocking`](Self::write_table_blocking), once: `true` when it should be
-    /// written again (a lost slice it needed is back already).
-    fn write_table_once_blocking(&self, material: Material) -> bool {
-        let (mp, hashes) = {
-            let state = self.lock();
-            let ms = &state.materials[&material];
-            let hashes: Vec<_> = ms.plan.slices().map(|s| state.scheduler.finished(s)).collect();
-            (ms.plan.clone(), hashes)
-        };
-        let result = (|| -> Result<u64, ServiceError> {
-            let mut slices: Vec<(SliceKey, Hash)> = Vec::with_capacity(hashes.len());
-            for (key, hash) in mp.slices().zip(&hashes) {
-                slices.push((*key, hash.ok_or(ServiceError::NotFinished { key: *key })?));
-            }
-            slices.sort_by_key(|(k, _)| k.raw());
-            let meta = TableMeta {
-                material: material.to_string(),
-                metric: Metric::Dtm,
-                index_layout: INDEX_LAYOUT,
-            };
-            let path = self
-                .shared
-                .tables
-                .join(zermelo_storage::table_file_name(&material.to_string()));
-            let table_error = |source| ServiceError::Table { material, source };
-            // Each slice is streamed from the store into the table, a piece at a time: no
-            // slice is held whole, however large.
-            let mut writer = TableWriter::create(
-                &path,
-                &meta,
-                slices.len() as u64,
-                mp.positions,
-                &WriteOptions::default(),
-            )
-            .map_err(table_error)?;
-            for (key, hash) in &slices {
-                writer
-                    .begin_slice(key.raw(), SliceIndexer::new(*key).size())
-                    .map_err(table_error)?;
-                let streamed =
-                    self.shared
-                        .store
-                        .for_each_value_blocking(key, hash, &mut |values: &[u16]| {
-                            writer.push_values(values).map_err(table_error)
-                        });
-                if let Err(ServiceError::Store(
-                    e @ (StoreError::Corrupt { .. } | StoreError::Missing { .. }),
-                )) = &streamed
-                {
-                    // The table is written again once the slice is solved again.
-                    self.slice_lost(key, e);
-                    return Err(ServiceError::SliceLost { key: *key });
-                }
-                streamed?;
-                writer.end_slice().map_err(table_error)?;
-            }
-            let summary = writer.finish().map_err(table_error)?;
-            Ok(summary.bytes)
-        })();
-        let mut state = self.lock();
-        let back = |key: &SliceKey| !state.scheduler.is_lost(key);
-        let (table, again) = match result {
-            Ok(bytes) => {
-                info!(%material, positions = mp.positions, bytes, "table written");
-                (TableState::Written, false)
-            }
-            Err(ServiceError::SliceLost { key }) if back(&key) => (TableState::Writing, true),
-            Err(ServiceError::SliceLost { key }) => {
-                warn!(%material, %key, "table not written until its lost slice is solved again");
-                (TableState::AwaitingRepair, false)
-            }
-            Err(e) => {
-                error!(%material, error = %e, "table not written");
-                (TableState::Failed(e.to_string()), false)
-            }
-        };
-        state
-            .materials
-            .get_mut(&material)
-            .expect("a planned material")
-            .table = table;
-        again
-    }
-
     /// Applies the scheduler's answer to a completion: journals the finished slices (durably),
     /// counts them per material. Returns the answer and the tables now to write.
     fn complete_locked(
@@ -1000,77 +668,6 @@ impl CoordinatorService {
         Ok((response, writes))
     }
 
-    /// Runs the tables to write on the blocking pool, one after the other.
-    async fn write_tables(&self, writes: Vec<Material>) -> Result<(), ServiceError> {
-        for m in writes {
-            let this = self.clone();
-            tokio::task::spawn_blocking(move || this.write_table_blocking(m)).await?;
-        }
-        Ok(())
-    }
-
-    /// A finished slice's values from the store, for the check of an upload (`None` when it is
-    /// not finished, or cannot be read). Blocking.
-    fn read_finished_blocking(&self, k: &SliceKey) -> Option<Vec<u16>> {
-        let hash = self.lock().scheduler.finished(k)?;
-        self.read_stored_blocking(k, &hash, || {
-            let mut values = Vec::new();
-            let mut sink = |v: &[u16]| {
-                values.extend_from_slice(v);
-                Ok::<(), StoreError>(())
-            };
-            self.shared.store.for_each_value_blocking(k, &hash, &mut sink)?;
-            Ok(values)
-        })
-        .ok()
-    }
-
-    /// How an upload of slice `key` is watched as it arrives, for the check ([`crate::check`]).
-    /// Blocking.
-    fn watch_upload_blocking(&self, key: &SliceKey, positions: u64) -> Result<Watch, StoreError> {
-        let read = |k: &SliceKey| self.read_finished_blocking(k);
-        let watch = self
-            .shared
-            .check
-            .watch_blocking(key, positions, &read)
-            .map_err(|reason| StoreError::FailedCheck { key: *key, reason })?;
-        if matches!(watch, Watch::Stream(_)) {
-            Counters::add(&self.shared.counters.slices_streamed, 1);
-        }
-        Ok(watch)
-    }
-
-    /// Checks an uploaded slice's values before it is accepted ([`crate::check`]), reading its
-    /// successors from the store. Blocking.
-    fn check_upload_blocking(&self, key: &SliceKey, watch: Option<Watch>) -> Result<(), StoreError> {
-        let read = |k: &SliceKey| self.read_finished_blocking(k);
-        let c = &self.shared.counters;
-        let Some(watch) = watch else {
-            return Err(StoreError::FailedCheck {
-                key: *key,
-                reason: "the upload was not watched".into(),
-            });
-        };
-        match self.shared.check.check_blocking(key, watch, &read) {
-            Ok(report) => {
-                Counters::add(&c.slices_checked, 1);
-                Counters::add(&c.positions_derived, report.derived);
-                debug!(%key, derived = report.derived, skipped = report.skipped, "upload checked");
-                Ok(())
-            }
-            Err(reason) => Err(StoreError::FailedCheck { key: *key, reason }),
-        }
-    }
-
-    /// Refuses a worker from now on (an upload of it failed the check); its leases go to others.
-    fn refuse_worker(&self, worker: WorkerId) {
-        let now = self.now();
-        let mut state = self.lock();
-        state.refused.insert(worker);
-        let actions = state.scheduler.handle(now, Event::WorkerLost { worker });
-        actions.iter().for_each(|a| self.note(a));
-    }
-
     /// Expires leases and forgets silent workers: call every second or so.
     pub fn tick(&self) {
         let now = self.now();
@@ -1141,33 +738,6 @@ impl CoordinatorService {
             error: failed.unwrap_or_default(),
         })
     }
-}
-
-/// Whether `table` is of `material` as this build writes tables: its index layout and the
-/// current table format (an older format's slice hashes are not this build's: such a table is
-/// built again, not taken over).
-fn written_by_this_build(table: &Table, material: Material) -> bool {
-    table.meta().material == material.to_string()
-        && table.meta().index_layout == INDEX_LAYOUT
-        && table.format_version() == zermelo_storage::FORMAT_VERSION
-}
-
-/// Whether the material's table file holds exactly its finished slices, with their hashes; with
-/// `whole`, its checksum is checked too (the whole file read).
-fn table_is_complete(tables: &Path, mp: &MaterialPlan, scheduler: &Scheduler, whole: bool) -> bool {
-    let path = tables.join(zermelo_storage::table_file_name(&mp.material.to_string()));
-    let Ok(table) = Table::open(&path) else {
-        return false;
-    };
-    if !written_by_this_build(&table, mp.material) {
-        return false;
-    }
-    let mut expected: Vec<([u64; 2], Option<schedule::Hash>)> =
-        mp.slices().map(|s| (s.raw(), scheduler.finished(s))).collect();
-    expected.sort();
-    let found: Vec<([u64; 2], Option<schedule::Hash>)> =
-        table.slices().iter().map(|s| (s.key, Some(s.hash))).collect();
-    found == expected && (!whole || table.verify_checksum().is_ok())
 }
 
 fn log_action(a: &Action) {
@@ -1401,124 +971,7 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<Streaming<pb::UploadSliceChunk>>,
     ) -> Result<Response<pb::UploadSliceResponse>, Status> {
-        let mut stream = request.into_inner();
-        // Each slice goes to a temporary file in the store as its chunks arrive, decoded and
-        // hashed on the way: an upload of any size takes a few megabytes here.
-        let mut framer = SliceFramer::with_limit(u64::MAX);
-        let mut incoming: Option<(SliceKey, pb::SliceKey, IncomingSlice)> = None;
-        let mut stored = Vec::new();
-        let mut bytes = 0u64;
-        // The slices the upload's lease allows: those of its task, if the lease is live.
-        let mut allowed: Option<Vec<SliceKey>> = None;
-        let mut uploader = None;
-        while let Some(message) = stream.message().await? {
-            if allowed.is_none() {
-                let lease = LeaseId(message.lease_id);
-                let Some((worker, slices)) = self.lock().scheduler.lease_holder(lease) else {
-                    Counters::add(&self.shared.counters.not_allowed, 1);
-                    warn!(%lease, "upload without a live lease refused");
-                    return Err(Status::permission_denied(format!(
-                        "{lease} is not a live lease: only the holder of a task's live lease uploads its slices"
-                    )));
-                };
-                allowed = Some(slices);
-                uploader = Some((worker, lease));
-            }
-            let Some(chunk) = message.chunk else { continue };
-            bytes += chunk.data.len() as u64;
-            Counters::add(&self.shared.counters.bytes_uploaded, chunk.data.len() as u64);
-            let piece = framer.push(chunk).map_err(ServiceError::from)?;
-            if let Some(header) = piece.header {
-                let wire_key = header.key.clone().expect("the framer checks for a key");
-                let key = from_wire(&wire_key).map_err(ServiceError::from)?;
-                if !allowed.as_ref().is_some_and(|a| a.contains(&key)) {
-                    Counters::add(&self.shared.counters.not_allowed, 1);
-                    warn!(%key, "upload of a slice outside the lease's task refused");
-                    return Err(Status::permission_denied(format!(
-                        "slice {key} is not in the task of this upload's lease"
-                    )));
-                }
-                if header.total_length > max_wire_bytes(header.positions) {
-                    return Err(ServiceError::from(FramingError::TooLarge {
-                        key: key.to_string(),
-                        length: header.total_length,
-                        limit: max_wire_bytes(header.positions),
-                    })
-                    .into());
-                }
-                let this = self.clone();
-                let begun = tokio::task::spawn_blocking(move || {
-                    let mut begun =
-                        this.shared
-                            .store
-                            .begin_put_blocking(&key, header.positions, &header.content_hash)?;
-                    begun.watch(this.watch_upload_blocking(&key, header.positions)?);
-                    Ok::<_, StoreError>(begun)
-                })
-                .await
-                .map_err(ServiceError::from)?
-                .map_err(ServiceError::from)?;
-                incoming = Some((key, wire_key, begun));
-            }
-            let (key, wire_key, mut slice) = incoming.take().expect("a slice under way");
-            let complete = piece.complete;
-            let data = piece.data;
-            let this = self.clone();
-            let put = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
-                slice.push_blocking(&data)?;
-                if complete {
-                    // A finished slice is never replaced: checked under the lock that
-                    // completions are recorded under, and put in place under it.
-                    let check = |watch: Option<Watch>| this.check_upload_blocking(&key, watch);
-                    let (_, lease) = uploader.expect("an upload has a lease");
-                    let announced = slice.announced();
-                    slice.finish_with_blocking(check, |rename| {
-                        let state = this.lock();
-                        match state.scheduler.finished(&key) {
-                            None => rename(),
-                            // A lost slice solved again takes the lost copy's place, with the
-                            // hash it was recorded with only.
-                            Some(recorded)
-                                if recorded == announced && state.scheduler.under_repair(&key, lease) =>
-                            {
-                                rename()
-                            }
-                            Some(_) => Err(StoreError::Finished { key }),
-                        }
-                    })?;
-                    return Ok(None);
-                }
-                Ok(Some(slice))
-            })
-            .await
-            .map_err(ServiceError::from)?;
-            match &put {
-                Err(e @ (StoreError::HashMismatch { .. } | StoreError::Wire { .. })) => {
-                    warn!(%key, error = %e, "corrupt upload refused");
-                    Counters::add(&self.shared.counters.uploads_refused, 1);
-                }
-                Err(e @ StoreError::Finished { .. }) => {
-                    warn!(%key, error = %e, "upload of a finished slice refused");
-                    Counters::add(&self.shared.counters.not_allowed, 1);
-                }
-                Err(e @ StoreError::FailedCheck { .. }) => {
-                    Counters::add(&self.shared.counters.uploads_failed_check, 1);
-                    let (worker, _) = uploader.expect("an upload has a lease");
-                    warn!(%key, %worker, error = %e, "an upload failed the check: its worker is refused from now on, its leases given to others");
-                    self.refuse_worker(worker);
-                }
-                _ => {}
-            }
-            match put.map_err(ServiceError::from)? {
-                Some(slice) => incoming = Some((key, wire_key, slice)),
-                None => {
-                    debug!(%key, "slice stored");
-                    stored.push(wire_key);
-                }
-            }
-        }
-        framer.finish().map_err(ServiceError::from)?;
-        Ok(Response::new(pb::UploadSliceResponse { stored, bytes }))
+        self.upload(request).await
     }
 
     type FetchSliceStream = ChunkStream;
@@ -1527,126 +980,7 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::FetchSliceRequest>,
     ) -> Result<Response<ChunkStream>, Status> {
-        let keys = &request.get_ref().keys;
-        if keys.len() > pb::MAX_FETCH_KEYS {
-            return Err(Status::invalid_argument(format!(
-                "a fetch names {} slices; at most {} a request",
-                keys.len(),
-                pb::MAX_FETCH_KEYS
-            )));
-        }
-        let mut wanted = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        {
-            let state = self.lock();
-            for k in keys {
-                let key = from_wire(k).map_err(ServiceError::from)?;
-                if !seen.insert(key) {
-                    continue; // named twice: served once
-                }
-                let hash = state
-                    .scheduler
-                    .finished(&key)
-                    .ok_or(ServiceError::NotFinished { key })?;
-                wanted.push((key, hash));
-            }
-        }
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::SliceChunk, Status>>(8);
-        let this = self.clone();
-        tokio::spawn(async move {
-            for (key, hash) in wanted {
-                // Checked against its recorded hash (read once, in bounded memory), then sent
-                // a chunk at a time from the file: no slice is held whole, however large.
-                let store = this.clone();
-                let got = tokio::task::spawn_blocking(move || {
-                    store.read_stored_blocking(&key, &hash, || {
-                        store.shared.store.open_checked_blocking(&key, &hash)
-                    })
-                })
-                .await;
-                let (file, positions, length) = match got {
-                    Ok(Ok(opened)) => opened,
-                    Ok(Err(e)) => {
-                        if matches!(e, StoreError::Corrupt { .. }) {
-                            Counters::add(&this.shared.counters.downloads_refused, 1);
-                        }
-                        let _ = tx.send(Err(ServiceError::from(e).status())).await;
-                        return;
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(ServiceError::from(e).status())).await;
-                        return;
-                    }
-                };
-                let left = &this.shared.corrupt_downloads_left;
-                // The test hook: the byte in the middle of the slice's bytes is flipped.
-                let mut corrupt_at = (length > 0
-                    && left
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                        .is_ok())
-                .then(|| {
-                    warn!(%key, byte = length / 2, "test hook: corrupting a slice download");
-                    length / 2
-                });
-                let mut header = Some(pb::SliceHeader {
-                    key: Some(to_wire(&key)),
-                    total_length: length,
-                    content_hash: hash.to_vec(),
-                    positions,
-                });
-                let mut file = Some(file);
-                let mut sent = 0u64;
-                loop {
-                    let mut f = file.take().expect("the file is given back after each read");
-                    let want = (length - sent).min(CHUNK_BYTES as u64) as usize;
-                    let read = tokio::task::spawn_blocking(move || {
-                        use std::io::Read;
-                        let mut data = vec![0u8; want];
-                        f.read_exact(&mut data).map(|()| (f, data))
-                    })
-                    .await;
-                    let mut data = match read {
-                        Ok(Ok((f, data))) => {
-                            file = Some(f);
-                            data
-                        }
-                        Ok(Err(e)) => {
-                            let e = StoreError::Corrupt {
-                                key,
-                                reason: format!("reading its file: {e}"),
-                            };
-                            let _ = tx.send(Err(ServiceError::from(e).status())).await;
-                            return;
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(ServiceError::from(e).status())).await;
-                            return;
-                        }
-                    };
-                    if let Some(at) = corrupt_at.filter(|at| (sent..sent + want as u64).contains(at)) {
-                        data[(at - sent) as usize] ^= 0x20;
-                        corrupt_at = None;
-                    }
-                    sent += want as u64;
-                    let chunk = pb::SliceChunk {
-                        header: header.take(),
-                        data,
-                    };
-                    // Counted when queued for the client (a chunk lost to a client that went
-                    // away is counted too).
-                    Counters::add(&this.shared.counters.bytes_fetched, chunk.data.len() as u64);
-                    if tx.send(Ok(chunk)).await.is_err() {
-                        return; // the client went away
-                    }
-                    if sent == length {
-                        break;
-                    }
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        self.fetch(request).await
     }
 
     async fn submit_job(
