@@ -51,10 +51,12 @@ pub struct UploadCheck {
     cache: Mutex<Cache>,
 }
 
+/// Slices decoded for the check, by key and content hash (a slice is found here only with the
+/// hash it is finished with), oldest first out.
 #[derive(Default)]
 struct Cache {
-    slices: HashMap<SliceKey, Arc<Vec<u16>>>,
-    order: VecDeque<SliceKey>,
+    slices: HashMap<(SliceKey, Hash), Arc<Vec<u16>>>,
+    order: VecDeque<(SliceKey, Hash)>,
     positions: u64,
 }
 
@@ -79,8 +81,16 @@ impl Watch {
     }
 }
 
-/// What a successor read for the check is: its values, `None` when not in the store.
-pub type Read<'a> = dyn Fn(&SliceKey) -> Option<Vec<u16>> + Sync + 'a;
+/// A slice's content hash.
+pub type Hash = [u8; 32];
+
+/// Where the check finds the finished slices it reads (successors of the slice checked).
+pub trait Finished: Sync {
+    /// The hash slice `key` was recorded with when it was finished (`None`: not finished).
+    fn recorded(&self, key: &SliceKey) -> Option<Hash>;
+    /// Its values, read from the store and found to have that hash (`None`: not readable).
+    fn read(&self, key: &SliceKey, hash: &Hash) -> Option<Vec<u16>>;
+}
 
 impl UploadCheck {
     /// Re-derives `sample` positions per slice (0: only the range and legality check); keeps
@@ -99,57 +109,61 @@ impl UploadCheck {
     }
 
     /// How slice `key` of `positions` positions is watched as it arrives: kept, or checked as
-    /// it streams (which reads, through `read`, the successors its sample needs, as
+    /// it streams (which reads, from `finished`, the successors its sample needs, as
     /// [`check_blocking`](UploadCheck::check_blocking) does). `Err` says what is wrong (not a
     /// slice of its material). Blocking.
-    pub fn watch_blocking(&self, key: &SliceKey, positions: u64, read: &Read<'_>) -> Result<Watch, String> {
+    pub fn watch_blocking(
+        &self,
+        key: &SliceKey,
+        positions: u64,
+        finished: &dyn Finished,
+    ) -> Result<Watch, String> {
         if positions <= self.whole {
             return Ok(Watch::Keep(Vec::new()));
         }
         let sample = self.sample_of(key, positions);
-        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, read);
+        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, finished);
         SliceStream::new(&key.material.to_string(), key.raw(), &sample, &successor)
             .map(|s| Watch::Stream(Box::new(s)))
             .map_err(|e| e.to_string())
     }
 
-    /// Checks slice `key`, its values gone through `watch` ([`watch_blocking`]), reading its
-    /// successors through `read` (the finished slice's values from the store, `None` if not
-    /// there) unless they are in the cache. `Err` says what is wrong. Blocking.
+    /// Checks slice `key`, whose values have content hash `hash` and went through `watch`
+    /// ([`watch_blocking`]), reading its successors from `finished` unless they are in the
+    /// cache. `Err` says what is wrong. A slice kept whole and found right is kept in the cache
+    /// with its hash: the slices that lead into it read it from there. Blocking.
     ///
     /// [`watch_blocking`]: UploadCheck::watch_blocking
     pub fn check_blocking(
         &self,
         key: &SliceKey,
+        hash: &Hash,
         watch: Watch,
-        read: &Read<'_>,
+        finished: &dyn Finished,
     ) -> Result<SliceCheck, String> {
-        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, read);
+        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, finished);
         match watch {
             Watch::Keep(values) => {
                 let sample = self.sample_of(key, values.len() as u64);
-                zermelo_verify::check_slice(
-                    &key.material.to_string(),
-                    key.raw(),
-                    &values,
-                    &sample,
-                    &successor,
-                )
+                let name = key.material.to_string();
+                let report = zermelo_verify::check_slice(&name, key.raw(), &values, &sample, &successor)
+                    .map_err(|e| e.to_string())?;
+                self.remember(*key, *hash, Arc::new(values));
+                Ok(report)
             }
-            Watch::Stream(stream) => stream.finish(&successor),
+            Watch::Stream(stream) => stream.finish(&successor).map_err(|e| e.to_string()),
         }
-        .map_err(|e| e.to_string())
     }
 
     /// A successor by the verifier's name and raw key (see [`successor`](Self::successor)).
-    fn successor_named(&self, name: &str, raw: [u64; 2], read: &Read<'_>) -> Option<Arc<Vec<u16>>> {
+    fn successor_named(&self, name: &str, raw: [u64; 2], finished: &dyn Finished) -> Option<Arc<Vec<u16>>> {
         let wire = zermelo_proto::SliceKey {
             material: name.to_owned(),
             white_pawns: raw[0],
             black_pawns: raw[1],
         };
         let key = zermelo_proto::keys::from_wire(&wire).ok()?;
-        self.successor(&key, read)
+        self.successor(&key, finished)
     }
 
     /// `self.sample` indices below `n`, spread at random (from the seed and the key).
@@ -168,29 +182,38 @@ impl UploadCheck {
             .collect()
     }
 
-    /// A successor's values: from the cache, else read (when small enough) and cached.
-    fn successor(&self, key: &SliceKey, read: &Read<'_>) -> Option<Arc<Vec<u16>>> {
-        if let Some(v) = self.lock().slices.get(key) {
+    /// A successor's values, with the hash it is finished with: from the cache, else read
+    /// (when small enough) and cached.
+    fn successor(&self, key: &SliceKey, finished: &dyn Finished) -> Option<Arc<Vec<u16>>> {
+        let hash = finished.recorded(key)?;
+        if let Some(v) = self.lock().slices.get(&(*key, hash)) {
             return Some(Arc::clone(v));
         }
-        let n = SliceIndexer::new(*key).size();
-        if n > WHOLE_POSITIONS {
+        if SliceIndexer::new(*key).size() > WHOLE_POSITIONS {
             return None;
         }
-        let values = Arc::new(read(key)?);
+        let values = Arc::new(finished.read(key, &hash)?);
+        self.remember(*key, hash, Arc::clone(&values));
+        Some(values)
+    }
+
+    /// Keeps slice `key`'s values, of content hash `hash`, in the cache (the oldest out past
+    /// [`CACHE_POSITIONS`]).
+    fn remember(&self, key: SliceKey, hash: Hash, values: Arc<Vec<u16>>) {
+        let n = values.len() as u64;
         let mut cache = self.lock();
-        if !cache.slices.contains_key(key) {
-            cache.slices.insert(*key, Arc::clone(&values));
-            cache.order.push_back(*key);
-            cache.positions += n;
-            while cache.positions > CACHE_POSITIONS {
-                let Some(old) = cache.order.pop_front() else { break };
-                if let Some(v) = cache.slices.remove(&old) {
-                    cache.positions -= v.len() as u64;
-                }
+        if cache.slices.contains_key(&(key, hash)) {
+            return;
+        }
+        cache.slices.insert((key, hash), values);
+        cache.order.push_back((key, hash));
+        cache.positions += n;
+        while cache.positions > CACHE_POSITIONS {
+            let Some(old) = cache.order.pop_front() else { break };
+            if let Some(v) = cache.slices.remove(&old) {
+                cache.positions -= v.len() as u64;
             }
         }
-        Some(values)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -210,6 +233,19 @@ mod tests {
     /// pushes, promotions, captures) all map back to the chess crate's keys, none is skipped.
     /// Checked as it streams in, each gives the same report. Changed values are caught, kept
     /// whole or streamed.
+    /// The solved slices, each finished with the hash of its values.
+    struct Solved<'a>(&'a HashMap<SliceKey, Vec<u16>>);
+
+    impl Finished for Solved<'_> {
+        fn recorded(&self, key: &SliceKey) -> Option<Hash> {
+            self.0.get(key).map(|v| zermelo_proto::keys::slice_hash(key, v))
+        }
+
+        fn read(&self, key: &SliceKey, _: &Hash) -> Option<Vec<u16>> {
+            self.0.get(key).cloned()
+        }
+    }
+
     #[test]
     fn true_slices_pass_with_nothing_skipped_and_changed_values_fail() {
         let mut map = SliceMap::new();
@@ -226,21 +262,28 @@ mod tests {
             map.insert(*key, values.clone().into());
             solved.insert(*key, values);
         }
-        let read = |k: &SliceKey| solved.get(k).cloned();
+        let read = Solved(&solved);
+        let hash = |key: &SliceKey, values: &[u16]| zermelo_proto::keys::slice_hash(key, values);
         // Every upload streamed (none kept whole): the stream's report must be the whole one's.
         let check = UploadCheck::new(4096, 0);
         let mut derived = 0;
         for key in &order {
             let values = &solved[key];
             let r = check
-                .check_blocking(key, Watch::Keep(values.clone()), &read)
+                .check_blocking(key, &hash(key, values), Watch::Keep(values.clone()), &read)
                 .unwrap();
             assert_eq!(r.skipped, 0, "{key}: {r:?}");
             derived += r.derived;
             let mut watch = check.watch_blocking(key, values.len() as u64, &read).unwrap();
             assert!(matches!(watch, Watch::Stream(_)));
             values.chunks(1000).for_each(|c| watch.push(c).unwrap());
-            assert_eq!(check.check_blocking(key, watch, &read).unwrap(), r, "{key}");
+            assert_eq!(
+                check
+                    .check_blocking(key, &hash(key, values), watch, &read)
+                    .unwrap(),
+                r,
+                "{key}"
+            );
         }
         assert!(derived > 20_000, "{derived}");
         // A slice with a pawn on the seventh rank, its decisive values at odd indices two plies
@@ -256,13 +299,15 @@ mod tests {
         }
         let every = UploadCheck::new(usize::MAX, WHOLE_POSITIONS);
         let err = every
-            .check_blocking(key, Watch::Keep(bad.clone()), &read)
+            .check_blocking(key, &hash(key, &bad), Watch::Keep(bad.clone()), &read)
             .unwrap_err();
         assert!(err.contains("stored: "), "{err}");
         let streamed = UploadCheck::new(usize::MAX, 0);
         let mut watch = streamed.watch_blocking(key, bad.len() as u64, &read).unwrap();
         watch.push(&bad).unwrap();
-        let err = streamed.check_blocking(key, watch, &read).unwrap_err();
+        let err = streamed
+            .check_blocking(key, &hash(key, &bad), watch, &read)
+            .unwrap_err();
         assert!(err.contains("stored: "), "{err}");
         // A value at an illegal index is caught as it streams by.
         let illegal = solved[key].iter().position(|&v| v == 0).unwrap();

@@ -4,30 +4,13 @@
 use super::*;
 
 impl CoordinatorService {
-    /// A finished slice's values from the store, for the check of an upload (`None` when it is
-    /// not finished, or cannot be read). Blocking.
-    pub(super) fn read_finished_blocking(&self, k: &SliceKey) -> Option<Vec<u16>> {
-        let hash = self.lock().scheduler.finished(k)?;
-        self.read_stored_blocking(k, &hash, || {
-            let mut values = Vec::new();
-            let mut sink = |v: &[u16]| {
-                values.extend_from_slice(v);
-                Ok::<(), StoreError>(())
-            };
-            self.shared.store.for_each_value_blocking(k, &hash, &mut sink)?;
-            Ok(values)
-        })
-        .ok()
-    }
-
     /// How an upload of slice `key` is watched as it arrives, for the check ([`crate::check`]).
     /// Blocking.
     pub(super) fn watch_upload_blocking(&self, key: &SliceKey, positions: u64) -> Result<Watch, StoreError> {
-        let read = |k: &SliceKey| self.read_finished_blocking(k);
         let watch = self
             .shared
             .check
-            .watch_blocking(key, positions, &read)
+            .watch_blocking(key, positions, &StoreReader(self))
             .map_err(|reason| StoreError::FailedCheck { key: *key, reason })?;
         if matches!(watch, Watch::Stream(_)) {
             Counters::add(&self.shared.counters.slices_streamed, 1);
@@ -40,9 +23,9 @@ impl CoordinatorService {
     pub(super) fn check_upload_blocking(
         &self,
         key: &SliceKey,
+        hash: &Hash,
         watch: Option<Watch>,
     ) -> Result<(), StoreError> {
-        let read = |k: &SliceKey| self.read_finished_blocking(k);
         let c = &self.shared.counters;
         let Some(watch) = watch else {
             return Err(StoreError::FailedCheck {
@@ -50,7 +33,11 @@ impl CoordinatorService {
                 reason: "the upload was not watched".into(),
             });
         };
-        match self.shared.check.check_blocking(key, watch, &read) {
+        match self
+            .shared
+            .check
+            .check_blocking(key, hash, watch, &StoreReader(self))
+        {
             Ok(report) => {
                 Counters::add(&c.slices_checked, 1);
                 Counters::add(&c.positions_derived, report.derived);
@@ -142,9 +129,9 @@ impl CoordinatorService {
                 if complete {
                     // A finished slice is never replaced: checked under the lock that
                     // completions are recorded under, and put in place under it.
-                    let check = |watch: Option<Watch>| this.check_upload_blocking(&key, watch);
                     let (_, lease) = uploader.expect("an upload has a lease");
                     let announced = slice.announced();
+                    let check = |watch: Option<Watch>| this.check_upload_blocking(&key, &announced, watch);
                     slice.finish_with_blocking(check, |rename| {
                         let state = this.lock();
                         match state.scheduler.finished(&key) {
@@ -318,5 +305,34 @@ impl CoordinatorService {
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
+    }
+}
+
+/// The coordinator's finished slices, as the check of uploads reads them: the hash the
+/// scheduler recorded, the values from the store (a lost copy is repaired or queued to be
+/// solved again, as on any read).
+struct StoreReader<'a>(&'a CoordinatorService);
+
+impl crate::check::Finished for StoreReader<'_> {
+    fn recorded(&self, key: &SliceKey) -> Option<Hash> {
+        self.0.lock().scheduler.finished(key)
+    }
+
+    fn read(&self, key: &SliceKey, hash: &Hash) -> Option<Vec<u16>> {
+        let service = self.0;
+        service
+            .read_stored_blocking(key, hash, || {
+                let mut values = Vec::new();
+                let mut sink = |v: &[u16]| {
+                    values.extend_from_slice(v);
+                    Ok::<(), StoreError>(())
+                };
+                service
+                    .shared
+                    .store
+                    .for_each_value_blocking(key, hash, &mut sink)?;
+                Ok(values)
+            })
+            .ok()
     }
 }
