@@ -876,8 +876,7 @@ impl Scheduler {
     fn lease_repair(&mut self, worker: WorkerId, out: &mut Vec<Action>) -> bool {
         let repairing: BTreeSet<SliceIx> = self.repairs.values().map(|r| r.slice).collect();
         let Some(ix) = self.lost.iter().copied().find(|&ix| {
-            self.slices[ix as usize]
-                .successors
+            self.successors_of(ix)
                 .iter()
                 .all(|s| !self.lost.contains(s) && !repairing.contains(s))
         }) else {
@@ -885,9 +884,8 @@ impl Scheduler {
         };
         self.lost.remove(&ix);
         let lease = LeaseId(self.fresh_id());
-        let slice = &self.slices[ix as usize];
-        let successors: BTreeSet<(SliceKey, Hash)> = slice
-            .successors
+        let successors: BTreeSet<(SliceKey, Hash)> = self
+            .successors_of(ix)
             .iter()
             .map(|&s| {
                 let t = &self.slices[s as usize];
@@ -897,6 +895,7 @@ impl Scheduler {
                 )
             })
             .collect();
+        let slice = &self.slices[ix as usize];
         let job = slice.task.map_or(JobId(0), |t| self.tasks[t as usize].job);
         let deadline = self.now + self.config.lease_ttl;
         out.push(Action::Lease(LeasedTask {
@@ -918,6 +917,18 @@ impl Scheduler {
             },
         );
         true
+    }
+
+    /// The successors of slice `ix`: those it was linked to when a job planned it, or, for a
+    /// slice finished before any job planned it (resumed from the journal, adopted from a
+    /// table), those of its key that the scheduler knows (all finished, as it is).
+    fn successors_of(&self, ix: SliceIx) -> Vec<SliceIx> {
+        let slice = &self.slices[ix as usize];
+        if !slice.successors.is_empty() {
+            return slice.successors.clone();
+        }
+        let keys = slice.key.successors();
+        keys.iter().filter_map(|k| self.index.get(k).copied()).collect()
     }
 
     fn heartbeat(&mut self, worker: WorkerId, leases: Vec<LeaseId>, out: &mut Vec<Action>) {
@@ -1813,6 +1824,34 @@ mod tests {
         }
         let slices = plan_slices(&KPKP).len();
         assert!(leases * 10 < slices, "{leases} leases for {slices} slices");
+    }
+
+    /// A slice finished before any job planned it (resumed from a journal) is repaired with
+    /// the successors of its key, each with the hash it was finished with.
+    #[test]
+    fn a_lost_slice_resumed_from_the_journal_is_repaired_with_its_successors() {
+        let keys = plan_slices(&KPK);
+        let finished: Vec<SliceResult> = keys.iter().map(|&k| result(k)).collect();
+        let s = Scheduler::resume(config(), finished.clone()).unwrap();
+        let mut sim = Sim::new(s, finished.iter().map(|r| (r.key, r.hash)).collect());
+        sim.submit(JobId(1), &KPK);
+        let a = sim.register();
+        let key = *keys
+            .iter()
+            .find(|k| k.material.has_pawns() && !k.successors().is_empty())
+            .unwrap();
+        sim.step(Event::SliceLost { key });
+        let repair = first_lease(&mut sim, a);
+        assert_eq!(repair.slices, [key]);
+        let mut expected: Vec<(SliceKey, Hash)> =
+            key.successors().iter().map(|&k| (k, true_hash(&k))).collect();
+        expected.sort();
+        expected.dedup();
+        assert_eq!(repair.successors, expected);
+        let actions = sim.complete(&repair);
+        assert!(actions.contains(&Action::Repaired { key }), "{actions:?}");
+        sim.drain();
+        sim.assert_all_done();
     }
 
     #[test]

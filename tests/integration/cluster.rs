@@ -2033,15 +2033,19 @@ fn bench_cluster_compares_the_builds_and_gives_each_process_its_cpu() {
         .lines()
         .find(|l| l.starts_with("cluster CPU s by process: "))
         .unwrap_or_else(|| panic!("{out}"));
-    let names: Vec<&str> = line["cluster CPU s by process: ".len()..]
+    let (names, cpu): (Vec<&str>, Vec<f64>) = line["cluster CPU s by process: ".len()..]
         .split(", ")
         .map(|p| {
             let (name, cpu) = p.rsplit_once(' ').unwrap();
-            assert!(cpu.parse::<f64>().unwrap() > 0.0, "{line}");
-            name
+            (name, cpu.parse::<f64>().unwrap())
         })
-        .collect();
+        .unzip();
     assert_eq!(names, ["coordinator", "worker-0", "worker-1"], "{line}");
+    // A worker may get no task of so small a job: only the whole is sure to have worked.
+    assert!(
+        cpu.iter().all(|&c| c >= 0.0) && cpu.iter().sum::<f64>() > 0.0,
+        "{line}"
+    );
     let o = run(&["bench", "--check-sample", "64", "KPvK"]);
     assert_eq!(
         o.status.code(),
