@@ -526,8 +526,8 @@ impl Scheduler {
             }
             Event::SliceLost { key } => {
                 let queued = match self.index.get(&key) {
-                    Some(&ix) if self.slices[ix as usize].finished.is_some() => {
-                        !self.repairs.values().any(|r| r.slice == ix) && self.lost.insert(ix)
+                    Some(&ix) if self.slices[ix as usize].finished.is_some() && !self.is_lost(&key) => {
+                        self.lost.insert(ix)
                     }
                     _ => false,
                 };
@@ -578,7 +578,8 @@ impl Scheduler {
     }
 
     /// Finished slices whose stored copy is lost, waiting for or under a repair lease.
-    pub fn slices_lost(&self) -> usize {
+    #[cfg(test)]
+    fn slices_lost(&self) -> usize {
         self.lost.len() + self.repairs.len()
     }
 

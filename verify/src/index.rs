@@ -493,6 +493,9 @@ pub(super) enum Decoded {
     Collision { square: u8 },
 }
 
+/// Placements of a legality run of a slice without a field (kings and pawns only).
+const NO_FIELD_RUN: u64 = 4096;
+
 /// One group of a slice's index: `men` men of one colour and kind, one field of `size`
 /// (= C(64, men)) values.
 #[derive(Clone, Copy, Debug)]
@@ -599,9 +602,9 @@ impl Decoder {
     }
 
     /// The placements of one run of [`legality_run`](Decoder::legality_run): the values of the
-    /// last (least significant) field, or 4,096 when there is none.
+    /// last (least significant) field, or [`NO_FIELD_RUN`] when there is none.
     pub(super) fn legality_run_len(&self) -> u64 {
-        self.groups.last().map_or(4096, |g| g.size)
+        self.groups.last().map_or(NO_FIELD_RUN, |g| g.size)
     }
 
     /// [`legal_both`](Decoder::legal_both) of the placements of the run from `start` (a
@@ -613,7 +616,7 @@ impl Decoder {
     pub(super) fn legality_run(&self, start: u64, out: &mut Vec<[bool; 2]>) {
         out.clear();
         let Some(last) = self.groups.last() else {
-            let end = (start + 4096).min(self.per_side);
+            let end = (start + NO_FIELD_RUN).min(self.per_side);
             out.extend((start..end).map(|p| self.legal_both(p)));
             return;
         };

@@ -482,10 +482,7 @@ pub fn check_slice(
     worker.decoder.for_each_legality(|p, legal| {
         for (side, legal) in legal.into_iter().enumerate() {
             let index = side as u64 * per_side + p;
-            let stored = values[index as usize];
-            if stored > MAX_VALUE || legal != (u32::from(stored) != value::ILLEGAL) {
-                check_stored(&worker.decoder, &name, key, index, legal, stored)?;
-            }
+            check_stored(&worker.decoder, &name, key, index, legal, values[index as usize])?;
         }
         Ok::<(), VerifyError>(())
     })?;
@@ -526,8 +523,26 @@ fn canonical_slice(material: &str, key: [u64; 2]) -> Result<Material, VerifyErro
 
 /// The range and legality check of one index of a slice (see [`check_slice`]): `stored` is at
 /// most `0x7fff`, 0 where the index is not a legal position (`legal`, from the decoder's
-/// legality runs) and not 0 where it is.
+/// legality runs) and not 0 where it is. Run on every index: a value that agrees returns at
+/// once, the error is built out of line.
+#[inline]
 fn check_stored(
+    decoder: &Decoder,
+    name: &str,
+    key: [u64; 2],
+    index: u64,
+    legal: bool,
+    stored: u16,
+) -> Result<(), VerifyError> {
+    if stored <= MAX_VALUE && legal == (u32::from(stored) != value::ILLEGAL) {
+        return Ok(());
+    }
+    stored_error(decoder, name, key, index, legal, stored)
+}
+
+/// What is wrong with a value [`check_stored`] refused.
+#[cold]
+fn stored_error(
     decoder: &Decoder,
     name: &str,
     key: [u64; 2],

@@ -19,7 +19,7 @@ use super::index::Decoder;
 use super::material::{Material, Pawns};
 use super::{
     canonical_slice, check_stored, given_successor, value, Half, SliceCheck, Slices, Successor,
-    SuccessorValues, VerifyError, Worker, MAX_VALUE,
+    SuccessorValues, VerifyError, Worker,
 };
 
 /// The check of one slice as its values arrive in order (both sides to move, White's first, as
@@ -109,9 +109,7 @@ impl SliceStream {
                 self.decoder.legality_run(self.run_start, &mut self.run);
             }
             let legal = self.run[(p - self.run_start) as usize][side];
-            if stored > MAX_VALUE || legal != (u32::from(stored) != value::ILLEGAL) {
-                check_stored(&self.decoder, &self.name, self.key, index, legal, stored)?;
-            }
+            check_stored(&self.decoder, &self.name, self.key, index, legal, stored)?;
             if self.needed.get(self.kept.len()) == Some(&index) {
                 self.kept.push(stored);
             }
