@@ -155,6 +155,13 @@ impl UploadCheck {
         }
     }
 
+    /// Slice `key`'s values if the cache holds them with content hash `hash` (an upload kept
+    /// whole and accepted, or a successor read for a check): the table writer takes them from
+    /// here instead of decoding the stored copy again.
+    pub fn cached(&self, key: &SliceKey, hash: &Hash) -> Option<Arc<Vec<u16>>> {
+        self.lock().slices.get(&(*key, *hash)).cloned()
+    }
+
     /// A successor by the verifier's name and raw key (see [`successor`](Self::successor)).
     fn successor_named(&self, name: &str, raw: [u64; 2], finished: &dyn Finished) -> Option<Arc<Vec<u16>>> {
         let wire = zermelo_proto::SliceKey {

@@ -400,8 +400,8 @@ fn build_kpk_on(tmp: &Path, url: &str, coord: &Proc) {
     }
 }
 
-/// A stored slice damaged on disk whose material's table is gone too (no copy left on the
-/// coordinator) is solved again by a worker: the table write and the fetch that found it lost
+/// A stored slice damaged on disk whose material's table is gone too (and the coordinator
+/// restarted, so that no copy is left in its memory) is solved again by a worker: the table write and the fetch that found it lost
 /// queue a repair, which is leased before any task; the slice comes back with the hash it was
 /// recorded with and takes the damaged copy's place (the only upload that may replace a
 /// finished slice); the table is written again, and the job that needed it finishes with the
@@ -410,10 +410,13 @@ fn build_kpk_on(tmp: &Path, url: &str, coord: &Proc) {
 fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
     let tmp = tempfile::tempdir().unwrap();
     let metrics = format!("127.0.0.1:{}", free_port());
-    let (coord, first, url) = kqk_done_with(tmp.path(), &["--lease-ttl", "2", "--metrics-listen", &metrics]);
-    drop(first);
+    let args = ["--lease-ttl", "2", "--metrics-listen", &metrics];
+    let (coord, first, _) = kqk_done_with(tmp.path(), &args);
+    drop((first, coord));
     let (stored, bytes) = damage_stored_kqk(tmp.path());
     std::fs::remove_file(tmp.path().join("tables/KQvK.zmt")).unwrap();
+    // A new coordinator on the same state: the slice it accepted is not in its memory either.
+    let (coord, url) = coordinator_with(tmp.path(), &args, "http", &[]);
     // KPvK promotes into KQvK: its table is written again, and a worker with an empty cache
     // fetches its slice.
     build_kpk_on(tmp.path(), &url, &coord);

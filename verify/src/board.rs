@@ -138,6 +138,7 @@ const fn reach_table() -> ([u8; 239], [i8; 239]) {
 /// kind, square 0..64)`, kings first: White's, then Black's), `occupied` their squares as bits:
 /// whether they are a legal position with White to move, and with Black to move. Kings must not
 /// be adjacent, and the side to move must not attack the other king.
+#[cfg(test)]
 pub(super) fn placement_legality(men: &[(Color, u8, u8)], occupied: u64) -> [bool; 2] {
     let (w, b) = (sq88(men[0].2), sq88(men[1].2));
     if kings_touch(men[0].2, men[1].2) {

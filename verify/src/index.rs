@@ -514,6 +514,8 @@ pub(super) struct Decoder {
     pawns: Vec<(Color, u8, u8)>,
     /// The squares the pawns stand on.
     pawn_squares: u64,
+    /// By colour, the squares its pawns attack: a king of the other colour there is in check.
+    pawn_attacks: [u64; 2],
     per_side: u64,
     pawnless: bool,
 }
@@ -529,6 +531,14 @@ impl Decoder {
                 pawns.push((side, PAWN, sq));
             }
         }
+        let mut pawn_attacks = [0u64; 2];
+        for &(color, kind, sq) in &pawns {
+            for target in 0..64u8 {
+                if board::attacks_through(color, kind, sq, target, 0) {
+                    pawn_attacks[color.index()] |= 1 << target;
+                }
+            }
+        }
         Decoder {
             groups: material
                 .groups()
@@ -541,6 +551,7 @@ impl Decoder {
                 .collect(),
             pawns,
             pawn_squares: key[0] | key[1],
+            pawn_attacks,
             per_side: material.per_side(),
             pawnless: !material.has_pawns(),
         }
@@ -578,7 +589,9 @@ impl Decoder {
 
     /// Whether placement `p` (below [`Material::per_side`]) is a legal position with White to
     /// move (index `p`) and with Black to move (index `per_side + p`), without building the
-    /// positions: the check of a whole slice asks it of every placement.
+    /// positions, placement by placement (what [`legality_run`](Decoder::legality_run) gives a
+    /// run at a time; the tests compare the two with the decoded positions).
+    #[cfg(test)]
     pub(super) fn legal_both(&self, p: u64) -> [bool; 2] {
         match self.men_at(p) {
             Err(_) => [false, false],
@@ -587,8 +600,9 @@ impl Decoder {
     }
 
     /// [`legal_both`](Decoder::legal_both) of every placement, in order: `each(p, legal)` for
-    /// `p` in `0..per_side`, stopping at the first error. What the check of a whole slice asks,
-    /// run by run ([`legality_run`](Decoder::legality_run)).
+    /// `p` in `0..per_side`, stopping at the first error, run by run
+    /// ([`legality_run`](Decoder::legality_run)), as the check of a whole slice reads them.
+    #[cfg(test)]
     pub(super) fn for_each_legality<E>(
         &self,
         mut each: impl FnMut(u64, [bool; 2]) -> Result<(), E>,
@@ -616,8 +630,23 @@ impl Decoder {
     pub(super) fn legality_run(&self, start: u64, out: &mut Vec<[bool; 2]>) {
         out.clear();
         let Some(last) = self.groups.last() else {
+            // Kings and pawns only: the placement is the king pair, and a king is in check
+            // only from a pawn (or the other king: touching kings are illegal both ways).
             let end = (start + NO_FIELD_RUN).min(self.per_side);
-            out.extend((start..end).map(|p| self.legal_both(p)));
+            let pairs = if self.pawnless {
+                &PAWNLESS_PAIRS.pairs[..]
+            } else {
+                &PAWNFUL_PAIRS.pairs[..]
+            };
+            let [white, black] = self.pawn_attacks;
+            out.extend(pairs[start as usize..end as usize].iter().map(|&(wk, bk)| {
+                if (self.pawn_squares >> wk | self.pawn_squares >> bk) & 1 == 1 || board::kings_touch(wk, bk)
+                {
+                    [false, false]
+                } else {
+                    [white >> bk & 1 == 0, black >> wk & 1 == 0]
+                }
+            }));
             return;
         };
         let (k, run) = (usize::from(last.men), last.size);

@@ -478,14 +478,7 @@ pub fn check_slice(
         indices: expected,
         ..SliceCheck::default()
     };
-    let per_side = normal.per_side();
-    worker.decoder.for_each_legality(|p, legal| {
-        for (side, legal) in legal.into_iter().enumerate() {
-            let index = side as u64 * per_side + p;
-            check_stored(&worker.decoder, &name, key, index, legal, values[index as usize])?;
-        }
-        Ok::<(), VerifyError>(())
-    })?;
+    check_runs(&worker.decoder, &name, key, values)?;
     let mut sample: Vec<u64> = sample.iter().copied().filter(|&i| i < expected).collect();
     sample.sort_unstable();
     sample.dedup();
@@ -519,6 +512,30 @@ fn canonical_slice(material: &str, key: [u64; 2]) -> Result<Material, VerifyErro
         });
     }
     Ok(normal)
+}
+
+/// The range and legality check of every index of a slice (see [`check_stored`]), a legality
+/// run at a time: each side's values of the run are compared with the run without a branch,
+/// and only a run that disagrees is gone through value by value for its first wrong one.
+fn check_runs(decoder: &Decoder, name: &str, key: [u64; 2], values: &[u16]) -> Result<(), VerifyError> {
+    let per_side = values.len() as u64 / 2; // checked by `check_length`
+    let mut run = Vec::new();
+    for start in (0..per_side).step_by(decoder.legality_run_len() as usize) {
+        decoder.legality_run(start, &mut run);
+        for side in 0..2 {
+            let first = (side as u64 * per_side + start) as usize;
+            let stored = &values[first..first + run.len()];
+            let agree = run.iter().zip(stored).fold(true, |all, (legal, &v)| {
+                all & (v <= MAX_VALUE) & (legal[side] == (u32::from(v) != value::ILLEGAL))
+            });
+            if !agree {
+                for (i, (legal, &v)) in run.iter().zip(stored).enumerate() {
+                    check_stored(decoder, name, key, (first + i) as u64, legal[side], v)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The range and legality check of one index of a slice (see [`check_slice`]): `stored` is at

@@ -41,8 +41,9 @@ use crate::schedule::{
     self, Action, Event, Hash, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult,
     WorkerId,
 };
-use crate::store::{from_wire, to_wire, IncomingSlice, SliceStore, StoreError};
+use crate::store::{from_wire, hex, to_wire, IncomingSlice, SliceStore, StoreError};
 
+mod driver;
 mod tables;
 mod tls;
 mod transfers;
@@ -158,6 +159,12 @@ pub enum ServiceError {
     NotFinished { key: SliceKey },
     #[error("the stored copy of slice {key} is lost: it is solved again")]
     SliceLost { key: SliceKey },
+    #[error("slice {key} went into its table with content hash {found}, not its recorded {recorded}")]
+    TableHash {
+        key: SliceKey,
+        found: String,
+        recorded: String,
+    },
     #[error("job {0} is unknown")]
     UnknownJob(u64),
     #[error("job {job} was not taken: {reason}")]
@@ -219,6 +226,7 @@ impl ServiceError {
             | ServiceError::Journal(_)
             | ServiceError::Resume(_)
             | ServiceError::Table { .. }
+            | ServiceError::TableHash { .. }
             | ServiceError::Io { .. }
             | ServiceError::Join(_)
             | ServiceError::Transport(_)
@@ -420,19 +428,16 @@ impl CoordinatorService {
         } else {
             Vec::new()
         };
-        let actions = state.scheduler.handle(
-            self.now(),
-            Event::JobSubmitted {
-                job,
-                plan: plan.clone(),
-            },
-        );
+        let submitted = Event::JobSubmitted {
+            job,
+            plan: plan.clone(),
+        };
         let mut accepted = None;
-        for a in actions {
+        for a in self.drive(state, submitted)?.answers {
             match a {
                 Action::JobRejected { job, reason } => return Err(ServiceError::JobRejected { job, reason }),
                 a @ Action::JobAccepted { .. } => accepted = Some(a),
-                other => self.note(&other),
+                _ => {}
             }
         }
         let accepted = accepted.expect("a submission is accepted or rejected");
@@ -489,109 +494,35 @@ impl CoordinatorService {
         Ok((accepted, writes))
     }
 
-    /// Applies the scheduler's answer to a completion: journals the finished slices (durably),
-    /// counts them per material. Returns the answer and the tables now to write.
+    /// A completion, through the driver ([`drive`](Self::drive): it journals the finished slices,
+    /// durably, before anything is answered). Returns the answer and the tables now to write.
     fn complete_locked(
         &self,
         state: &mut State,
         lease: LeaseId,
         results: Vec<SliceResult>,
     ) -> Result<(pb::CompleteTaskResponse, Vec<Material>), ServiceError> {
-        if let Some(reason) = &state.journal_broken {
-            return Err(ServiceError::JournalBroken(reason.clone()));
-        }
-        let now = self.now();
-        let actions = state.scheduler.handle(
-            now,
-            Event::TaskCompleted {
-                lease,
-                slices: results,
-            },
-        );
-        let records: Vec<Record> = actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::SliceFinished(r) => Some(Record::SliceFinished(*r)),
+        let completed = Event::TaskCompleted {
+            lease,
+            slices: results,
+        };
+        let out = self.drive(state, completed)?;
+        let answer = out
+            .answers
+            .into_iter()
+            .find_map(|a| match a {
+                Action::Accepted { .. } => Some(pb::complete_task_response::Result::Accepted(pb::Accepted {
+                    job_done: out.job_done,
+                })),
+                Action::Rejected { reason, .. } => {
+                    Some(pb::complete_task_response::Result::Rejected(pb::Rejected {
+                        reason: reason.to_string(),
+                    }))
+                }
                 _ => None,
             })
-            .collect();
-        if let Err(e) = state.journal.append(&records) {
-            // The scheduler counts these slices finished, but they are not durable: accept
-            // nothing more until a restart replays the journal.
-            state.journal_broken = Some(e.to_string());
-            return Err(e.into());
-        }
-        let counters = &self.shared.counters;
-        Counters::add(&counters.journal_records, records.len() as u64);
-        let mut writes = Vec::new();
-        let mut answer = None;
-        let mut job_done = false;
-        for a in &actions {
-            match a {
-                Action::SliceFinished(r) => {
-                    Counters::add(&counters.slices_solved, 1);
-                    Counters::add(&counters.positions_solved, r.positions);
-                    if let Some(ms) = state.materials.get_mut(&r.key.material) {
-                        ms.unfinished -= 1;
-                        if ms.unfinished == 0 && ms.table == TableState::Pending {
-                            ms.table = TableState::Writing;
-                            writes.push(r.key.material);
-                        }
-                    }
-                }
-                Action::Accepted { new, duplicates, .. } => {
-                    debug!(%lease, new, duplicates, "completion accepted");
-                    answer = Some(pb::complete_task_response::Result::Accepted(pb::Accepted {
-                        job_done: false,
-                    }));
-                }
-                Action::Rejected { reason, .. } => {
-                    warn!(%lease, %reason, "completion rejected");
-                    answer = Some(pb::complete_task_response::Result::Rejected(pb::Rejected {
-                        reason: reason.to_string(),
-                    }));
-                }
-                Action::JobDone { job } => {
-                    info!(%job, "every slice of the job is finished");
-                    job_done = true;
-                }
-                Action::Repaired { key } => {
-                    Counters::add(&counters.slices_resolved, 1);
-                    info!(%key, "a lost slice was solved again, with its recorded hash");
-                    // A table that could not be written without it is written now.
-                    if let Some(ms) = state.materials.get_mut(&key.material) {
-                        if ms.unfinished == 0
-                            && matches!(ms.table, TableState::Failed(_) | TableState::AwaitingRepair)
-                        {
-                            ms.table = TableState::Writing;
-                            writes.push(key.material);
-                        }
-                    }
-                }
-                other => self.note(other),
-            }
-        }
-        if let Some(pb::complete_task_response::Result::Accepted(a)) = &mut answer {
-            a.job_done = job_done;
-        }
-        // Rate samples.
-        let progress: Vec<(u64, u64)> = state
-            .scheduler
-            .jobs()
-            .map(|(j, p)| (j.0, p.positions_done))
-            .collect();
-        for (job, done) in progress {
-            if let Some(rec) = state.jobs.get_mut(&job) {
-                if rec.samples.back().map(|s| s.1) != Some(done) {
-                    rec.samples.push_back((now, done));
-                }
-                while rec.samples.len() > 2 && rec.samples[1].0 + 60_000 <= now {
-                    rec.samples.pop_front();
-                }
-            }
-        }
-        let answer = answer.expect("a completion is accepted or rejected");
-        Ok((pb::CompleteTaskResponse { result: Some(answer) }, writes))
+            .expect("a completion is accepted or rejected");
+        Ok((pb::CompleteTaskResponse { result: Some(answer) }, out.writes))
     }
 
     /// Takes a job: adopts the complete tables already in the tables directory that it needs
@@ -670,20 +601,8 @@ impl CoordinatorService {
 
     /// Expires leases and forgets silent workers: call every second or so.
     pub fn tick(&self) {
-        let now = self.now();
-        let actions = self.lock().scheduler.handle(now, Event::Tick);
-        actions.iter().for_each(|a| self.note(a));
-    }
-
-    /// Logs a scheduler action that needs no answer, and counts the lease events.
-    fn note(&self, a: &Action) {
-        let c = &self.shared.counters;
-        match a {
-            Action::Expired { .. } => Counters::add(&c.leases_expired, 1),
-            Action::Revoked { .. } => Counters::add(&c.leases_revoked, 1),
-            _ => {}
-        }
-        log_action(a);
+        // A tick finishes no slice: nothing to journal, nothing to fail.
+        let _ = self.drive(&mut self.lock(), Event::Tick);
     }
 
     /// What `GET /metrics` shows now.
@@ -740,20 +659,6 @@ impl CoordinatorService {
     }
 }
 
-fn log_action(a: &Action) {
-    match a {
-        Action::Expired { lease, worker } => {
-            info!(%lease, %worker, "lease expired; its task goes to another worker")
-        }
-        Action::Revoked { lease, worker } => {
-            info!(%lease, %worker, "lease revoked: its slices were finished by another")
-        }
-        Action::WorkerForgotten { worker } => info!(%worker, "worker silent too long, forgotten"),
-        Action::JobDone { job } => info!(%job, "every slice of the job is finished"),
-        other => debug!(action = ?other, "scheduler"),
-    }
-}
-
 fn lease_response(task: &schedule::LeasedTask, now: Millis) -> pb::LeaseTaskResponse {
     let ttl = task.deadline.saturating_sub(now);
     pb::LeaseTaskResponse {
@@ -795,27 +700,21 @@ impl Coordinator for CoordinatorService {
                 result: Some(pb::register_response::Result::Refused(refused)),
             }));
         }
-        let now = self.now();
-        let actions = self.lock().scheduler.handle(
-            now,
-            Event::WorkerRegistered {
-                name: r.worker_name.clone(),
-                cores: r.cores,
-            },
-        );
-        let mut result = None;
-        for a in actions {
-            match a {
-                Action::Registered { worker, lease_ttl } => {
-                    info!(%worker, name = %r.worker_name, cores = r.cores, "worker registered");
-                    result = Some(pb::register_response::Result::Registered(pb::Registered {
-                        worker_id: worker.0,
-                        lease_ttl_ms: lease_ttl,
-                    }));
-                }
-                other => self.note(&other),
+        let registered = Event::WorkerRegistered {
+            name: r.worker_name.clone(),
+            cores: r.cores,
+        };
+        let out = self.drive(&mut self.lock(), registered)?;
+        let result = out.answers.into_iter().find_map(|a| match a {
+            Action::Registered { worker, lease_ttl } => {
+                info!(%worker, name = %r.worker_name, cores = r.cores, "worker registered");
+                Some(pb::register_response::Result::Registered(pb::Registered {
+                    worker_id: worker.0,
+                    lease_ttl_ms: lease_ttl,
+                }))
             }
-        }
+            _ => None,
+        });
         Ok(Response::new(pb::RegisterResponse { result }))
     }
 
@@ -832,26 +731,14 @@ impl Coordinator for CoordinatorService {
                 "{worker} is refused: a slice it uploaded failed the coordinator's check of its values"
             )));
         }
-        let actions = state.scheduler.handle(now, Event::LeaseRequested { worker });
-        let mut answer = None;
-        for a in actions {
-            match a {
-                Action::Lease(task) => {
-                    debug!(lease = %task.lease, %worker, slices = task.slices.len(), positions = task.positions, "task leased");
-                    Counters::add(&self.shared.counters.leases_granted, 1);
-                    if let Some(job) = state.jobs.get_mut(&task.job.0) {
-                        job.started = true;
-                    }
-                    answer = Some(lease_response(&task, now));
-                }
-                Action::NoTask(NoTask::Idle) => answer = Some(no_task(pb::no_task::Reason::Idle, 500)),
-                Action::NoTask(NoTask::Waiting) => answer = Some(no_task(pb::no_task::Reason::Waiting, 200)),
-                Action::NoTask(NoTask::UnknownWorker) => {
-                    answer = Some(no_task(pb::no_task::Reason::UnknownWorker, 0))
-                }
-                other => self.note(&other),
-            }
-        }
+        let out = self.drive(&mut state, Event::LeaseRequested { worker })?;
+        let answer = out.answers.into_iter().find_map(|a| match a {
+            Action::Lease(task) => Some(lease_response(&task, now)),
+            Action::NoTask(NoTask::Idle) => Some(no_task(pb::no_task::Reason::Idle, 500)),
+            Action::NoTask(NoTask::Waiting) => Some(no_task(pb::no_task::Reason::Waiting, 200)),
+            Action::NoTask(NoTask::UnknownWorker) => Some(no_task(pb::no_task::Reason::UnknownWorker, 0)),
+            _ => None,
+        });
         Ok(Response::new(answer.expect("a lease request is answered")))
     }
 
@@ -860,33 +747,27 @@ impl Coordinator for CoordinatorService {
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
         let r = request.into_inner();
-        let now = self.now();
         let mut state = self.lock();
         let ttl = state.scheduler.config().lease_ttl;
         let leases = r.lease_ids.iter().map(|&l| LeaseId(l)).collect();
-        let actions = state.scheduler.handle(
-            now,
-            Event::Heartbeat {
-                worker: WorkerId(r.worker_id),
-                leases,
-            },
-        );
+        let beat = Event::Heartbeat {
+            worker: WorkerId(r.worker_id),
+            leases,
+        };
         let mut answer = pb::HeartbeatResponse {
             lease_ttl_ms: ttl,
             ..Default::default()
         };
-        for a in actions {
-            match a {
-                Action::LeaseStatus {
-                    valid,
-                    lost,
-                    unknown_worker,
-                } => {
-                    answer.valid_lease_ids = valid.iter().map(|l| l.0).collect();
-                    answer.lost_lease_ids = lost.iter().map(|l| l.0).collect();
-                    answer.unknown_worker = unknown_worker;
-                }
-                other => self.note(&other),
+        for a in self.drive(&mut state, beat)?.answers {
+            if let Action::LeaseStatus {
+                valid,
+                lost,
+                unknown_worker,
+            } = a
+            {
+                answer.valid_lease_ids = valid.iter().map(|l| l.0).collect();
+                answer.lost_lease_ids = lost.iter().map(|l| l.0).collect();
+                answer.unknown_worker = unknown_worker;
             }
         }
         Ok(Response::new(answer))

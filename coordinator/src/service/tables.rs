@@ -171,17 +171,16 @@ impl CoordinatorService {
     /// A finished slice's stored copy is lost (`why`) and no table holds it: a worker solves it
     /// again ([`Event::SliceLost`]), before any task; it must come back with its recorded hash.
     pub(super) fn slice_lost(&self, key: &SliceKey, why: &StoreError) {
-        let now = self.now();
-        let actions = self.lock().scheduler.handle(now, Event::SliceLost { key: *key });
-        for a in &actions {
-            match a {
-                Action::RepairQueued { queued: true, .. } => {
-                    Counters::add(&self.shared.counters.slices_lost, 1);
-                    warn!(%key, error = %why, "a stored slice is lost and no table holds it: it is solved again");
-                }
-                Action::RepairQueued { queued: false, .. } => {}
-                other => self.note(other),
-            }
+        // Finishes no slice: nothing to journal, nothing to fail.
+        let Ok(out) = self.drive(&mut self.lock(), Event::SliceLost { key: *key }) else {
+            return;
+        };
+        if out
+            .answers
+            .iter()
+            .any(|a| matches!(a, Action::RepairQueued { queued: true, .. }))
+        {
+            warn!(%key, error = %why, "a stored slice is lost and no table holds it: it is solved again");
         }
     }
 
@@ -218,8 +217,10 @@ impl CoordinatorService {
                 .tables
                 .join(zermelo_storage::table_file_name(&material.to_string()));
             let table_error = |source| ServiceError::Table { material, source };
-            // Each slice is streamed from the store into the table, a piece at a time: no
-            // slice is held whole, however large.
+            // Each slice is taken from the check's cache when it is there (decoded and hashed
+            // when it was accepted), else streamed from the store a piece at a time: no slice
+            // is read whole for the table, however large. Either way the writer's own hash of
+            // what it was given must be the recorded one.
             let mut writer = TableWriter::create(
                 &path,
                 &meta,
@@ -232,12 +233,18 @@ impl CoordinatorService {
                 writer
                     .begin_slice(key.raw(), SliceIndexer::new(*key).size())
                     .map_err(table_error)?;
-                let streamed =
-                    self.shared
+                let streamed = match self.shared.check.cached(key, hash) {
+                    Some(values) => values
+                        .chunks(1 << 16)
+                        .try_for_each(|v| writer.push_values(v))
+                        .map_err(table_error),
+                    None => self
+                        .shared
                         .store
                         .for_each_value_blocking(key, hash, &mut |values: &[u16]| {
                             writer.push_values(values).map_err(table_error)
-                        });
+                        }),
+                };
                 if let Err(ServiceError::Store(
                     e @ (StoreError::Corrupt { .. } | StoreError::Missing { .. }),
                 )) = &streamed
@@ -247,7 +254,14 @@ impl CoordinatorService {
                     return Err(ServiceError::SliceLost { key: *key });
                 }
                 streamed?;
-                writer.end_slice().map_err(table_error)?;
+                let written = writer.end_slice().map_err(table_error)?;
+                if written != *hash {
+                    return Err(ServiceError::TableHash {
+                        key: *key,
+                        found: hex(&written),
+                        recorded: hex(hash),
+                    });
+                }
             }
             let summary = writer.finish().map_err(table_error)?;
             Ok(summary.bytes)

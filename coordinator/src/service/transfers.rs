@@ -50,11 +50,10 @@ impl CoordinatorService {
 
     /// Refuses a worker from now on (an upload of it failed the check); its leases go to others.
     pub(super) fn refuse_worker(&self, worker: WorkerId) {
-        let now = self.now();
         let mut state = self.lock();
         state.refused.insert(worker);
-        let actions = state.scheduler.handle(now, Event::WorkerLost { worker });
-        actions.iter().for_each(|a| self.note(a));
+        // Finishes no slice: nothing to journal, nothing to fail.
+        let _ = self.drive(&mut state, Event::WorkerLost { worker });
     }
 
     pub(super) async fn upload(
