@@ -135,14 +135,12 @@ pub fn coordinator(
     state: Option<&Path>,
     token: Option<String>,
     lease_ttl_seconds: u64,
-    fault_corrupt_downloads: u64,
     options: CoordinatorOptions,
 ) -> Result<u8, ClusterFailure> {
     if let Some(t) = &token {
         check_token(t)?;
     }
     let mut config = ServiceConfig::new(tables);
-    config.fault_corrupt_downloads = fault_corrupt_downloads;
     config.schedule.lease_ttl = lease_ttl_seconds.saturating_mul(1000);
     config.schedule.worker_timeout = config.schedule.lease_ttl.saturating_mul(3);
     if let Some(s) = state {

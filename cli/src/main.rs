@@ -233,13 +233,6 @@ enum Command {
         /// reads. Both check the same; streaming holds less.
         #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::WHOLE_POSITIONS)]
         check_whole_positions: u64,
-        /// A test hook (hidden, and only in builds with debug assertions, such as the `checked`
-        /// profile the tests use: a release binary has no such flag): flip one byte in the
-        /// payload of the first N slice downloads served, to show that workers detect a
-        /// corrupted transfer by its hash and fetch again.
-        #[cfg(debug_assertions)]
-        #[arg(long, value_name = "N", default_value_t = 0, hide = true)]
-        fault_corrupt_downloads: u64,
         /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
         /// 127.0.0.1:9490 or 0.0.0.0:9490.
         #[arg(long, value_name = "ADDR")]
@@ -979,14 +972,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             max_lease_time,
             check_sample,
             check_whole_positions,
-            #[cfg(debug_assertions)]
-            fault_corrupt_downloads,
             metrics_listen,
             tls_cert,
             tls_key,
         } => {
-            #[cfg(not(debug_assertions))]
-            let fault_corrupt_downloads = 0;
             if lease_ttl == 0 {
                 return Err(Failure::input("--lease-ttl must be at least 1 second"));
             }
@@ -1010,7 +999,6 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 state.as_deref(),
                 token,
                 lease_ttl,
-                fault_corrupt_downloads,
                 options,
             )?)
         }

@@ -6,6 +6,7 @@ use crate::check::Watch;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::SliceKey;
@@ -61,19 +62,61 @@ pub use zermelo_proto::keys::{to_wire, MAX_SLICE_INDICES};
 /// Takes a slice's values, a piece at a time.
 pub type ValueSink<'a> = dyn FnMut(&[u16]) -> Result<(), StoreError> + 'a;
 
+/// Why the store reads one of its files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// To check it: its header's hash, or its values against the recorded hash (before it is
+    /// served, for a table, for the check of an upload that leads into it).
+    Check,
+    /// To send its bytes to a worker, once checked.
+    Serve,
+}
+
+/// A stored slice's file, open for reading from its start.
+pub type FileReader = Box<dyn Read + Send>;
+
+/// How the store opens its files for reading: [`Disk`] in real use. A test gives the service
+/// another ([`crate::service::ServiceConfig::files`]), one that damages what it reads, to show
+/// that the readers notice (the store's check of a stored copy, a worker's hash check of a
+/// download). The binary has no such hook.
+pub trait Files: Send + Sync + std::fmt::Debug {
+    /// The file at `path`, opened to be read for `reading`.
+    fn open(&self, path: &Path, reading: Reading) -> std::io::Result<FileReader>;
+}
+
+/// The files as they are on disk.
+#[derive(Debug)]
+pub struct Disk;
+
+impl Files for Disk {
+    fn open(&self, path: &Path, _: Reading) -> std::io::Result<FileReader> {
+        Ok(Box::new(File::open(path)?))
+    }
+}
+
 /// Finished slices in a directory.
 #[derive(Debug)]
 pub struct SliceStore {
     dir: PathBuf,
+    files: Arc<dyn Files>,
 }
 
 impl SliceStore {
+    /// The store in `dir` (created if need be), read from [`Disk`].
     pub fn open(dir: &Path) -> Result<SliceStore, StoreError> {
+        SliceStore::open_with(dir, Arc::new(Disk))
+    }
+
+    /// The store in `dir`, its files read through `files`.
+    pub fn open_with(dir: &Path, files: Arc<dyn Files>) -> Result<SliceStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.to_owned(),
             source,
         })?;
-        Ok(SliceStore { dir: dir.to_owned() })
+        Ok(SliceStore {
+            dir: dir.to_owned(),
+            files,
+        })
     }
 
     fn path(&self, key: &SliceKey) -> PathBuf {
@@ -172,7 +215,8 @@ impl SliceStore {
     pub fn claimed_hash_blocking(&self, key: &SliceKey) -> Option<Hash> {
         // The file's header only: magic, hash, positions.
         let mut header = [0u8; SLICE_FILE_HEADER_LEN];
-        File::open(self.path(key)).ok()?.read_exact(&mut header).ok()?;
+        let mut file = self.files.open(&self.path(key), Reading::Check).ok()?;
+        file.read_exact(&mut header).ok()?;
         SliceFile::from_bytes(&header).ok().map(|f| f.hash)
     }
 
@@ -185,7 +229,7 @@ impl SliceStore {
         recorded: &Hash,
         sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let (file, positions) = self.open_file(key, recorded)?;
+        let (file, positions) = self.open_file(key, recorded, Reading::Check)?;
         let corrupt = |reason: String| StoreError::Corrupt { key: *key, reason };
         let mut hasher = zermelo_proto::keys::slice_hasher(key, positions);
         let decoded = decode_values_from(std::io::BufReader::new(file), positions, &mut |v: &[u16]| {
@@ -217,28 +261,32 @@ impl SliceStore {
     }
 
     /// A stored slice's file, its values checked against the hash recorded for it (read once
-    /// in bounded memory), positioned at its wire bytes: with its positions and the number of
-    /// wire bytes. Blocking.
+    /// in bounded memory), then opened to be served, positioned at its wire bytes: with its
+    /// positions and the number of wire bytes. Blocking.
     pub fn open_checked_blocking(
         &self,
         key: &SliceKey,
         recorded: &Hash,
-    ) -> Result<(File, u64, u64), StoreError> {
+    ) -> Result<(FileReader, u64, u64), StoreError> {
         self.for_each_value_blocking(key, recorded, &mut |_| Ok::<(), StoreError>(()))?;
-        let (file, positions) = self.open_file(key, recorded)?;
         let path = self.path(key);
-        let len = file
-            .metadata()
+        let len = std::fs::metadata(&path)
             .map_err(|source| StoreError::Io { path, source })?
             .len();
+        let (file, positions) = self.open_file(key, recorded, Reading::Serve)?;
         Ok((file, positions, len - SLICE_FILE_HEADER_LEN as u64))
     }
 
     /// A stored slice's file past its header, checked to claim the recorded hash: with its
     /// positions.
-    fn open_file(&self, key: &SliceKey, recorded: &Hash) -> Result<(File, u64), StoreError> {
+    fn open_file(
+        &self,
+        key: &SliceKey,
+        recorded: &Hash,
+        reading: Reading,
+    ) -> Result<(FileReader, u64), StoreError> {
         let path = self.path(key);
-        let mut file = match File::open(&path) {
+        let mut file = match self.files.open(&path, reading) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StoreError::Missing { key: *key })

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -41,7 +41,7 @@ use crate::schedule::{
     self, Action, Event, Hash, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult,
     WorkerId,
 };
-use crate::store::{from_wire, hex, to_wire, IncomingSlice, SliceStore, StoreError};
+use crate::store::{from_wire, hex, to_wire, Files, IncomingSlice, SliceStore, StoreError};
 
 mod driver;
 mod tables;
@@ -108,10 +108,9 @@ pub struct ServiceConfig {
     /// Uploaded slices of at most this many positions are held whole for the check, larger
     /// ones checked as they stream in (see [`crate::check`]).
     pub check_whole_positions: u64,
-    /// A test hook, 0 in real use: flip one byte of the payload of the first this many slice
-    /// downloads served (after the stored copy passed its hash check, with the right hash in the
-    /// header), so that tests can show a worker detecting a transfer corrupted on the way.
-    pub fault_corrupt_downloads: u64,
+    /// How the slice store reads its files: [`Disk`](crate::store::Disk), unless a test
+    /// gives one that damages what it reads.
+    pub files: Arc<dyn Files>,
     /// Serve gRPC over TLS with this certificate and key; plain HTTP/2 when `None`.
     pub tls: Option<TlsIdentity>,
 }
@@ -128,7 +127,7 @@ impl ServiceConfig {
             max_men: 6,
             check_sample: crate::check::DEFAULT_SAMPLE,
             check_whole_positions: crate::check::WHOLE_POSITIONS,
-            fault_corrupt_downloads: 0,
+            files: Arc::new(crate::store::Disk),
             tls: None,
         }
     }
@@ -296,8 +295,6 @@ struct Shared {
     clock: Instant,
     /// Counts since start (for `JobStatus` and the metrics).
     counters: Counters,
-    /// Downloads still to corrupt ([`ServiceConfig::fault_corrupt_downloads`]).
-    corrupt_downloads_left: AtomicU64,
     /// The check of uploads.
     check: UploadCheck,
 }
@@ -323,7 +320,7 @@ impl CoordinatorService {
         std::fs::create_dir_all(&config.tables)
             .map_err(io(format!("creating {}", config.tables.display())))?;
         std::fs::create_dir_all(&config.state).map_err(io(format!("creating {}", config.state.display())))?;
-        let store = SliceStore::open(&config.state.join("slices"))?;
+        let store = SliceStore::open_with(&config.state.join("slices"), Arc::clone(&config.files))?;
         let (journal, replay) = Journal::open(&config.state.join("journal"))?;
         let mut sched_config = config.schedule.clone();
         // Past every id an earlier life of this coordinator gave out (see Config::first_id).
@@ -345,7 +342,6 @@ impl CoordinatorService {
             max_men: config.max_men,
             clock: Instant::now(),
             counters: Counters::default(),
-            corrupt_downloads_left: AtomicU64::new(config.fault_corrupt_downloads),
             check: UploadCheck::new(config.check_sample, config.check_whole_positions),
         });
         let service = CoordinatorService { shared };

@@ -235,16 +235,6 @@ impl CoordinatorService {
                         return;
                     }
                 };
-                let left = &this.shared.corrupt_downloads_left;
-                // The test hook: the byte in the middle of the slice's bytes is flipped.
-                let mut corrupt_at = (length > 0
-                    && left
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                        .is_ok())
-                .then(|| {
-                    warn!(%key, byte = length / 2, "test hook: corrupting a slice download");
-                    length / 2
-                });
                 let mut header = Some(pb::SliceHeader {
                     key: Some(to_wire(&key)),
                     total_length: length,
@@ -262,7 +252,7 @@ impl CoordinatorService {
                         f.read_exact(&mut data).map(|()| (f, data))
                     })
                     .await;
-                    let mut data = match read {
+                    let data = match read {
                         Ok(Ok((f, data))) => {
                             file = Some(f);
                             data
@@ -280,10 +270,6 @@ impl CoordinatorService {
                             return;
                         }
                     };
-                    if let Some(at) = corrupt_at.filter(|at| (sent..sent + want as u64).contains(at)) {
-                        data[(at - sent) as usize] ^= 0x20;
-                        corrupt_at = None;
-                    }
                     sent += want as u64;
                     let chunk = pb::SliceChunk {
                         header: header.take(),
