@@ -99,18 +99,75 @@ struct Side {
 /// directory; prints wall time, total CPU time (this process plus every child process, from
 /// getrusage), the slice bytes moved over gRPC per position, the ratios, and whether every
 /// file is byte-identical. `check_sample` goes to the coordinator (`None`: its default).
+///
+/// With `runs` over 1 the pair is built that many times, one after the other, and the ratios
+/// summed up at the end: the median CPU ratio of the pairs and the ratio of their summed CPU
+/// (on a shared machine one pair's ratio can be off by a tenth either way).
 pub fn run_cluster_comparison(
     materials: &[Material],
     workers: usize,
     threads: usize,
     per_worker: usize,
     check_sample: Option<usize>,
+    runs: usize,
 ) -> Result<(), String> {
-    let scratch = tempfile::Builder::new()
-        .prefix("zermelo-bench-")
-        .tempdir()
-        .map_err(|e| format!("creating a temporary directory: {e}"))?;
-    let (solve_dir, cluster_dir) = (scratch.path().join("solve"), scratch.path().join("cluster"));
+    let mut pairs = Vec::new();
+    // Each pair's files are deleted at the end, not before the next pair: deleting thousands of
+    // slice files makes the file system slower to create files for a few minutes (ext4 steps
+    // over recently freed inodes), which the next pair's cluster would pay and its solve not.
+    let mut scratches = Vec::new();
+    for run in 1..=runs.max(1) {
+        if runs > 1 {
+            println!("pair {run} of {runs}");
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("zermelo-bench-")
+            .tempdir()
+            .map_err(|e| format!("creating a temporary directory: {e}"))?;
+        pairs.push(compare_once(
+            materials,
+            workers,
+            threads,
+            per_worker,
+            check_sample,
+            scratch.path(),
+        )?);
+        scratches.push(scratch);
+    }
+    if pairs.len() > 1 {
+        let mut ratios: Vec<f64> = pairs.iter().map(|(s, c)| c.cpu / s.cpu).collect();
+        ratios.sort_by(f64::total_cmp);
+        let median = if ratios.len() % 2 == 1 {
+            ratios[ratios.len() / 2]
+        } else {
+            (ratios[ratios.len() / 2 - 1] + ratios[ratios.len() / 2]) / 2.0
+        };
+        let (solve, cluster): (f64, f64) = pairs
+            .iter()
+            .map(|(s, c)| (s.cpu, c.cpu))
+            .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "over {} pairs, cluster / solve CPU: median {median:.3}, of the summed CPU {:.3} (solve {solve:.2} s, cluster {cluster:.2} s); each, sorted: {}",
+            pairs.len(),
+            cluster / solve,
+            shown.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// One pair of [`run_cluster_comparison`], in `scratch`: its report printed, its two sides
+/// returned.
+fn compare_once(
+    materials: &[Material],
+    workers: usize,
+    threads: usize,
+    per_worker: usize,
+    check_sample: Option<usize>,
+    scratch: &Path,
+) -> Result<(Side, Side), String> {
+    let (solve_dir, cluster_dir) = (scratch.join("solve"), scratch.join("cluster"));
     let quiet = |_: u64, _: u64, _: &Material| {};
 
     let (cpu0, start) = (cpu_seconds(libc::RUSAGE_SELF), Instant::now());
@@ -215,7 +272,7 @@ pub fn run_cluster_comparison(
          positions are table indices (both sides to move, illegal ones included)"
     );
     if differing.is_empty() {
-        Ok(())
+        Ok((solve, cluster))
     } else {
         Err(format!("the cluster's tables differ from solve's: {differing:?}"))
     }

@@ -191,6 +191,11 @@ enum Command {
         /// once without to see what the check costs.
         #[arg(long, value_name = "N", requires = "cluster")]
         check_sample: Option<usize>,
+        /// With --cluster: build the pair N times, one after the other, and end with the median
+        /// CPU ratio and that of the summed CPU (one pair's ratio can be off by a tenth either
+        /// way on a shared machine).
+        #[arg(long, value_name = "N", default_value_t = 1, requires = "cluster", value_parser = clap::value_parser!(u32).range(1..=100))]
+        runs: u32,
     },
     /// Run a cluster coordinator: takes jobs, leases their slices to workers, journals finished
     /// slices (a restart on the same directories resumes) and writes each finished table into the
@@ -937,6 +942,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             tables,
             cluster,
             check_sample,
+            runs,
         } => {
             let names = if materials.is_empty() {
                 vec!["KPvK".to_string()]
@@ -955,6 +961,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         threads,
                         per_worker,
                         check_sample,
+                        runs as usize,
                     )
                     .map_err(|e| Failure { code: 2, message: e })?
                 }

@@ -2118,11 +2118,38 @@ fn bench_cluster_compares_the_builds_and_gives_each_process_its_cpu() {
         "2",
         "--check-sample",
         "64",
+        "--runs",
+        "2",
         "KPvK",
     ]);
     assert_ok(&o);
     let out = stdout(&o);
-    assert!(out.contains("files: all 5 byte-identical"), "{out}");
+    assert_eq!(out.matches("files: all 5 byte-identical").count(), 2, "{out}");
+    // The summary's median of two pairs is the mean of the ratios each pair printed.
+    let ratios: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("cluster / solve: wall "))
+        .map(|l| {
+            l.split("CPU ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ratios.len(), 2, "{out}");
+    let summary = out
+        .lines()
+        .find_map(|l| l.strip_prefix("over 2 pairs, cluster / solve CPU: median "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let median: f64 = summary.split(',').next().unwrap().parse().unwrap();
+    assert!(
+        (median - (ratios[0] + ratios[1]) / 2.0).abs() <= 0.0015,
+        "{ratios:?} {summary}"
+    );
     let line = out
         .lines()
         .find(|l| l.starts_with("cluster CPU s by process: "))
@@ -2147,4 +2174,6 @@ fn bench_cluster_compares_the_builds_and_gives_each_process_its_cpu() {
         "--check-sample needs --cluster: {}",
         stderr(&o)
     );
+    let o = run(&["bench", "--cluster", "2", "--runs", "0", "KPvK"]);
+    assert_eq!(o.status.code(), Some(2), "--runs 0: {}", stderr(&o));
 }

@@ -87,43 +87,51 @@ impl CoordinatorService {
             bytes += chunk.data.len() as u64;
             Counters::add(&self.shared.counters.bytes_uploaded, chunk.data.len() as u64);
             let piece = framer.push(chunk).map_err(ServiceError::from)?;
-            if let Some(header) = piece.header {
-                let wire_key = header.key.clone().expect("the framer checks for a key");
-                let key = from_wire(&wire_key).map_err(ServiceError::from)?;
-                if !allowed.as_ref().is_some_and(|a| a.contains(&key)) {
-                    Counters::add(&self.shared.counters.not_allowed, 1);
-                    warn!(%key, "upload of a slice outside the lease's task refused");
-                    return Err(Status::permission_denied(format!(
-                        "slice {key} is not in the task of this upload's lease"
-                    )));
+            // A slice's first piece begins it (its header checked here), in the same blocking
+            // call as its first values: a slice of one chunk takes one trip to the blocking pool.
+            let (key, wire_key, begin, under_way) = match piece.header {
+                Some(header) => {
+                    let wire_key = header.key.clone().expect("the framer checks for a key");
+                    let key = from_wire(&wire_key).map_err(ServiceError::from)?;
+                    if !allowed.as_ref().is_some_and(|a| a.contains(&key)) {
+                        Counters::add(&self.shared.counters.not_allowed, 1);
+                        warn!(%key, "upload of a slice outside the lease's task refused");
+                        return Err(Status::permission_denied(format!(
+                            "slice {key} is not in the task of this upload's lease"
+                        )));
+                    }
+                    if header.total_length > max_wire_bytes(header.positions) {
+                        return Err(ServiceError::from(FramingError::TooLarge {
+                            key: key.to_string(),
+                            length: header.total_length,
+                            limit: max_wire_bytes(header.positions),
+                        })
+                        .into());
+                    }
+                    (key, wire_key, Some(header), None)
                 }
-                if header.total_length > max_wire_bytes(header.positions) {
-                    return Err(ServiceError::from(FramingError::TooLarge {
-                        key: key.to_string(),
-                        length: header.total_length,
-                        limit: max_wire_bytes(header.positions),
-                    })
-                    .into());
+                None => {
+                    let (key, wire_key, slice) = incoming.take().expect("a slice under way");
+                    (key, wire_key, None, Some(slice))
                 }
-                let this = self.clone();
-                let begun = tokio::task::spawn_blocking(move || {
-                    let mut begun =
-                        this.shared
-                            .store
-                            .begin_put_blocking(&key, header.positions, &header.content_hash)?;
-                    begun.watch(this.watch_upload_blocking(&key, header.positions)?);
-                    Ok::<_, StoreError>(begun)
-                })
-                .await
-                .map_err(ServiceError::from)?
-                .map_err(ServiceError::from)?;
-                incoming = Some((key, wire_key, begun));
-            }
-            let (key, wire_key, mut slice) = incoming.take().expect("a slice under way");
+            };
             let complete = piece.complete;
             let data = piece.data;
             let this = self.clone();
             let put = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
+                let mut slice = match (under_way, begin) {
+                    (Some(slice), _) => slice,
+                    (None, Some(header)) => {
+                        let mut begun = this.shared.store.begin_put_blocking(
+                            &key,
+                            header.positions,
+                            &header.content_hash,
+                        )?;
+                        begun.watch(this.watch_upload_blocking(&key, header.positions)?);
+                        begun
+                    }
+                    (None, None) => unreachable!("a piece with no header continues a slice"),
+                };
                 slice.push_blocking(&data)?;
                 if complete {
                     // A finished slice is never replaced: checked under the lock that
