@@ -89,6 +89,8 @@ pub struct CoordinatorOptions {
     pub check_whole_positions: u64,
     /// The longest a lease lives, in seconds.
     pub max_lease_time: u64,
+    /// Every solved slice verified whole by a second worker ([`ServiceConfig::verify_all`]).
+    pub verify_all: bool,
 }
 
 /// The shortest cluster token a coordinator accepts, in characters.
@@ -150,6 +152,7 @@ pub fn coordinator(
     config.tls = options.tls;
     config.check_sample = options.check_sample;
     config.check_whole_positions = options.check_whole_positions;
+    config.verify_all = options.verify_all;
     config.schedule.max_lease_lifetime = options.max_lease_time.saturating_mul(1000);
     let tls_off = config.tls.is_none();
     if let Some(tls) = &config.tls {

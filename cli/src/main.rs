@@ -238,6 +238,14 @@ enum Command {
         /// reads. Both check the same; streaming holds less.
         #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::WHOLE_POSITIONS)]
         check_whole_positions: u64,
+        /// `sample`: an uploaded slice is finished once it passes the coordinator's check
+        /// (--check-sample). `all`: it is also verified whole, every position re-derived from
+        /// its children, by a worker other than the one that solved it, before it is finished;
+        /// a verifier's claim of a wrong value is settled by the coordinator re-deriving that
+        /// value, and the worker found wrong (solver or verifier) is refused. About doubles the
+        /// workers' work, and needs two workers at least.
+        #[arg(long, value_name = "WHAT", default_value = "sample", value_parser = ["sample", "all"])]
+        verify: String,
         /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
         /// 127.0.0.1:9490 or 0.0.0.0:9490.
         #[arg(long, value_name = "ADDR")]
@@ -979,6 +987,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             max_lease_time,
             check_sample,
             check_whole_positions,
+            verify,
             metrics_listen,
             tls_cert,
             tls_key,
@@ -999,6 +1008,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 check_sample,
                 check_whole_positions,
                 max_lease_time,
+                verify_all: verify == "all",
             };
             Ok(cluster::coordinator(
                 &listen,

@@ -84,6 +84,9 @@ impl Watch {
 /// A slice's content hash.
 pub type Hash = [u8; 32];
 
+/// Hands a slice's values, in order, to the sink it is given (which may refuse them).
+pub type ValueFill<'a> = dyn FnMut(&mut dyn FnMut(&[u16]) -> Result<(), String>) -> Result<(), String> + 'a;
+
 /// Where the check finds the finished slices it reads (successors of the slice checked).
 pub trait Finished: Sync {
     /// The hash slice `key` was recorded with when it was finished (`None`: not finished).
@@ -160,6 +163,26 @@ impl UploadCheck {
     /// here instead of decoding the stored copy again.
     pub fn cached(&self, key: &SliceKey, hash: &Hash) -> Option<Arc<Vec<u16>>> {
         self.lock().slices.get(&(*key, *hash)).cloned()
+    }
+
+    /// Re-derives index `index` of slice `key` (of `positions` positions), whose values `fill`
+    /// hands over in order, from its children, the whole slice checked for range and legality
+    /// on the way (in bounded memory, as an upload streamed): how the coordinator settles a
+    /// verifier's claim that the value there is wrong. `Ok` with the report (`derived` 0 when
+    /// the position needs a successor too large to read here), `Err` with what is wrong.
+    /// Blocking.
+    pub fn check_index_blocking(
+        &self,
+        key: &SliceKey,
+        index: u64,
+        fill: &mut ValueFill<'_>,
+        finished: &dyn Finished,
+    ) -> Result<SliceCheck, String> {
+        let successor = |name: &str, raw: [u64; 2]| self.successor_named(name, raw, finished);
+        let mut stream = SliceStream::new(&key.material.to_string(), key.raw(), &[index], &successor)
+            .map_err(|e| e.to_string())?;
+        fill(&mut |values| stream.push(values).map_err(|e| e.to_string()))?;
+        stream.finish(&successor).map_err(|e| e.to_string())
     }
 
     /// A successor by the verifier's name and raw key (see [`successor`](Self::successor)).

@@ -59,6 +59,12 @@ pub struct Counters {
     pub positions_solved: AtomicU64,
     /// Records appended (durably) to the journal.
     pub journal_records: AtomicU64,
+    /// Under `--verify all`: slices verified whole by a second worker; verifications that
+    /// found a slice wrong (confirmed here: its solver refused, the task solved again); and
+    /// verdicts not confirmed here (their verifier refused).
+    pub slices_verified: AtomicU64,
+    pub verifications_failed: AtomicU64,
+    pub verdicts_refuted: AtomicU64,
 }
 
 impl Counters {
@@ -103,6 +109,9 @@ pub struct CounterValues {
     pub slices_solved: u64,
     pub positions_solved: u64,
     pub journal_records: u64,
+    pub slices_verified: u64,
+    pub verifications_failed: u64,
+    pub verdicts_refuted: u64,
 }
 
 impl From<&Counters> for CounterValues {
@@ -126,6 +135,9 @@ impl From<&Counters> for CounterValues {
             slices_solved: Counters::get(&c.slices_solved),
             positions_solved: Counters::get(&c.positions_solved),
             journal_records: Counters::get(&c.journal_records),
+            slices_verified: Counters::get(&c.slices_verified),
+            verifications_failed: Counters::get(&c.verifications_failed),
+            verdicts_refuted: Counters::get(&c.verdicts_refuted),
         }
     }
 }
@@ -253,6 +265,24 @@ pub fn render(s: &Snapshot) -> String {
         "counter",
         "Records written durably to the journal (jobs taken and slices finished).",
         c.journal_records,
+    );
+    t.single(
+        "zermelo_slices_verified_total",
+        "counter",
+        "Solved slices verified whole by a worker other than their solver (--verify all) before they were finished.",
+        c.slices_verified,
+    );
+    t.single(
+        "zermelo_verifications_failed_total",
+        "counter",
+        "Verifications that found a slice wrong, confirmed by the coordinator: the solver is refused, the task solved again.",
+        c.verifications_failed,
+    );
+    t.single(
+        "zermelo_verdicts_refuted_total",
+        "counter",
+        "Verifiers' claims of a wrong value that the coordinator's own re-derivation refuted: the verifier is refused.",
+        c.verdicts_refuted,
     );
     type Field = fn(&pb::JobInfo) -> f64;
     let per_job: [(&str, &str, Field); 7] = [

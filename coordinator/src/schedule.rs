@@ -124,6 +124,10 @@ pub struct Config {
     /// life gave out (from the wall clock, say), so that a worker of that life hears that its
     /// ids are unknown rather than mistaking them for new ones.
     pub first_id: u64,
+    /// Every slice a worker solves is verified whole by another worker before it is finished
+    /// (`zermelo coordinator --verify all`): a completion leaves its task waiting for a
+    /// verification lease ([`Event::Verified`]).
+    pub verify_all: bool,
 }
 
 impl Default for Config {
@@ -135,6 +139,7 @@ impl Default for Config {
             max_leases_per_worker: 4,
             target_task_positions: 1 << 20,
             first_id: 1,
+            verify_all: false,
         }
     }
 }
@@ -172,6 +177,9 @@ pub enum Event {
     /// is solved again, before any task, by a repair lease, and must come back with the hash
     /// it was recorded with. It stays finished meanwhile.
     SliceLost { key: SliceKey },
+    /// The worker holding verification lease `lease` re-derived its slices: they all agreed
+    /// (they are finished), or the coordinator confirmed one wrong (the task is solved again).
+    Verified { lease: LeaseId, agreed: bool },
 }
 
 /// A task handed to a worker.
@@ -190,6 +198,19 @@ pub struct LeasedTask {
     pub positions: u64,
     /// When the lease expires unless a heartbeat renews it.
     pub deadline: Millis,
+    /// Empty for a task to solve; for a verification, the hash each of `slices` was uploaded
+    /// with by the worker that solved it.
+    pub verify: Vec<Hash>,
+}
+
+/// A live verification lease ([`Scheduler::verification`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerificationLease {
+    pub verifier: WorkerId,
+    /// The worker that solved the task.
+    pub solver: WorkerId,
+    /// The task's slices, each with the hash it was uploaded with.
+    pub slices: Vec<(SliceKey, Hash)>,
 }
 
 /// Why a worker gets no task.
@@ -230,6 +251,12 @@ pub enum Rejection {
     SuccessorNotFinished { key: SliceKey, successor: SliceKey },
     #[error("slice {key} is reported twice with different hashes")]
     ConflictingReport { key: SliceKey },
+    #[error("slice {key} is solved and waits for its verification")]
+    AwaitingVerification { key: SliceKey },
+    #[error("slice {key} is not one of the lease's task, or one of them is missing")]
+    NotTheTask { key: SliceKey },
+    #[error("{lease} is not a live verification lease")]
+    NotAVerification { lease: LeaseId },
 }
 
 /// Why a job is not taken.
@@ -360,6 +387,8 @@ enum TaskState {
     Blocked,
     Ready,
     Leased(LeaseId),
+    /// Solved and uploaded, waiting for its verification ([`Config::verify_all`]).
+    Verifying,
     Done,
 }
 
@@ -414,6 +443,10 @@ pub struct Scheduler {
     lost: BTreeSet<SliceIx>,
     /// Repair leases: one slice each, solved again.
     repairs: BTreeMap<LeaseId, Repair>,
+    /// Tasks solved and waiting for (or under) a verification, by task ([`Config::verify_all`]).
+    unverified: BTreeMap<TaskIx, Unverified>,
+    /// Verification leases.
+    verifications: BTreeMap<LeaseId, Verification>,
     workers: BTreeMap<WorkerId, Worker>,
     jobs: Vec<Job>,
     next_id: u64,
@@ -423,6 +456,26 @@ pub struct Scheduler {
 #[derive(Debug)]
 struct Repair {
     slice: SliceIx,
+    worker: WorkerId,
+    deadline: Millis,
+    granted: Millis,
+}
+
+/// A task solved, its slices uploaded, that waits for a worker other than its solver to verify
+/// them.
+#[derive(Debug)]
+struct Unverified {
+    /// Its slices, each with the hash it was uploaded with.
+    slices: Vec<(SliceIx, Hash)>,
+    solver: WorkerId,
+    /// The verification lease it is under, if any.
+    lease: Option<LeaseId>,
+}
+
+/// A lease to verify the slices of a solved task.
+#[derive(Debug)]
+struct Verification {
+    task: TaskIx,
     worker: WorkerId,
     deadline: Millis,
     granted: Millis,
@@ -449,6 +502,8 @@ impl Scheduler {
             leases: BTreeMap::new(),
             lost: BTreeSet::new(),
             repairs: BTreeMap::new(),
+            unverified: BTreeMap::new(),
+            verifications: BTreeMap::new(),
             workers: BTreeMap::new(),
             jobs: Vec::new(),
             next_id,
@@ -533,6 +588,7 @@ impl Scheduler {
                 };
                 out.push(Action::RepairQueued { key, queued });
             }
+            Event::Verified { lease, agreed } => self.verified(lease, agreed, &mut out),
         }
         out
     }
@@ -549,7 +605,12 @@ impl Scheduler {
             .iter()
             .filter(|(_, r)| r.worker == worker)
             .map(|(&id, _)| id);
-        tasks.chain(repairs).collect()
+        let verifications = self
+            .verifications
+            .iter()
+            .filter(|(_, v)| v.worker == worker)
+            .map(|(&id, _)| id);
+        tasks.chain(repairs).chain(verifications).collect()
     }
 
     /// The progress of a job, `None` if it was never submitted.
@@ -574,7 +635,32 @@ impl Scheduler {
 
     /// Leases not expired, revoked or completed (repair leases included).
     pub fn live_leases(&self) -> usize {
-        self.leases.len() + self.repairs.len()
+        self.leases.len() + self.repairs.len() + self.verifications.len()
+    }
+
+    /// Of a live verification lease: its worker, the worker that solved the task, and the
+    /// task's slices with the hashes they were uploaded with.
+    pub fn verification(&self, lease: LeaseId) -> Option<VerificationLease> {
+        let v = self.verifications.get(&lease)?;
+        let u = &self.unverified[&v.task];
+        let slices = u
+            .slices
+            .iter()
+            .map(|&(ix, hash)| (self.slices[ix as usize].key, hash))
+            .collect();
+        Some(VerificationLease {
+            verifier: v.worker,
+            solver: u.solver,
+            slices,
+        })
+    }
+
+    /// The hash a solved slice waiting for its verification was uploaded with.
+    pub fn unverified(&self, key: &SliceKey) -> Option<Hash> {
+        let &ix = self.index.get(key)?;
+        let t = self.slices[ix as usize].task?;
+        let u = self.unverified.get(&t)?;
+        u.slices.iter().find(|(i, _)| *i == ix).map(|&(_, h)| h)
     }
 
     /// Finished slices whose stored copy is lost, waiting for or under a repair lease.
@@ -819,13 +905,14 @@ impl Scheduler {
             out.push(Action::NoTask(NoTask::Waiting));
             return;
         }
-        if self.lease_repair(worker, out) {
+        if self.lease_repair(worker, out) || self.lease_verification(worker, out) {
             return;
         }
         let Some(t) = self.ready.pop_first() else {
             let idle = self.jobs.iter().all(|j| j.slices_done == j.slices_total)
                 && self.lost.is_empty()
-                && self.repairs.is_empty();
+                && self.repairs.is_empty()
+                && self.unverified.is_empty();
             out.push(Action::NoTask(if idle { NoTask::Idle } else { NoTask::Waiting }));
             return;
         };
@@ -860,6 +947,7 @@ impl Scheduler {
             successors: successors.into_iter().collect(),
             positions: slices.iter().map(|&ix| self.slices[ix as usize].positions).sum(),
             deadline,
+            verify: Vec::new(),
         }));
         self.leases.insert(
             lease,
@@ -907,6 +995,7 @@ impl Scheduler {
             successors: successors.into_iter().collect(),
             positions: slice.positions,
             deadline,
+            verify: Vec::new(),
         }));
         self.repairs.insert(
             lease,
@@ -918,6 +1007,104 @@ impl Scheduler {
             },
         );
         true
+    }
+
+    /// Leases the oldest solved task waiting for a verification that `worker` did not solve:
+    /// `false` if there is none.
+    fn lease_verification(&mut self, worker: WorkerId, out: &mut Vec<Action>) -> bool {
+        let Some((&t, _)) = self
+            .unverified
+            .iter()
+            .find(|(_, u)| u.lease.is_none() && u.solver != worker)
+        else {
+            return false;
+        };
+        let lease = LeaseId(self.fresh_id());
+        let u = self.unverified.get_mut(&t).expect("found above");
+        u.lease = Some(lease);
+        let slices = u.slices.clone();
+        let successors: BTreeSet<(SliceKey, Hash)> = slices
+            .iter()
+            .flat_map(|&(ix, _)| &self.slices[ix as usize].successors)
+            .map(|&s| {
+                let slice = &self.slices[s as usize];
+                (
+                    slice.key,
+                    slice.finished.expect("a solved task's successors are finished"),
+                )
+            })
+            .collect();
+        let deadline = self.now + self.config.lease_ttl;
+        out.push(Action::Lease(LeasedTask {
+            lease,
+            worker,
+            job: self.tasks[t as usize].job,
+            slices: slices
+                .iter()
+                .map(|&(ix, _)| self.slices[ix as usize].key)
+                .collect(),
+            successors: successors.into_iter().collect(),
+            positions: slices
+                .iter()
+                .map(|&(ix, _)| self.slices[ix as usize].positions)
+                .sum(),
+            deadline,
+            verify: slices.iter().map(|&(_, h)| h).collect(),
+        }));
+        self.verifications.insert(
+            lease,
+            Verification {
+                task: t,
+                worker,
+                deadline,
+                granted: self.now,
+            },
+        );
+        true
+    }
+
+    /// A verification's outcome: its slices finished, or its task leased again to be solved
+    /// again (the coordinator confirmed one of them wrong).
+    fn verified(&mut self, lease: LeaseId, agreed: bool, out: &mut Vec<Action>) {
+        let Some(v) = self.verifications.remove(&lease) else {
+            out.push(Action::Rejected {
+                lease,
+                reason: Rejection::NotAVerification { lease },
+            });
+            return;
+        };
+        if let Some(w) = self.workers.get_mut(&v.worker) {
+            w.last_seen = self.now;
+        }
+        let u = self
+            .unverified
+            .remove(&v.task)
+            .expect("a verification's task waits for it");
+        if !agreed {
+            let task = &mut self.tasks[v.task as usize];
+            task.state = TaskState::Ready;
+            self.ready.insert(v.task);
+            out.push(Action::Accepted {
+                lease,
+                new: 0,
+                duplicates: 0,
+            });
+            return;
+        }
+        let (mut done_tasks, mut done_jobs) = (Vec::new(), Vec::new());
+        let count = u.slices.len();
+        for (ix, hash) in u.slices {
+            self.finish(ix, hash, out, &mut done_tasks, &mut done_jobs);
+        }
+        for t in done_tasks {
+            self.tasks[t as usize].state = TaskState::Done;
+        }
+        out.push(Action::Accepted {
+            lease,
+            new: count,
+            duplicates: 0,
+        });
+        out.extend(done_jobs.into_iter().map(|job| Action::JobDone { job }));
     }
 
     /// The successors of slice `ix`: those it was linked to when a job planned it, or, for a
@@ -944,9 +1131,14 @@ impl Scheduler {
         w.last_seen = self.now;
         let (mut valid, mut lost, mut too_old) = (Vec::new(), Vec::new(), Vec::new());
         for id in leases {
-            let held = match (self.leases.get_mut(&id), self.repairs.get_mut(&id)) {
-                (Some(l), _) if l.worker == worker => Some((l.granted, &mut l.deadline)),
-                (_, Some(r)) if r.worker == worker => Some((r.granted, &mut r.deadline)),
+            let held = match (
+                self.leases.get_mut(&id),
+                self.repairs.get_mut(&id),
+                self.verifications.get_mut(&id),
+            ) {
+                (Some(l), _, _) if l.worker == worker => Some((l.granted, &mut l.deadline)),
+                (_, Some(r), _) if r.worker == worker => Some((r.granted, &mut r.deadline)),
+                (_, _, Some(v)) if v.worker == worker => Some((v.granted, &mut v.deadline)),
                 _ => None,
             };
             match held {
@@ -1014,6 +1206,10 @@ impl Scheduler {
         let mut new: Vec<(SliceIx, Hash)> = new.into_iter().collect();
         new.sort_unstable();
         let count = new.len();
+        if self.config.verify_all && count > 0 {
+            self.await_verification(lease, new, duplicates, out);
+            return;
+        }
         let mut done_tasks = Vec::new();
         let mut done_jobs = Vec::new();
         for (ix, hash) in new {
@@ -1043,6 +1239,64 @@ impl Scheduler {
         out.extend(done_jobs.into_iter().map(|job| Action::JobDone { job }));
     }
 
+    /// Under [`Config::verify_all`]: the slices a completion solved (`new`, every unfinished
+    /// slice of the lease's task and nothing else) wait for a verification, the lease ends.
+    fn await_verification(
+        &mut self,
+        lease: LeaseId,
+        new: Vec<(SliceIx, Hash)>,
+        duplicates: usize,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(l) = self.leases.get(&lease) else {
+            let key = self.slices[new[0].0 as usize].key;
+            out.push(Action::Rejected {
+                lease,
+                reason: Rejection::NotTheTask { key },
+            });
+            return;
+        };
+        let task = &self.tasks[l.task as usize];
+        let unfinished: Vec<SliceIx> = task
+            .slices
+            .iter()
+            .copied()
+            .filter(|&ix| self.slices[ix as usize].finished.is_none())
+            .collect();
+        let reported: Vec<SliceIx> = new.iter().map(|&(ix, _)| ix).collect();
+        if reported != unfinished {
+            let odd = reported
+                .iter()
+                .chain(&unfinished)
+                .find(|ix| !(reported.contains(ix) && unfinished.contains(ix)))
+                .copied()
+                .unwrap_or(reported[0]);
+            out.push(Action::Rejected {
+                lease,
+                reason: Rejection::NotTheTask {
+                    key: self.slices[odd as usize].key,
+                },
+            });
+            return;
+        }
+        let l = self.leases.remove(&lease).expect("checked above");
+        self.tasks[l.task as usize].state = TaskState::Verifying;
+        let count = new.len();
+        self.unverified.insert(
+            l.task,
+            Unverified {
+                slices: new,
+                solver: l.worker,
+                lease: None,
+            },
+        );
+        out.push(Action::Accepted {
+            lease,
+            new: count,
+            duplicates,
+        });
+    }
+
     fn check_result(
         &self,
         r: &SliceResult,
@@ -1070,8 +1324,11 @@ impl Scheduler {
             *duplicates += 1;
             return Ok(());
         }
-        if slice.task.is_none() {
+        let Some(task) = slice.task else {
             return Err(Rejection::UnknownSlice { key });
+        };
+        if self.tasks[task as usize].state == TaskState::Verifying {
+            return Err(Rejection::AwaitingVerification { key });
         }
         if slice.unfinished_successors > 0 {
             let successor = slice
@@ -1153,13 +1410,29 @@ impl Scheduler {
             .iter()
             .filter(|(_, r)| r.deadline <= now)
             .map(|(&id, _)| id);
-        let due: Vec<LeaseId> = tasks.chain(repairs).collect();
+        let verifications = self
+            .verifications
+            .iter()
+            .filter(|(_, v)| v.deadline <= now)
+            .map(|(&id, _)| id);
+        let due: Vec<LeaseId> = tasks.chain(repairs).chain(verifications).collect();
         for lease in due {
             self.expire(lease, out);
         }
     }
 
     fn expire(&mut self, lease: LeaseId, out: &mut Vec<Action>) {
+        if let Some(v) = self.verifications.remove(&lease) {
+            // The task waits for another verification lease.
+            if let Some(u) = self.unverified.get_mut(&v.task) {
+                u.lease = None;
+            }
+            out.push(Action::Expired {
+                lease,
+                worker: v.worker,
+            });
+            return;
+        }
         if let Some(r) = self.repairs.remove(&lease) {
             // The slice waits for another repair lease.
             self.lost.insert(r.slice);
@@ -1245,7 +1518,7 @@ impl Scheduler {
             }
             let expected = match (task.unfinished, task.waiting) {
                 (0, _) => TaskState::Done,
-                (_, 0) if matches!(task.state, TaskState::Leased(_)) => task.state,
+                (_, 0) if matches!(task.state, TaskState::Leased(_) | TaskState::Verifying) => task.state,
                 (_, 0) => TaskState::Ready,
                 _ => TaskState::Blocked,
             };
@@ -1258,6 +1531,37 @@ impl Scheduler {
         }
         for job in &self.jobs {
             assert!(job.slices_done <= job.slices_total);
+        }
+        // A task waiting for a verification holds every unfinished slice of it, and its lease
+        // (if any) is a live verification of it, not of its solver.
+        for (t, task) in self.tasks.iter().enumerate() {
+            let t = t as TaskIx;
+            assert_eq!(
+                task.state == TaskState::Verifying,
+                self.unverified.contains_key(&t),
+                "task {t}"
+            );
+        }
+        for (&t, u) in &self.unverified {
+            let unfinished: Vec<SliceIx> = self.tasks[t as usize]
+                .slices
+                .iter()
+                .copied()
+                .filter(|&ix| self.slices[ix as usize].finished.is_none())
+                .collect();
+            let held: Vec<SliceIx> = u.slices.iter().map(|&(ix, _)| ix).collect();
+            assert_eq!(held, unfinished, "task {t}");
+            if let Some(l) = u.lease {
+                assert_eq!(self.verifications[&l].task, t);
+                assert_ne!(
+                    self.verifications[&l].worker, u.solver,
+                    "task {t} verified by its solver"
+                );
+            }
+        }
+        for (&id, v) in &self.verifications {
+            assert_eq!(self.unverified[&v.task].lease, Some(id));
+            assert!(v.deadline > self.now, "{id} outlived its deadline");
         }
     }
 }
@@ -1298,6 +1602,7 @@ mod tests {
             target_task_positions: 1 << 16,
             max_leases_per_worker: 4,
             first_id: 1,
+            verify_all: false,
         }
     }
 
@@ -1928,6 +2233,196 @@ mod tests {
         sim.complete(&r);
         sim.drain();
         sim.assert_all_done();
+    }
+
+    /// Under `verify_all` a completed task's slices are finished only once a worker other than
+    /// their solver has verified them (its lease names their uploaded hashes); a completion
+    /// naming a slice that awaits its verification is rejected; an expired verification goes
+    /// back in line; one that failed puts the task back to be solved again; and two workers
+    /// finish the job, every slice with its true hash.
+    #[test]
+    fn with_verify_all_a_slice_is_finished_only_once_another_worker_verified_it() {
+        let mut s = Scheduler::new(Config {
+            verify_all: true,
+            ..config()
+        });
+        let mut now = 0;
+        let step = |s: &mut Scheduler, now: Millis, e: Event| {
+            let actions = s.handle(now, e);
+            s.check_invariants();
+            actions
+        };
+        let lease = |s: &mut Scheduler, now: Millis, worker: WorkerId| match step(
+            s,
+            now,
+            Event::LeaseRequested { worker },
+        )
+        .pop()
+        {
+            Some(Action::Lease(t)) => Some(t),
+            Some(Action::NoTask(_)) => None,
+            other => panic!("{other:?}"),
+        };
+        step(
+            &mut s,
+            now,
+            Event::JobSubmitted {
+                job: JobId(1),
+                plan: KPK.clone(),
+            },
+        );
+        let register = |s: &mut Scheduler| match step(
+            s,
+            0,
+            Event::WorkerRegistered {
+                name: "w".into(),
+                cores: 1,
+            },
+        )
+        .pop()
+        {
+            Some(Action::Registered { worker, .. }) => worker,
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (register(&mut s), register(&mut s));
+        let t = lease(&mut s, now, a).unwrap();
+        assert!(t.verify.is_empty());
+        let done = step(
+            &mut s,
+            now,
+            Event::TaskCompleted {
+                lease: t.lease,
+                slices: results(&t),
+            },
+        );
+        assert!(
+            matches!(done[..], [Action::Accepted { new, .. }] if new == t.slices.len()),
+            "{done:?}"
+        );
+        for k in &t.slices {
+            assert_eq!(s.finished(k), None);
+            assert_eq!(s.unverified(k), Some(true_hash(k)));
+        }
+        // A is not given its own work to verify: another task to solve.
+        let other = lease(&mut s, now, a).unwrap();
+        assert!(other.verify.is_empty() && other.slices != t.slices);
+        // A completion naming a slice that awaits its verification finishes nothing.
+        let mut sneaky = results(&other);
+        sneaky.push(result(t.slices[0]));
+        let rejected = step(
+            &mut s,
+            now,
+            Event::TaskCompleted {
+                lease: other.lease,
+                slices: sneaky,
+            },
+        );
+        assert!(
+            matches!(
+                &rejected[..],
+                [Action::Rejected {
+                    reason: Rejection::AwaitingVerification { .. },
+                    ..
+                }]
+            ),
+            "{rejected:?}"
+        );
+        // B verifies: the same slices, with the hashes they were uploaded with.
+        let v = lease(&mut s, now, b).unwrap();
+        assert_eq!(v.slices, t.slices);
+        assert_eq!(v.verify, t.slices.iter().map(true_hash).collect::<Vec<_>>());
+        let held = s.verification(v.lease).unwrap();
+        assert_eq!((held.verifier, held.solver), (b, a));
+        // Its lease runs out (A heartbeats its own): the verification goes back in line.
+        now += TTL / 2;
+        step(
+            &mut s,
+            now,
+            Event::Heartbeat {
+                worker: a,
+                leases: vec![other.lease],
+            },
+        );
+        now += TTL / 2;
+        let expired = step(&mut s, now, Event::Tick);
+        assert!(
+            expired
+                .iter()
+                .any(|x| matches!(x, Action::Expired { lease, .. } if *lease == v.lease)),
+            "{expired:?}"
+        );
+        assert_eq!(s.verification(v.lease), None);
+        let v = lease(&mut s, now, b).unwrap();
+        assert_eq!(v.slices, t.slices);
+        // It fails: the task is solved again (the solver's refusal is the coordinator's).
+        let failed = step(
+            &mut s,
+            now,
+            Event::Verified {
+                lease: v.lease,
+                agreed: false,
+            },
+        );
+        assert!(
+            matches!(failed[..], [Action::Accepted { new: 0, .. }]),
+            "{failed:?}"
+        );
+        assert!(t
+            .slices
+            .iter()
+            .all(|k| s.finished(k).is_none() && s.unverified(k).is_none()));
+        let again = step(
+            &mut s,
+            now,
+            Event::Verified {
+                lease: v.lease,
+                agreed: true,
+            },
+        );
+        assert!(matches!(again[..], [Action::Rejected { .. }]), "{again:?}");
+        // Both workers finish the job, each verifying the other's work.
+        step(
+            &mut s,
+            now,
+            Event::TaskCompleted {
+                lease: other.lease,
+                slices: results(&other),
+            },
+        );
+        let (mut finished, mut verified, mut job_done) = (HashMap::new(), 0, false);
+        for i in 0..10_000 {
+            let worker = if i % 2 == 0 { a } else { b };
+            let Some(t) = lease(&mut s, now, worker) else {
+                if s.job(JobId(1)).unwrap().is_done() {
+                    break;
+                }
+                continue;
+            };
+            let event = if t.verify.is_empty() {
+                Event::TaskCompleted {
+                    lease: t.lease,
+                    slices: results(&t),
+                }
+            } else {
+                verified += t.slices.len();
+                Event::Verified {
+                    lease: t.lease,
+                    agreed: true,
+                }
+            };
+            for x in step(&mut s, now, event) {
+                match x {
+                    Action::SliceFinished(r) => assert!(finished.insert(r.key, r.hash).is_none()),
+                    Action::JobDone { .. } => job_done = true,
+                    _ => {}
+                }
+            }
+        }
+        assert!(job_done);
+        let keys = plan_slices(&KPK);
+        assert_eq!(finished.len(), keys.len());
+        assert!(keys.iter().all(|k| finished[k] == true_hash(k)));
+        assert_eq!(verified, keys.len(), "every slice verified once");
     }
 
     #[test]

@@ -46,6 +46,21 @@ fn messages_round_trip_through_prost() {
                 key("KQvK", 0, 0),
             ],
             successor_hashes: vec![vec![1; 32], vec![2; 32], vec![3; 32]],
+            kind: TaskKind::Solve as i32,
+            slice_hashes: Vec::new(),
+        })),
+    });
+    round_trip(&LeaseTaskResponse {
+        result: Some(lease_task_response::Result::Task(Task {
+            lease_id: 4,
+            lease_ttl_ms: 30_000,
+            deadline_unix_ms: 1_800_000_000_000,
+            job_id: 1,
+            slices: vec![key("KPvK", 1 << 12, 0)],
+            successors: vec![key("KQvK", 0, 0)],
+            successor_hashes: vec![vec![3; 32]],
+            kind: TaskKind::Verify as i32,
+            slice_hashes: vec![vec![4; 32]],
         })),
     });
     round_trip(&LeaseTaskResponse {
@@ -72,6 +87,18 @@ fn messages_round_trip_through_prost() {
             content_hash: (0..32).collect(),
             positions: 8192,
         }],
+        verdict: None,
+    });
+    round_trip(&CompleteTaskRequest {
+        worker_id: 8,
+        lease_id: 4,
+        slices: Vec::new(),
+        verdict: Some(Verdict {
+            agreed: false,
+            slice: Some(key("KPvK", 1 << 12, 0)),
+            index: 4097,
+            reason: "derived: win in 3 plies".into(),
+        }),
     });
     round_trip(&CompleteTaskResponse {
         result: Some(complete_task_response::Result::Rejected(Rejected {

@@ -701,6 +701,7 @@ fn a_finished_slice_cannot_be_overwritten() {
                 content_hash: hash.to_vec(),
                 positions: positions as u64,
             }],
+            verdict: None,
         };
         let answer = client.complete_task(complete).await.unwrap().into_inner();
         let Some(pb::complete_task_response::Result::Rejected(r)) = answer.result else {
@@ -2102,6 +2103,226 @@ fn broken_solver_caught(coordinator_args: &[&str], streamed: bool) {
     } else {
         assert_eq!(streamed_uploads, 0.0, "{body}");
     }
+}
+
+/// `--verify all`, with the sample check off (`--check-sample 0`: only the verification can
+/// catch a slice wrong in value): a worker with a broken solver solves what it can before any
+/// other worker comes; honest workers then verify its slices first, find them wrong (the
+/// coordinator re-derives the value each names, and agrees), and the broken worker is refused
+/// (it stops, saying why), its tasks solved again. The two honest workers finish the job, each
+/// verifying the other's work: every slice is verified once, and the tables are those of
+/// `zermelo solve`.
+#[test]
+fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let state = tmp.path().join("state");
+    let args = [
+        "--verify",
+        "all",
+        "--check-sample",
+        "0",
+        "--metrics-listen",
+        &metrics,
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let (coord, url) = coordinator_with(tmp.path(), &args, "http", &[]);
+    let token = "right-token-for-tests";
+    let job = submit(&url, token, &["KPvK"], &coord);
+    let scrape = || {
+        let (code, _, body) = http_get(&metrics, "/metrics");
+        assert_eq!(code, 200);
+        (samples(&body), body)
+    };
+
+    let config = zermelo_worker::node::client::WorkerConfig {
+        coordinator: url.clone(),
+        tls_ca: None,
+        cache: tmp.path().join("cache-broken"),
+        cache_size: 1 << 30,
+        threads: 1,
+        memory: 1 << 30,
+        token: Some(token.into()),
+        name: "broken".into(),
+        tamper: Some(two_plies_too_long),
+    };
+    let broken = std::thread::spawn(move || {
+        test_runtime().block_on(async {
+            let run = zermelo_worker::node::client::run(config, std::future::pending());
+            tokio::time::timeout(Duration::from_secs(90), run).await
+        })
+    });
+    // The broken worker's wrong slices pass the upload check (in range and legal) and wait
+    // for a verifier.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while scrape().0["zermelo_uploads_checked_total"] < 1.0 {
+        assert!(Instant::now() < deadline, "no upload: {}", coord.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (m, body) = scrape();
+    assert_eq!(m["zermelo_slices_verified_total"], 0.0, "{body}");
+    assert_eq!(m["zermelo_uploads_failed_check_total"], 0.0, "{body}");
+
+    let honest: Vec<Proc> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            worker(
+                &url,
+                token,
+                &tmp.path().join(format!("cache-{n}")),
+                tmp.path().join(format!("honest-{n}.log")),
+            )
+        })
+        .collect();
+    let stopped = broken.join().unwrap();
+    let err = stopped
+        .unwrap_or_else(|_| panic!("the broken worker was never caught:\n{}", coord.log()))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("found wrong by another worker's verification"),
+        "{err}"
+    );
+    let (_, total) = wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(90),
+        &[&coord, &honest[0], &honest[1]],
+        |s, _, _| s == "done",
+    );
+    assert_same_tables(
+        &tmp.path().join("tables"),
+        &solve_dir,
+        &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"],
+    );
+    let (m, body) = scrape();
+    assert_eq!(
+        m["zermelo_slices_verified_total"], total as f64,
+        "every slice verified once: {body}"
+    );
+    assert!(m["zermelo_verifications_failed_total"] >= 1.0, "{body}");
+    assert_eq!(m["zermelo_verdicts_refuted_total"], 0.0, "{body}");
+    assert_eq!(m["zermelo_uploads_failed_check_total"], 0.0, "{body}");
+    let log = coord.log();
+    assert!(
+        log.contains("and so does the coordinator: the solver is refused"),
+        "{log}"
+    );
+    let verified: usize = honest
+        .iter()
+        .map(|p| p.log().matches("verified: every position agrees").count())
+        .sum();
+    assert!(verified >= 2, "each honest worker verifies the other's work");
+}
+
+/// Under `--verify all` a verifier's word that a slice is wrong is not taken blindly: the
+/// coordinator re-derives the value it names. A real worker solves KQvK; a worker of our own
+/// (raw gRPC) takes the verification and claims a right value wrong: its verdict is rejected,
+/// it is refused from then on (saying why), and the solver is not; a second real worker then
+/// verifies the slice, and the table is `zermelo solve`'s.
+#[test]
+fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let solve_dir = tmp.path().join("solve");
+    assert_ok(&run(&["solve", "KQvK", "--tables", solve_dir.to_str().unwrap()]));
+    let table = zermelo_storage::Table::open(&solve_dir.join("KQvK.zmt")).unwrap();
+    let right = table.read_slice(0).unwrap();
+    let index = right.iter().position(|&v| v >= 10).unwrap() as u64;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let state = tmp.path().join("state");
+    let args = [
+        "--verify",
+        "all",
+        "--metrics-listen",
+        &metrics,
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let (coord, url) = coordinator_with(tmp.path(), &args, "http", &[]);
+    let token = "right-token-for-tests";
+    let job = submit(&url, token, &["KQvK"], &coord);
+    let solver = worker(&url, token, &tmp.path().join("cache-a"), tmp.path().join("a.log"));
+    // The solver has the one task: our worker comes once its slice is uploaded.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while samples(&http_get(&metrics, "/metrics").2)["zermelo_uploads_checked_total"] < 1.0 {
+        assert!(Instant::now() < deadline, "no upload: {}", coord.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rt = test_runtime();
+    rt.block_on(async {
+        let mut client = zermelo_worker::node::client::connect(&url, Some(token)).unwrap();
+        let register = pb::RegisterRequest {
+            worker_name: "liar".into(),
+            protocol_version: pb::PROTOCOL_VERSION,
+            cores: 1,
+        };
+        let Some(pb::register_response::Result::Registered(me)) =
+            client.register(register).await.unwrap().into_inner().result
+        else {
+            panic!("not registered");
+        };
+        let ask = pb::LeaseTaskRequest {
+            worker_id: me.worker_id,
+        };
+        // The verification of the solver's slice, once it is solved.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let task = loop {
+            match client.lease_task(ask).await.unwrap().into_inner().result {
+                Some(pb::lease_task_response::Result::Task(t)) => break t,
+                _ => {
+                    assert!(Instant::now() < deadline, "no verification: {}", coord.log());
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        assert_eq!(task.kind, pb::TaskKind::Verify as i32);
+        assert_eq!(task.slices, [kqk_key()]);
+        let lie = pb::CompleteTaskRequest {
+            worker_id: me.worker_id,
+            lease_id: task.lease_id,
+            slices: Vec::new(),
+            verdict: Some(pb::Verdict {
+                agreed: false,
+                slice: Some(kqk_key()),
+                index,
+                reason: "a lie".into(),
+            }),
+        };
+        let answer = client.complete_task(lie).await.unwrap().into_inner();
+        let Some(pb::complete_task_response::Result::Rejected(r)) = answer.result else {
+            panic!("a lie accepted: {answer:?}");
+        };
+        assert!(r.reason.contains("agrees with its children"), "{}", r.reason);
+        let err = client.lease_task(ask).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+        assert!(err.message().contains("refuted"), "{err:?}");
+    });
+    let verifier = worker(&url, token, &tmp.path().join("cache-b"), tmp.path().join("b.log"));
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(60),
+        &[&coord, &solver, &verifier],
+        |s, _, _| s == "done",
+    );
+    assert_same_tables(&tmp.path().join("tables"), &solve_dir, &["KQvK"]);
+    let (code, _, body) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200);
+    let m = samples(&body);
+    assert_eq!(m["zermelo_verdicts_refuted_total"], 1.0, "{body}");
+    assert_eq!(m["zermelo_verifications_failed_total"], 0.0, "{body}");
+    assert_eq!(m["zermelo_slices_verified_total"], 1.0, "{body}");
+    assert!(!solver.log().contains("refused"), "{}", solver.log());
+    assert!(
+        verifier.log().contains("verified: every position agrees"),
+        "{}",
+        verifier.log()
+    );
 }
 
 /// `zermelo bench --cluster 2` builds KPvK twice, by `solve` and by a loopback cluster of real

@@ -493,6 +493,64 @@ pub fn check_slice(
     Ok(report)
 }
 
+/// Why [`verify_slice`] refused a slice: the error, and the index of the first wrong value when
+/// the fault is at an index (not, say, a wrong length or a successor that cannot be read).
+#[derive(Debug)]
+pub struct SliceFailure {
+    pub index: Option<u64>,
+    pub error: VerifyError,
+}
+
+/// Indices [`verify_slice`] checks at a time; a run that fails is checked again index by index
+/// for its first wrong one.
+const VERIFY_RUN: usize = 4096;
+
+/// Re-derives every index of slice `key` of `material` (a normalized name) from its children,
+/// as [`verify_table`] does for a table: in the slice itself (`values`, both sides to move) and
+/// in its successors (`successor`). What a worker runs on a slice another worker solved
+/// (`zermelo coordinator --verify all`). Returns what was covered, or the first wrong index.
+pub fn verify_slice(
+    material: &str,
+    key: [u64; 2],
+    values: &[u16],
+    successor: &SuccessorValues<'_>,
+) -> Result<SliceCheck, SliceFailure> {
+    let whole = |error| SliceFailure { index: None, error };
+    let normal = canonical_slice(material, key).map_err(whole)?;
+    check_length(normal, key, values).map_err(whole)?;
+    let given = Given { successor };
+    let half = Half {
+        values: Cow::Borrowed(values),
+        start: 0,
+    };
+    let mut worker = Worker::new(&given, normal, key, &half);
+    worker.lines = true;
+    let mut report = SliceCheck {
+        indices: values.len() as u64,
+        ..SliceCheck::default()
+    };
+    for (run, own) in values.chunks(VERIFY_RUN).enumerate() {
+        let start = (run * VERIFY_RUN) as u64;
+        match worker.check_range(start, own, || false) {
+            Ok(positions) => report.derived += positions,
+            Err(run_error) => {
+                for (i, value) in (start..).zip(own.chunks(1)) {
+                    if let Err(error) = worker.check_range(i, value, || false) {
+                        let index = match error {
+                            VerifyError::Unavailable { .. } => None,
+                            _ => Some(i),
+                        };
+                        return Err(SliceFailure { index, error });
+                    }
+                }
+                // Index by index found nothing the run did: the run's fault stands.
+                return Err(whole(run_error));
+            }
+        }
+    }
+    Ok(report)
+}
+
 /// The material of slice `key` of `material`, when the name is normalized and the key one of
 /// its canonical slices.
 fn canonical_slice(material: &str, key: [u64; 2]) -> Result<Material, VerifyError> {

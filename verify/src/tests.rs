@@ -2233,3 +2233,57 @@ fn a_memory_budget_bounds_the_cache_and_the_blocks() {
     let report = with(half + 10 * block).unwrap();
     assert_eq!(report, verify(dir.path(), "KQvKR", 2).unwrap());
 }
+
+/// `verify_slice` (what a worker runs under `--verify all`) passes every slice of KPvK and
+/// KQvK with every legal position derived (the count the whole check of the table gives), and
+/// names the first wrong index of a changed slice, whether the change is a wrong value, a value
+/// at an illegal index or a value out of range.
+#[test]
+fn a_whole_slice_verified_names_its_first_wrong_index() {
+    use std::sync::Arc;
+    let mut successors: HashMap<(String, [u64; 2]), Arc<Vec<u16>>> = HashMap::new();
+    for name in ["KPvK", "KQvK", "KRvK", "KBvK", "KNvK"] {
+        for (key, values) in table(name) {
+            successors.insert((name.to_owned(), key), Arc::new(values));
+        }
+    }
+    let lookup = |m: &str, k: [u64; 2]| successors.get(&(m.to_owned(), k)).cloned();
+    for name in ["KPvK", "KQvK"] {
+        let mut derived = 0;
+        for (key, values) in table(name) {
+            let r = super::verify_slice(name, key, &values, &lookup).unwrap();
+            assert_eq!(r.indices, values.len() as u64);
+            assert_eq!(r.skipped, 0);
+            derived += r.derived;
+        }
+        let legal: u64 = table(name)
+            .iter()
+            .map(|(_, v)| v.iter().filter(|&&x| x != 0).count() as u64)
+            .sum();
+        assert_eq!(derived, legal, "{name}: every legal position derived");
+    }
+    let kpk = table("KPvK");
+    let (key, values) = kpk.iter().find(|(k, _)| k[0] & (0xff << 48) != 0).unwrap();
+    let decisive = values.iter().rposition(|&v| v >= 2).unwrap();
+    let illegal = values.iter().rposition(|&v| v == 0).unwrap();
+    for (at, v) in [(decisive, values[decisive] + 2), (illegal, 1), (decisive, 0x8000)] {
+        let mut bad = values.clone();
+        bad[at] = v;
+        let failure = super::verify_slice("KPvK", *key, &bad, &lookup).unwrap_err();
+        // A wrong value may make a parent of it, at a lower index, disagree first.
+        let index = failure.index.expect("a wrong value is at an index");
+        assert!(index <= at as u64, "{index} after {at}: {}", failure.error);
+        let mut fixed = bad.clone();
+        fixed[at] = values[at];
+        assert!(super::verify_slice("KPvK", *key, &fixed, &lookup).is_ok());
+        if index == at as u64 {
+            continue;
+        }
+        // Else the value found wrong is right, its child at `at` is not.
+        assert_eq!(bad[index as usize], values[index as usize]);
+    }
+    assert!(super::verify_slice("KPvK", *key, &values[1..], &lookup)
+        .unwrap_err()
+        .index
+        .is_none());
+}

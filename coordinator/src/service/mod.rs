@@ -15,7 +15,7 @@
 //! writing and repairing from tables; lost slices), `transfers` (uploads and their check,
 //! fetches) and `tls` (TLS and the token check).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -47,6 +47,7 @@ mod driver;
 mod tables;
 mod tls;
 mod transfers;
+mod verify;
 
 use tables::table_is_complete;
 pub use tls::{ServerAuth, TlsIdentity};
@@ -111,6 +112,9 @@ pub struct ServiceConfig {
     /// How the slice store reads its files: [`Disk`](crate::store::Disk), unless a test
     /// gives one that damages what it reads.
     pub files: Arc<dyn Files>,
+    /// Every solved slice is verified whole by a worker other than its solver before it is
+    /// finished (`--verify all`; see [`schedule::Config::verify_all`]).
+    pub verify_all: bool,
     /// Serve gRPC over TLS with this certificate and key; plain HTTP/2 when `None`.
     pub tls: Option<TlsIdentity>,
 }
@@ -128,6 +132,7 @@ impl ServiceConfig {
             check_sample: crate::check::DEFAULT_SAMPLE,
             check_whole_positions: crate::check::WHOLE_POSITIONS,
             files: Arc::new(crate::store::Disk),
+            verify_all: false,
             tls: None,
         }
     }
@@ -284,7 +289,7 @@ struct State {
     materials: HashMap<Material, MaterialState>,
     next_job: u64,
     /// Workers one of whose uploads failed the check: refused from then on.
-    refused: HashSet<WorkerId>,
+    refused: HashMap<WorkerId, &'static str>,
 }
 
 struct Shared {
@@ -323,6 +328,7 @@ impl CoordinatorService {
         let store = SliceStore::open_with(&config.state.join("slices"), Arc::clone(&config.files))?;
         let (journal, replay) = Journal::open(&config.state.join("journal"))?;
         let mut sched_config = config.schedule.clone();
+        sched_config.verify_all = config.verify_all;
         // Past every id an earlier life of this coordinator gave out (see Config::first_id).
         sched_config.first_id = sched_config.first_id.max(unix_ms());
         let finished: Vec<SliceResult> = replay.finished().collect();
@@ -335,7 +341,7 @@ impl CoordinatorService {
                 jobs: BTreeMap::new(),
                 materials: HashMap::new(),
                 next_job: 1,
-                refused: HashSet::new(),
+                refused: HashMap::new(),
             }),
             store,
             tables: config.tables.clone(),
@@ -492,16 +498,12 @@ impl CoordinatorService {
 
     /// A completion, through the driver ([`drive`](Self::drive): it journals the finished slices,
     /// durably, before anything is answered). Returns the answer and the tables now to write.
+    /// A verification's outcome ([`Event::Verified`]) goes the same way.
     fn complete_locked(
         &self,
         state: &mut State,
-        lease: LeaseId,
-        results: Vec<SliceResult>,
+        completed: Event,
     ) -> Result<(pb::CompleteTaskResponse, Vec<Material>), ServiceError> {
-        let completed = Event::TaskCompleted {
-            lease,
-            slices: results,
-        };
         let out = self.drive(state, completed)?;
         let answer = out
             .answers
@@ -666,6 +668,12 @@ fn lease_response(task: &schedule::LeasedTask, now: Millis) -> pb::LeaseTaskResp
             slices: task.slices.iter().map(to_wire).collect(),
             successors: task.successors.iter().map(|(k, _)| to_wire(k)).collect(),
             successor_hashes: task.successors.iter().map(|(_, h)| h.to_vec()).collect(),
+            kind: if task.verify.is_empty() {
+                pb::TaskKind::Solve
+            } else {
+                pb::TaskKind::Verify
+            } as i32,
+            slice_hashes: task.verify.iter().map(|h| h.to_vec()).collect(),
         })),
     }
 }
@@ -721,11 +729,9 @@ impl Coordinator for CoordinatorService {
         let worker = WorkerId(request.into_inner().worker_id);
         let now = self.now();
         let mut state = self.lock();
-        if state.refused.contains(&worker) {
+        if let Some(why) = state.refused.get(&worker) {
             Counters::add(&self.shared.counters.not_allowed, 1);
-            return Err(Status::permission_denied(format!(
-                "{worker} is refused: a slice it uploaded failed the coordinator's check of its values"
-            )));
+            return Err(Status::permission_denied(format!("{worker} is refused: {why}")));
         }
         let out = self.drive(&mut state, Event::LeaseRequested { worker })?;
         let answer = out.answers.into_iter().find_map(|a| match a {
@@ -775,6 +781,11 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
         let r = request.into_inner();
         let lease = LeaseId(r.lease_id);
+        if let Some(verdict) = r.verdict {
+            return self
+                .complete_verification(lease, WorkerId(r.worker_id), verdict)
+                .await;
+        }
         let holder = self.lock().scheduler.lease_holder(lease).map(|(w, _)| w);
         if holder != Some(WorkerId(r.worker_id)) {
             Counters::add(&self.shared.counters.not_allowed, 1);
@@ -836,7 +847,11 @@ impl Coordinator for CoordinatorService {
         let this = self.clone();
         let (answer, writes) = tokio::task::spawn_blocking(move || {
             let mut state = this.lock();
-            this.complete_locked(&mut state, lease, results)
+            let completed = Event::TaskCompleted {
+                lease,
+                slices: results,
+            };
+            this.complete_locked(&mut state, completed)
         })
         .await
         .map_err(ServiceError::from)??;
@@ -1212,6 +1227,7 @@ mod tests {
             worker_id,
             lease_id: task.lease_id,
             slices: vec![solved],
+            verdict: None,
         };
         let answer = r
             .client

@@ -48,10 +48,12 @@ impl CoordinatorService {
         }
     }
 
-    /// Refuses a worker from now on (an upload of it failed the check); its leases go to others.
-    pub(super) fn refuse_worker(&self, worker: WorkerId) {
+    /// Refuses a worker from now on, saying `why` when it asks for work (an upload of it
+    /// failed the check, a slice it solved was found wrong, a verdict of it was refuted); its
+    /// leases go to others.
+    pub(super) fn refuse_worker(&self, worker: WorkerId, why: &'static str) {
         let mut state = self.lock();
-        state.refused.insert(worker);
+        state.refused.insert(worker, why);
         // Finishes no slice: nothing to journal, nothing to fail.
         let _ = self.drive(&mut state, Event::WorkerLost { worker });
     }
@@ -172,7 +174,10 @@ impl CoordinatorService {
                     Counters::add(&self.shared.counters.uploads_failed_check, 1);
                     let (worker, _) = uploader.expect("an upload has a lease");
                     warn!(%key, %worker, error = %e, "an upload failed the check: its worker is refused from now on, its leases given to others");
-                    self.refuse_worker(worker);
+                    self.refuse_worker(
+                        worker,
+                        "a slice it uploaded failed the coordinator's check of its values",
+                    );
                 }
                 _ => {}
             }
@@ -209,9 +214,11 @@ impl CoordinatorService {
                 if !seen.insert(key) {
                     continue; // named twice: served once
                 }
+                // A slice solved and not yet verified is served too: its verifier reads it.
                 let hash = state
                     .scheduler
                     .finished(&key)
+                    .or_else(|| state.scheduler.unverified(&key))
                     .ok_or(ServiceError::NotFinished { key })?;
                 wanted.push((key, hash));
             }
@@ -304,7 +311,7 @@ impl CoordinatorService {
 /// The coordinator's finished slices, as the check of uploads reads them: the hash the
 /// scheduler recorded, the values from the store (a lost copy is repaired or queued to be
 /// solved again, as on any read).
-struct StoreReader<'a>(&'a CoordinatorService);
+pub(super) struct StoreReader<'a>(pub(super) &'a CoordinatorService);
 
 impl crate::check::Finished for StoreReader<'_> {
     fn recorded(&self, key: &SliceKey) -> Option<Hash> {

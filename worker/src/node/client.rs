@@ -561,6 +561,9 @@ impl Worker {
     }
 
     async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
+        if task.kind == pb::TaskKind::Verify as i32 {
+            return self.do_verify(worker_id, task).await;
+        }
         let slices = task
             .slices
             .iter()
@@ -743,6 +746,7 @@ impl Worker {
                     positions: s.positions,
                 })
                 .collect(),
+            verdict: None,
         };
         let answer = self
             .client
@@ -762,6 +766,122 @@ impl Worker {
                 warn!(reason = %r.reason, "completion rejected")
             }
             None => warn!("empty answer to a completion"),
+        }
+        Ok(())
+    }
+
+    /// A verification task (`zermelo coordinator --verify all`): its slices, solved by another
+    /// worker and not yet finished, are fetched with the hashes they were uploaded with, with
+    /// their successors, and every position of each is re-derived from its children by the
+    /// independent verifier (`zermelo-verify`, which shares no code with the solver). The
+    /// verdict goes back with the completion: agreed, or the first wrong index of the first
+    /// wrong slice (the coordinator re-derives it before it believes either worker).
+    async fn do_verify(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
+        let parse_hash = |h: &Vec<u8>| -> Result<[u8; 32], WorkerError> {
+            h.as_slice()
+                .try_into()
+                .map_err(|_| WorkerError::BadTask(format!("a hash of {} bytes", h.len())))
+        };
+        if task.slice_hashes.len() != task.slices.len()
+            || task.successor_hashes.len() != task.successors.len()
+        {
+            return Err(WorkerError::BadTask(
+                "a verification names as many hashes as slices and successors".into(),
+            ));
+        }
+        self.expected = HashMap::new();
+        let mut slices = Vec::with_capacity(task.slices.len());
+        for (k, h) in task.slices.iter().zip(&task.slice_hashes) {
+            let key = key_from_wire(k)?;
+            self.expected.insert(key, parse_hash(h)?);
+            slices.push(key);
+        }
+        let mut wanted: BTreeSet<SliceKey> = slices.iter().copied().collect();
+        for (k, h) in task.successors.iter().zip(&task.successor_hashes) {
+            let key = key_from_wire(k)?;
+            self.expected.insert(key, parse_hash(h)?);
+            wanted.insert(key);
+        }
+        debug!(
+            slices = slices.len(),
+            successors = wanted.len() - slices.len(),
+            "verification leased"
+        );
+        let lost = Arc::new(AtomicBool::new(false));
+        let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
+            self.client.clone(),
+            worker_id,
+            task.lease_id,
+            Duration::from_millis((task.lease_ttl_ms / 3).max(100)),
+            lost.clone(),
+        )));
+        let (expected, held) = (&self.expected, &mut self.held);
+        self.memory
+            .retain(|k| expected.get(k).is_some_and(|h| held.get(k) == Some(h)));
+        held.retain(|k, _| expected.contains_key(k));
+        self.pinned = wanted.clone();
+        self.bring_successors(&wanted).await?;
+
+        let memory = std::mem::take(&mut self.memory);
+        let to_check = slices.clone();
+        let (memory, outcome) = tokio::task::spawn_blocking(move || {
+            let outcome = verify_all_blocking(&to_check, &memory);
+            (memory, outcome)
+        })
+        .await?;
+        self.memory = memory;
+        if lost.load(Ordering::Relaxed) {
+            warn!("the lease was lost while verifying: its verdict is dropped");
+            return Ok(());
+        }
+        let verdict = match outcome {
+            Ok(positions) => {
+                info!(
+                    slices = slices.len(),
+                    positions, "verified: every position agrees with its children"
+                );
+                pb::Verdict {
+                    agreed: true,
+                    ..Default::default()
+                }
+            }
+            Err((key, Some(index), reason)) => {
+                warn!(%key, index, %reason, "verification found a solved slice wrong");
+                pb::Verdict {
+                    agreed: false,
+                    slice: Some(key_to_wire(&key)),
+                    index,
+                    reason,
+                }
+            }
+            Err((key, None, reason)) => {
+                // Not a wrong value: this worker could not verify (a successor it cannot
+                // read). The lease runs out and another worker verifies.
+                warn!(%key, %reason, "could not verify: the task is left to another worker");
+                return Ok(());
+            }
+        };
+        let request = pb::CompleteTaskRequest {
+            worker_id,
+            lease_id: task.lease_id,
+            slices: Vec::new(),
+            verdict: Some(verdict),
+        };
+        let answer = self
+            .client
+            .complete_task(request)
+            .await
+            .map_err(rpc("completing a verification"))?
+            .into_inner();
+        match answer.result {
+            Some(pb::complete_task_response::Result::Accepted(a)) => {
+                info!(slices = slices.len(), job_done = a.job_done, "verification done");
+                WorkerStats::add(&self.stats.tasks_done, 1);
+            }
+            Some(pb::complete_task_response::Result::Rejected(r)) => {
+                warn!(reason = %r.reason, "verdict rejected")
+            }
+            None => warn!("empty answer to a verdict"),
         }
         Ok(())
     }
@@ -1197,6 +1317,41 @@ fn solve_all_blocking(
 
 /// A slice key from the coordinator, checked with the codec the coordinator uses
 /// ([`zermelo_proto::keys`]).
+/// Verifies each of `slices` whole with the independent verifier, reading them and their
+/// successors from `memory`: the positions re-derived, or the first wrong slice with the index
+/// of its first wrong value (`None` when the fault is not at an index) and what is wrong.
+fn verify_all_blocking(
+    slices: &[SliceKey],
+    memory: &SliceMap,
+) -> Result<u64, (SliceKey, Option<u64>, String)> {
+    use crate::solver::Successors;
+    let whole = |key: &SliceKey| -> Option<Arc<Vec<u16>>> {
+        let values = memory.slice_values(key)?;
+        let n = SliceIndexer::new(*key).size();
+        (0..n)
+            .map(|i| values.get(i).ok())
+            .collect::<Option<Vec<u16>>>()
+            .map(Arc::new)
+    };
+    let successor = |name: &str, raw: [u64; 2]| {
+        let wire = pb::SliceKey {
+            material: name.to_owned(),
+            white_pawns: raw[0],
+            black_pawns: raw[1],
+        };
+        whole(&zermelo_proto::keys::from_wire(&wire).ok()?)
+    };
+    let mut positions = 0;
+    for key in slices {
+        let values = whole(key).ok_or((*key, None, "the slice is not readable here".to_owned()))?;
+        match zermelo_verify::verify_slice(&key.material.to_string(), key.raw(), &values, &successor) {
+            Ok(report) => positions += report.derived,
+            Err(f) => return Err((*key, f.index, f.error.to_string())),
+        }
+    }
+    Ok(positions)
+}
+
 fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
     zermelo_proto::keys::from_wire(k).map_err(|e| WorkerError::BadKey(e.0))
 }
