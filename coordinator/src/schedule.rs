@@ -927,24 +927,15 @@ impl Scheduler {
             .copied()
             .filter(|&ix| self.slices[ix as usize].finished.is_none())
             .collect();
-        let successors: BTreeSet<(SliceKey, Hash)> = slices
-            .iter()
-            .flat_map(|&ix| &self.slices[ix as usize].successors)
-            .map(|&s| {
-                let slice = &self.slices[s as usize];
-                (
-                    slice.key,
-                    slice.finished.expect("a task's successors are finished"),
-                )
-            })
-            .collect();
+        let job = task.job;
+        let successors = self.successors_with_hashes(slices.iter().copied());
         let deadline = self.now + self.config.lease_ttl;
         out.push(Action::Lease(LeasedTask {
             lease,
             worker,
-            job: task.job,
+            job,
             slices: slices.iter().map(|&ix| self.slices[ix as usize].key).collect(),
-            successors: successors.into_iter().collect(),
+            successors,
             positions: slices.iter().map(|&ix| self.slices[ix as usize].positions).sum(),
             deadline,
             verify: Vec::new(),
@@ -1009,6 +1000,22 @@ impl Scheduler {
         true
     }
 
+    /// Every successor of `slices` (all finished: they are a task's, ready or solved), sorted,
+    /// each once, with the hash it was finished with.
+    fn successors_with_hashes(&self, slices: impl Iterator<Item = SliceIx>) -> Vec<(SliceKey, Hash)> {
+        let all: BTreeSet<(SliceKey, Hash)> = slices
+            .flat_map(|ix| &self.slices[ix as usize].successors)
+            .map(|&s| {
+                let slice = &self.slices[s as usize];
+                (
+                    slice.key,
+                    slice.finished.expect("a task's successors are finished"),
+                )
+            })
+            .collect();
+        all.into_iter().collect()
+    }
+
     /// Leases the oldest solved task waiting for a verification that `worker` did not solve:
     /// `false` if there is none.
     fn lease_verification(&mut self, worker: WorkerId, out: &mut Vec<Action>) -> bool {
@@ -1023,17 +1030,7 @@ impl Scheduler {
         let u = self.unverified.get_mut(&t).expect("found above");
         u.lease = Some(lease);
         let slices = u.slices.clone();
-        let successors: BTreeSet<(SliceKey, Hash)> = slices
-            .iter()
-            .flat_map(|&(ix, _)| &self.slices[ix as usize].successors)
-            .map(|&s| {
-                let slice = &self.slices[s as usize];
-                (
-                    slice.key,
-                    slice.finished.expect("a solved task's successors are finished"),
-                )
-            })
-            .collect();
+        let successors = self.successors_with_hashes(slices.iter().map(|&(ix, _)| ix));
         let deadline = self.now + self.config.lease_ttl;
         out.push(Action::Lease(LeasedTask {
             lease,
@@ -1043,7 +1040,7 @@ impl Scheduler {
                 .iter()
                 .map(|&(ix, _)| self.slices[ix as usize].key)
                 .collect(),
-            successors: successors.into_iter().collect(),
+            successors,
             positions: slices
                 .iter()
                 .map(|&(ix, _)| self.slices[ix as usize].positions)

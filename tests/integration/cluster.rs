@@ -335,6 +335,19 @@ fn kqk_key() -> pb::SliceKey {
     }
 }
 
+/// Registers a worker of the test's own (raw gRPC) as `name`: its id.
+async fn register_raw(client: &mut zermelo_worker::node::client::Client, name: &str) -> u64 {
+    let register = pb::RegisterRequest {
+        worker_name: name.into(),
+        protocol_version: pb::PROTOCOL_VERSION,
+        cores: 1,
+    };
+    match client.register(register).await.unwrap().into_inner().result {
+        Some(pb::register_response::Result::Registered(me)) => me.worker_id,
+        other => panic!("not registered: {other:?}"),
+    }
+}
+
 /// A runtime for a test's own gRPC calls.
 fn test_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -484,19 +497,8 @@ fn an_oversized_upload_header_is_refused_at_once() {
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
         // A worker of our own, holding the live lease of KQvK's task.
-        let register = pb::RegisterRequest {
-            worker_name: "test".into(),
-            protocol_version: pb::PROTOCOL_VERSION,
-            cores: 1,
-        };
-        let Some(pb::register_response::Result::Registered(me)) =
-            client.register(register).await.unwrap().into_inner().result
-        else {
-            panic!("not registered");
-        };
-        let lease = pb::LeaseTaskRequest {
-            worker_id: me.worker_id,
-        };
+        let me = register_raw(&mut client, "test").await;
+        let lease = pb::LeaseTaskRequest { worker_id: me };
         let Some(pb::lease_task_response::Result::Task(task)) =
             client.lease_task(lease).await.unwrap().into_inner().result
         else {
@@ -2001,6 +2003,22 @@ fn an_analysis_job_survives_kill_9_of_the_coordinator() {
     );
 }
 
+/// A worker (run by the test, through the worker library) whose solver is
+/// [`two_plies_too_long`].
+fn broken_worker(url: &str, cache: &Path) -> zermelo_worker::node::client::WorkerConfig {
+    zermelo_worker::node::client::WorkerConfig {
+        coordinator: url.to_owned(),
+        tls_ca: None,
+        cache: cache.to_owned(),
+        cache_size: 1 << 30,
+        threads: 1,
+        memory: 1 << 30,
+        token: Some("right-token-for-tests".into()),
+        name: "broken".into(),
+        tamper: Some(two_plies_too_long),
+    }
+}
+
 /// A deliberately broken solver: half the decisive values (the odd indices) two plies too long.
 /// The slices stay plausible (legal positions hold values, in range), but most positions no
 /// longer agree with their children.
@@ -2042,17 +2060,7 @@ fn broken_solver_caught(coordinator_args: &[&str], streamed: bool) {
     let token = "right-token-for-tests";
     let job = submit(&url, token, &["KPvK"], &coord);
 
-    let config = zermelo_worker::node::client::WorkerConfig {
-        coordinator: url.clone(),
-        tls_ca: None,
-        cache: tmp.path().join("cache-broken"),
-        cache_size: 1 << 30,
-        threads: 1,
-        memory: 1 << 30,
-        token: Some(token.into()),
-        name: "broken".into(),
-        tamper: Some(two_plies_too_long),
-    };
+    let config = broken_worker(&url, &tmp.path().join("cache-broken"));
     let rt = test_runtime();
     let stopped = rt.block_on(async {
         let run = zermelo_worker::node::client::run(config, std::future::pending());
@@ -2105,6 +2113,33 @@ fn broken_solver_caught(coordinator_args: &[&str], streamed: bool) {
     }
 }
 
+/// `material` solved by `zermelo solve` into `tmp/solve`, and submitted to a coordinator with
+/// `--verify all` and `extra` (state outside its tables): the coordinator, its URL, its metrics
+/// address and the job.
+fn verify_all_job(tmp: &Path, material: &str, extra: &[&str]) -> (Proc, String, String, String) {
+    let solve_dir = tmp.join("solve");
+    assert_ok(&run(&[
+        "solve",
+        material,
+        "--tables",
+        solve_dir.to_str().unwrap(),
+    ]));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let state = tmp.join("state");
+    let mut args = vec![
+        "--verify",
+        "all",
+        "--metrics-listen",
+        &metrics,
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (coord, url) = coordinator_with(tmp, &args, "http", &[]);
+    let job = submit(&url, "right-token-for-tests", &[material], &coord);
+    (coord, url, metrics, job)
+}
+
 /// `--verify all`, with the sample check off (`--check-sample 0`: only the verification can
 /// catch a slice wrong in value): a worker with a broken solver solves what it can before any
 /// other worker comes; honest workers then verify its slices first, find them wrong (the
@@ -2115,40 +2150,15 @@ fn broken_solver_caught(coordinator_args: &[&str], streamed: bool) {
 #[test]
 fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_through() {
     let tmp = tempfile::tempdir().unwrap();
-    let solve_dir = tmp.path().join("solve");
-    assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let state = tmp.path().join("state");
-    let args = [
-        "--verify",
-        "all",
-        "--check-sample",
-        "0",
-        "--metrics-listen",
-        &metrics,
-        "--state",
-        state.to_str().unwrap(),
-    ];
-    let (coord, url) = coordinator_with(tmp.path(), &args, "http", &[]);
-    let token = "right-token-for-tests";
-    let job = submit(&url, token, &["KPvK"], &coord);
+    let (coord, url, metrics, job) = verify_all_job(tmp.path(), "KPvK", &["--check-sample", "0"]);
+    let (solve_dir, token) = (tmp.path().join("solve"), "right-token-for-tests");
     let scrape = || {
         let (code, _, body) = http_get(&metrics, "/metrics");
         assert_eq!(code, 200);
         (samples(&body), body)
     };
 
-    let config = zermelo_worker::node::client::WorkerConfig {
-        coordinator: url.clone(),
-        tls_ca: None,
-        cache: tmp.path().join("cache-broken"),
-        cache_size: 1 << 30,
-        threads: 1,
-        memory: 1 << 30,
-        token: Some(token.into()),
-        name: "broken".into(),
-        tamper: Some(two_plies_too_long),
-    };
+    let config = broken_worker(&url, &tmp.path().join("cache-broken"));
     let broken = std::thread::spawn(move || {
         test_runtime().block_on(async {
             let run = zermelo_worker::node::client::run(config, std::future::pending());
@@ -2227,24 +2237,11 @@ fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_
 #[test]
 fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
     let tmp = tempfile::tempdir().unwrap();
-    let solve_dir = tmp.path().join("solve");
-    assert_ok(&run(&["solve", "KQvK", "--tables", solve_dir.to_str().unwrap()]));
+    let (coord, url, metrics, job) = verify_all_job(tmp.path(), "KQvK", &[]);
+    let (solve_dir, token) = (tmp.path().join("solve"), "right-token-for-tests");
     let table = zermelo_storage::Table::open(&solve_dir.join("KQvK.zmt")).unwrap();
     let right = table.read_slice(0).unwrap();
     let index = right.iter().position(|&v| v >= 10).unwrap() as u64;
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let state = tmp.path().join("state");
-    let args = [
-        "--verify",
-        "all",
-        "--metrics-listen",
-        &metrics,
-        "--state",
-        state.to_str().unwrap(),
-    ];
-    let (coord, url) = coordinator_with(tmp.path(), &args, "http", &[]);
-    let token = "right-token-for-tests";
-    let job = submit(&url, token, &["KQvK"], &coord);
     let solver = worker(&url, token, &tmp.path().join("cache-a"), tmp.path().join("a.log"));
     // The solver has the one task: our worker comes once its slice is uploaded.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -2255,19 +2252,8 @@ fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
     let rt = test_runtime();
     rt.block_on(async {
         let mut client = zermelo_worker::node::client::connect(&url, Some(token)).unwrap();
-        let register = pb::RegisterRequest {
-            worker_name: "liar".into(),
-            protocol_version: pb::PROTOCOL_VERSION,
-            cores: 1,
-        };
-        let Some(pb::register_response::Result::Registered(me)) =
-            client.register(register).await.unwrap().into_inner().result
-        else {
-            panic!("not registered");
-        };
-        let ask = pb::LeaseTaskRequest {
-            worker_id: me.worker_id,
-        };
+        let me = register_raw(&mut client, "liar").await;
+        let ask = pb::LeaseTaskRequest { worker_id: me };
         // The verification of the solver's slice, once it is solved.
         let deadline = Instant::now() + Duration::from_secs(60);
         let task = loop {
@@ -2282,7 +2268,7 @@ fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
         assert_eq!(task.kind, pb::TaskKind::Verify as i32);
         assert_eq!(task.slices, [kqk_key()]);
         let lie = pb::CompleteTaskRequest {
-            worker_id: me.worker_id,
+            worker_id: me,
             lease_id: task.lease_id,
             slices: Vec::new(),
             verdict: Some(pb::Verdict {

@@ -596,14 +596,7 @@ impl Worker {
         );
 
         // Heartbeat the lease while the task is worked on.
-        let lost = Arc::new(AtomicBool::new(false));
-        let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
-            self.client.clone(),
-            worker_id,
-            task.lease_id,
-            Duration::from_millis((task.lease_ttl_ms / 3).max(100)),
-            lost.clone(),
-        )));
+        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
 
         let threads = self.config.threads.max(1);
         let budget = self.config.memory;
@@ -748,6 +741,21 @@ impl Worker {
                 .collect(),
             verdict: None,
         };
+        if let Some(a) = self.complete(request).await? {
+            info!(slices = solved.len(), job_done = a.job_done, "task done");
+            WorkerStats::add(&self.stats.slices_solved, solved.len() as u64);
+            let positions = solved.iter().map(|s| s.positions).sum();
+            WorkerStats::add(&self.stats.positions_solved, positions);
+        }
+        Ok(())
+    }
+
+    /// Completes a task (a solve or a verification): the coordinator's acceptance, or `None`
+    /// when it rejected the completion (logged with its reason).
+    async fn complete(
+        &mut self,
+        request: pb::CompleteTaskRequest,
+    ) -> Result<Option<pb::Accepted>, WorkerError> {
         let answer = self
             .client
             .complete_task(request)
@@ -756,18 +764,32 @@ impl Worker {
             .into_inner();
         match answer.result {
             Some(pb::complete_task_response::Result::Accepted(a)) => {
-                info!(slices = solved.len(), job_done = a.job_done, "task done");
                 WorkerStats::add(&self.stats.tasks_done, 1);
-                WorkerStats::add(&self.stats.slices_solved, solved.len() as u64);
-                let positions = solved.iter().map(|s| s.positions).sum();
-                WorkerStats::add(&self.stats.positions_solved, positions);
+                Ok(Some(a))
             }
             Some(pb::complete_task_response::Result::Rejected(r)) => {
-                warn!(reason = %r.reason, "completion rejected")
+                warn!(reason = %r.reason, "completion rejected");
+                Ok(None)
             }
-            None => warn!("empty answer to a completion"),
+            None => {
+                warn!("empty answer to a completion");
+                Ok(None)
+            }
         }
-        Ok(())
+    }
+
+    /// Heartbeats `task`'s lease until the guard it gives is dropped; the flag says whether the
+    /// coordinator said the lease is lost meanwhile.
+    fn heartbeat(&self, worker_id: u64, task: &pb::Task) -> (Arc<AtomicBool>, AbortOnDrop) {
+        let lost = Arc::new(AtomicBool::new(false));
+        let guard = AbortOnDrop(tokio::spawn(heartbeat(
+            self.client.clone(),
+            worker_id,
+            task.lease_id,
+            Duration::from_millis((task.lease_ttl_ms / 3).max(100)),
+            lost.clone(),
+        )));
+        (lost, guard)
     }
 
     /// A verification task (`zermelo coordinator --verify all`): its slices, solved by another
@@ -807,14 +829,7 @@ impl Worker {
             successors = wanted.len() - slices.len(),
             "verification leased"
         );
-        let lost = Arc::new(AtomicBool::new(false));
-        let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
-            self.client.clone(),
-            worker_id,
-            task.lease_id,
-            Duration::from_millis((task.lease_ttl_ms / 3).max(100)),
-            lost.clone(),
-        )));
+        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
         let (expected, held) = (&self.expected, &mut self.held);
         self.memory
             .retain(|k| expected.get(k).is_some_and(|h| held.get(k) == Some(h)));
@@ -867,21 +882,8 @@ impl Worker {
             slices: Vec::new(),
             verdict: Some(verdict),
         };
-        let answer = self
-            .client
-            .complete_task(request)
-            .await
-            .map_err(rpc("completing a verification"))?
-            .into_inner();
-        match answer.result {
-            Some(pb::complete_task_response::Result::Accepted(a)) => {
-                info!(slices = slices.len(), job_done = a.job_done, "verification done");
-                WorkerStats::add(&self.stats.tasks_done, 1);
-            }
-            Some(pb::complete_task_response::Result::Rejected(r)) => {
-                warn!(reason = %r.reason, "verdict rejected")
-            }
-            None => warn!("empty answer to a verdict"),
+        if let Some(a) = self.complete(request).await? {
+            info!(slices = slices.len(), job_done = a.job_done, "verification done");
         }
         Ok(())
     }
