@@ -209,6 +209,12 @@ impl SliceStore {
         })
     }
 
+    /// Makes the names of the slices put in place so far survive a crash (see
+    /// [`IncomingSlice::finish_with_blocking`]). Blocking.
+    pub fn sync_folder_blocking(&self) -> Result<(), StoreError> {
+        sync_folder(&self.dir)
+    }
+
     /// The content hash a stored slice's file claims (not checked against its values: see
     /// [`open_checked_blocking`](Self::open_checked_blocking)), `None` if it is not stored.
     /// Blocking.
@@ -386,13 +392,18 @@ impl IncomingSlice {
     /// Checks the whole slice and puts it in the store, replacing a copy already there.
     /// Blocking.
     pub fn finish_blocking(self) -> Result<Hash, StoreError> {
-        self.finish_with_blocking(|_| Ok(()), |rename| rename())
+        let dir = self.dir.clone();
+        let hash = self.finish_with_blocking(|_| Ok(()), |rename| rename())?;
+        sync_folder(&dir)?;
+        Ok(hash)
     }
 
     /// [`finish_blocking`](Self::finish_blocking), what watched the values (if asked) handed to
     /// `check` once their hash is found right, then the file put in place by `publish`, which is handed the
     /// rename: it runs it under whatever lock decides whether the slice may still be stored (not
-    /// once it is finished), or refuses. The data is synced before, the folder after. Blocking.
+    /// once it is finished), or refuses. The data is synced before; the folder is not synced:
+    /// the caller calls [`SliceStore::sync_folder_blocking`] before it tells anyone that the
+    /// slice is stored (once for all the slices of an upload). Blocking.
     pub fn finish_with_blocking(
         self,
         check: impl FnOnce(Option<Watch>) -> Result<(), StoreError>,
@@ -426,7 +437,6 @@ impl IncomingSlice {
                 .ok_or_else(|| io(std::io::Error::other("renamed twice")))?;
             file.persist(target).map(|_| ()).map_err(|e| io(e.error))
         })?;
-        zermelo_storage::durable::sync_parent_dir(target).map_err(io)?;
         Ok(found)
     }
 }
@@ -446,6 +456,14 @@ impl From<WireError> for Pushed {
 
 /// Puts an [`IncomingSlice`]'s file in place (see [`IncomingSlice::finish_with_blocking`]).
 pub type Rename<'a> = dyn FnMut() -> Result<(), StoreError> + 'a;
+
+/// Syncs the store's folder `dir`.
+fn sync_folder(dir: &Path) -> Result<(), StoreError> {
+    zermelo_storage::durable::sync_dir(dir).map_err(|source| StoreError::Io {
+        path: dir.to_owned(),
+        source,
+    })
+}
 
 pub(crate) fn hex(hash: &[u8]) -> String {
     hash.iter().map(|b| format!("{b:02x}")).collect()

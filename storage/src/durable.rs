@@ -13,16 +13,19 @@ use std::path::Path;
 /// Syncs the folder that holds `path`, so that a name just created or renamed there survives
 /// a crash. Does nothing where folders cannot be synced (not Unix).
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()?;
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => sync_dir(d),
+        _ => sync_dir(Path::new(".")),
     }
+}
+
+/// Syncs folder `dir`, so that the names just created or renamed in it survive a crash (one
+/// sync for many files put in place). Does nothing where folders cannot be synced (not Unix).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    File::open(dir)?.sync_all()?;
     #[cfg(not(unix))]
-    let _ = path;
+    let _ = dir;
     Ok(())
 }
 

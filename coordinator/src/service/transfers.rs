@@ -190,6 +190,15 @@ impl CoordinatorService {
             }
         }
         framer.finish().map_err(ServiceError::from)?;
+        if !stored.is_empty() {
+            // One folder sync for every slice of the upload, before the worker hears they are
+            // stored (and so before it completes the task and the journal records them).
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || this.shared.store.sync_folder_blocking())
+                .await
+                .map_err(ServiceError::from)?
+                .map_err(ServiceError::from)?;
+        }
         Ok(Response::new(pb::UploadSliceResponse { stored, bytes }))
     }
 

@@ -75,7 +75,9 @@ impl CoordinatorService {
                     false
                 }
                 Claim::Refuted => {
-                    warn!(%key, index, %verifier, claim = %verdict.reason, "a verifier's claim of a wrong value is refuted by the coordinator: the verifier is refused");
+                    // The claim is the worker's text: logged escaped and bounded, like its name.
+                    let claim = printable_name(&verdict.reason);
+                    warn!(%key, index, %verifier, %claim, "a verifier's claim of a wrong value is refuted by the coordinator: the verifier is refused");
                     Counters::add(&c.verdicts_refuted, 1);
                     self.refuse_worker(
                         verifier,
