@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use zermelo_chess::Material;
 
-use crate::build::build;
+use crate::build::{build, build_in};
 use crate::memory;
 
 /// Peak resident memory of this process so far, in bytes (Linux: VmHWM), if known.
@@ -112,10 +112,13 @@ pub fn run_cluster_comparison(
     runs: usize,
 ) -> Result<(), String> {
     let mut pairs = Vec::new();
-    // Each pair's files are deleted at the end, not before the next pair: deleting thousands of
-    // slice files makes the file system slower to create files for a few minutes (ext4 steps
-    // over recently freed inodes), which the next pair's cluster would pay and its solve not.
+    // Nothing is deleted before the end, neither a pair's files nor the folders of solved slices
+    // `solve` deletes once its tables are written: deleting thousands of files makes the file
+    // system slower to create files for minutes (ext4 without a journal steps over every inode
+    // freed in the last 60 to 300 seconds), which whatever creates files next would pay: the
+    // cluster (3 files per slice: the store's and two workers' caches) more than the solve.
     let mut scratches = Vec::new();
+    let mut kept = Vec::new();
     for run in 1..=runs.max(1) {
         if runs > 1 {
             println!("pair {run} of {runs}");
@@ -131,6 +134,7 @@ pub fn run_cluster_comparison(
             per_worker,
             check_sample,
             scratch.path(),
+            &mut kept,
         )?);
         scratches.push(scratch);
     }
@@ -158,7 +162,7 @@ pub fn run_cluster_comparison(
 }
 
 /// One pair of [`run_cluster_comparison`], in `scratch`: its report printed, its two sides
-/// returned.
+/// returned, the solve's folders of solved slices handed to `kept` (see [`build_in`]).
 fn compare_once(
     materials: &[Material],
     workers: usize,
@@ -166,13 +170,22 @@ fn compare_once(
     per_worker: usize,
     check_sample: Option<usize>,
     scratch: &Path,
+    kept: &mut Vec<tempfile::TempDir>,
 ) -> Result<(Side, Side), String> {
     let (solve_dir, cluster_dir) = (scratch.join("solve"), scratch.join("cluster"));
     let quiet = |_: u64, _: u64, _: &Material| {};
 
     let (cpu0, start) = (cpu_seconds(libc::RUSAGE_SELF), Instant::now());
-    let outcomes =
-        build(materials, &solve_dir, threads, memory::default_budget(), &quiet).map_err(|e| e.to_string())?;
+    let outcomes = build_in(
+        materials,
+        &solve_dir,
+        &[],
+        threads,
+        memory::default_budget(),
+        &quiet,
+        Some(kept),
+    )
+    .map_err(|e| e.to_string())?;
     let solve = Side {
         wall: start.elapsed().as_secs_f64(),
         cpu: cpu_seconds(libc::RUSAGE_SELF) - cpu0,

@@ -126,11 +126,16 @@ pub fn build(
     memory: u64,
     progress: Progress<'_>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
-    build_in(targets, dir, &[], threads, memory, progress)
+    build_in(targets, dir, &[], threads, memory, progress, None)
 }
 
 /// [`build`] into `dir`, reusing the complete tables found in `more` (searched after `dir`):
 /// a table is written to `dir` only when no directory has it complete.
+///
+/// With `keep_parts`, the folders of solved slices of the materials with pawns are handed over
+/// there instead of deleted once their tables are written (the caller deletes them when it
+/// likes: a benchmark, so that the next thing it times does not pay for the deletion, see
+/// [`crate::bench`]).
 pub fn build_in(
     targets: &[Material],
     dir: &Path,
@@ -138,6 +143,7 @@ pub fn build_in(
     threads: usize,
     memory: u64,
     progress: Progress<'_>,
+    mut keep_parts: Option<&mut Vec<tempfile::TempDir>>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
     std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
         path: dir.display().to_string(),
@@ -192,9 +198,12 @@ pub fn build_in(
             by_slice,
             "solving"
         );
-        let summary = solve_material(&tables, mp, threads, by_slice, cache_bytes, &|d| {
+        let (summary, parts) = solve_material(&tables, mp, threads, by_slice, cache_bytes, &|d| {
             progress(done + d, total, &mp.material)
         })?;
+        if let (Some(kept), Some(parts)) = (keep_parts.as_deref_mut(), parts) {
+            kept.push(parts);
+        }
         tables.forget(&mp.material);
         done += mp.positions;
         progress(done, total, &mp.material);
@@ -393,7 +402,8 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
 /// goes to its table file as it is written out of the solver's state. The slices of a material
 /// with pawns are solved wave by wave (one per thread at once if `by_slice`), each written to a
 /// file of its own as it is written out of the state (a pawn push of a later wave reads it
-/// there); the table is then written from those files, sorted by key.
+/// there); the table is then written from those files, sorted by key, and their folder
+/// returned (deleted when dropped).
 fn solve_material(
     tables: &TableDir,
     mp: &MaterialPlan,
@@ -401,7 +411,7 @@ fn solve_material(
     by_slice: bool,
     cache_bytes: u64,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<TableSummary, BuildError> {
+) -> Result<(TableSummary, Option<tempfile::TempDir>), BuildError> {
     let cache = SuccessorCache::new(cache_bytes);
     let meta = TableMeta {
         material: mp.material.to_string(),
@@ -419,7 +429,7 @@ fn solve_material(
         let successors = cache.successors_of(&key, &|s| tables.table(&s.material))?;
         let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &options)?;
         solve_into_writer(&key, &successors, threads, &mut writer, progress)?;
-        return Ok(writer.finish()?);
+        return Ok((writer.finish()?, None));
     }
 
     remove_stale_parts(tables.dir(), &mp.material);
@@ -482,7 +492,7 @@ fn solve_material(
         }
         writer.end_slice()?;
     }
-    Ok(writer.finish()?)
+    Ok((writer.finish()?, Some(parts)))
 }
 
 /// The start of the name of the folder where a build of `material` keeps its solved slices

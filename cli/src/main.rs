@@ -702,6 +702,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 threads,
                 budget,
                 &report,
+                None,
             )
             .map_err(|e| Failure {
                 code: 2,
