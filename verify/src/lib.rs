@@ -563,7 +563,7 @@ fn canonical_slice(material: &str, key: [u64; 2]) -> Result<Material, VerifyErro
             expected: name,
         });
     }
-    if normal.canonical_keys().binary_search(&key).is_err() {
+    if !normal.is_canonical_key(key) {
         return Err(VerifyError::UnexpectedSlice {
             material: name,
             key: Pawns(key),

@@ -146,6 +146,19 @@ impl Material {
             .filter(|&(_, _, men)| men > 0)
     }
 
+    /// True if `key` is one of [`canonical_keys`](Material::canonical_keys), without listing
+    /// them: as many pawns of each colour as the material has, on ranks 2 to 7, no square taken
+    /// twice, and the key no greater than its mirror image.
+    pub(super) fn is_canonical_key(&self, key: [u64; 2]) -> bool {
+        const RANKS_2_TO_7: u64 = 0x00ff_ffff_ffff_ff00;
+        let wanted = [self.count(Color::White, PAWN), self.count(Color::Black, PAWN)];
+        key[0].count_ones() == u32::from(wanted[0])
+            && key[1].count_ones() == u32::from(wanted[1])
+            && (key[0] | key[1]) & !RANKS_2_TO_7 == 0
+            && key[0] & key[1] == 0
+            && key <= [mirror(key[0]), mirror(key[1])]
+    }
+
     /// Every canonical slice key of this material, sorted.
     pub(super) fn canonical_keys(&self) -> Vec<[u64; 2]> {
         let mut keys = Vec::new();

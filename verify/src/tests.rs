@@ -340,6 +340,40 @@ fn canonical_slices_are_counted_right() {
     assert_eq!(mirror(1 << 9), 1 << 14);
 }
 
+/// `is_canonical_key` says yes to exactly the keys `canonical_keys` lists: every placement of
+/// up to three pawns of each colour on any squares (ranks 1 and 8, shared squares, wrong
+/// counts and mirror images included) is asked of a few materials.
+#[test]
+fn a_canonical_key_is_known_without_listing_them() {
+    for name in ["KQvK", "KPvK", "KPvKP", "KPPvK", "KPPvKP", "KRvKPP"] {
+        let m = Material::parse(name).unwrap().normalized();
+        let listed: std::collections::BTreeSet<[u64; 2]> = m.canonical_keys().into_iter().collect();
+        let mut asked = 0;
+        let mut yes = 0;
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let squares = |r: u64, n: u64| (0..n).fold(0u64, |bb, i| bb | 1 << ((r >> (6 * i)) % 64));
+        let mut keys: Vec<[u64; 2]> = listed.iter().copied().collect();
+        keys.extend(listed.iter().map(|k| [mirror(k[0]), mirror(k[1])]));
+        for _ in 0..20_000 {
+            let (a, b, c) = (next(), next(), next());
+            keys.push([squares(a, c % 4), squares(b, (c >> 8) % 4)]);
+        }
+        for key in keys {
+            asked += 1;
+            let known = m.is_canonical_key(key);
+            assert_eq!(known, listed.contains(&key), "{name} {key:x?}");
+            yes += u32::from(known);
+        }
+        assert!(yes as usize >= listed.len() && asked > 20_000, "{name}");
+    }
+}
+
 /// A few thousand indices spread over all slices of `material`.
 fn sample_positions(material: &str, step: u64) -> Vec<(Material, [u64; 2], u64, Position)> {
     let m = Material::parse(material).unwrap().normalized();
