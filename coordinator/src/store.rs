@@ -593,16 +593,23 @@ mod tests {
         Ok(got)
     }
 
-    /// A slice uploaded in pieces is checked as a whole: a stream that stops early, holds too
-    /// many values or hashes to another value is never stored, and leaves no file behind.
-    #[test]
-    fn a_slice_arriving_in_pieces_is_stored_only_whole_and_right() {
+    /// An empty store, and the values of KPK's slice (`i % modulus` at index `i`) with their hash.
+    fn empty_store_and_slice(modulus: u64) -> (tempfile::TempDir, SliceStore, SliceKey, Vec<u16>, Hash) {
         let dir = tempfile::tempdir().unwrap();
         let store = SliceStore::open(dir.path()).unwrap();
         let k = kpk();
         let n = SliceIndexer::new(k).size();
-        let values: Vec<u16> = (0..n).map(|i| (i % 1000) as u16).collect();
+        let values: Vec<u16> = (0..n).map(|i| (i % modulus) as u16).collect();
         let hash = zermelo_proto::keys::slice_hash(&k, &values);
+        (dir, store, k, values, hash)
+    }
+
+    /// A slice uploaded in pieces is checked as a whole: a stream that stops early, holds too
+    /// many values or hashes to another value is never stored, and leaves no file behind.
+    #[test]
+    fn a_slice_arriving_in_pieces_is_stored_only_whole_and_right() {
+        let (dir, store, k, values, hash) = empty_store_and_slice(1000);
+        let n = values.len() as u64;
         let wire = encode_values(&values);
         let files = || std::fs::read_dir(dir.path()).unwrap().count();
 
@@ -642,12 +649,8 @@ mod tests {
     /// first and knows the digest after.
     #[test]
     fn a_stored_slice_changed_on_disk_is_served_only_when_its_values_still_check() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SliceStore::open(dir.path()).unwrap();
-        let k = kpk();
-        let n = SliceIndexer::new(k).size();
-        let values: Vec<u16> = (0..n).map(|i| (i % 977) as u16).collect();
-        let hash = zermelo_proto::keys::slice_hash(&k, &values);
+        let (dir, store, k, values, hash) = empty_store_and_slice(977);
+        let n = values.len() as u64;
         let mut put = store.begin_put_blocking(&k, n, &hash).unwrap();
         put.push_blocking(&encode_values(&values)).unwrap();
         put.finish_blocking().unwrap();
