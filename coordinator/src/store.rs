@@ -244,10 +244,29 @@ impl SliceStore {
         recorded: &Hash,
         sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.decode_checked(key, recorded, sink).map(|_| ())
+    }
+
+    /// [`for_each_value_blocking`](Self::for_each_value_blocking), returning the BLAKE3 digest
+    /// of the wire bytes it read (the whole file past its header).
+    fn decode_checked<E: From<StoreError>>(
+        &self,
+        key: &SliceKey,
+        recorded: &Hash,
+        sink: &mut impl FnMut(&[u16]) -> Result<(), E>,
+    ) -> Result<[u8; 32], E> {
         let (file, positions) = self.open_file(key, recorded, Reading::Check)?;
         let corrupt = |reason: String| StoreError::Corrupt { key: *key, reason };
+        let io = |source| StoreError::Io {
+            path: self.path(key),
+            source,
+        };
         let mut hasher = zermelo_proto::keys::slice_hasher(key, positions);
-        let decoded = decode_values_from(std::io::BufReader::new(file), positions, &mut |v: &[u16]| {
+        let mut reader = std::io::BufReader::new(Digesting {
+            inner: file,
+            digest: blake3::Hasher::new(),
+        });
+        let decoded = decode_values_from(&mut reader, positions, &mut |v: &[u16]| {
             hasher.update(v);
             sink(v).map_err(Decoding::Sink)
         });
@@ -272,7 +291,9 @@ impl SliceStore {
             ))
             .into());
         }
-        Ok(())
+        // Whatever follows the values (served too) is in the digest as well.
+        std::io::copy(&mut reader, &mut std::io::sink()).map_err(io)?;
+        Ok(*reader.into_inner().digest.finalize().as_bytes())
     }
 
     /// A stored slice's file, its values checked against the hash recorded for it (read once
@@ -291,9 +312,8 @@ impl SliceStore {
         };
         if !unchanged {
             // Never checked here, or its bytes changed since: decoded and hashed in full, then
-            // known by its digest.
-            self.for_each_value_blocking(key, recorded, &mut |_| Ok::<(), StoreError>(()))?;
-            let digest = self.wire_digest(key, recorded)?;
+            // known by the digest of the bytes that were checked.
+            let digest = self.decode_checked(key, recorded, &mut |_| Ok::<(), StoreError>(()))?;
             lock(&self.intact).insert(*key, (*recorded, digest));
         }
         let path = self.path(key);
@@ -502,6 +522,20 @@ impl From<WireError> for Pushed {
 
 /// Puts an [`IncomingSlice`]'s file in place (see [`IncomingSlice::finish_with_blocking`]).
 pub type Rename<'a> = dyn FnMut() -> Result<(), StoreError> + 'a;
+
+/// A reader that feeds what is read through it to a BLAKE3 hasher.
+struct Digesting<R> {
+    inner: R,
+    digest: blake3::Hasher,
+}
+
+impl<R: Read> Read for Digesting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.digest.update(&buf[..n]);
+        Ok(n)
+    }
+}
 
 /// Per slice: the hash its file was found with and the BLAKE3 digest of its wire bytes (see
 /// [`SliceStore::open_checked_blocking`]).
