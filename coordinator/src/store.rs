@@ -327,19 +327,16 @@ impl SliceStore {
     /// The BLAKE3 digest of a stored slice's wire bytes (its file past the header, which must
     /// claim the recorded hash).
     fn wire_digest(&self, key: &SliceKey, recorded: &Hash) -> Result<[u8; 32], StoreError> {
-        let (mut file, _) = self.open_file(key, recorded, Reading::Check)?;
-        let mut hasher = blake3::Hasher::new();
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = file.read(&mut buf).map_err(|source| StoreError::Io {
-                path: self.path(key),
-                source,
-            })?;
-            if n == 0 {
-                return Ok(*hasher.finalize().as_bytes());
-            }
-            hasher.update(&buf[..n]);
-        }
+        let (file, _) = self.open_file(key, recorded, Reading::Check)?;
+        let mut reader = Digesting {
+            inner: file,
+            digest: blake3::Hasher::new(),
+        };
+        std::io::copy(&mut reader, &mut std::io::sink()).map_err(|source| StoreError::Io {
+            path: self.path(key),
+            source,
+        })?;
+        Ok(*reader.digest.finalize().as_bytes())
     }
 
     /// A stored slice's file past its header, checked to claim the recorded hash: with its
