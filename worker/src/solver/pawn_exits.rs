@@ -16,7 +16,7 @@ use super::geometry::{Decoded, Geometry};
 use super::{SliceValuesRef, SolveError, Successors};
 
 /// The exits of a position: the best for the side to move, and the slowest that loses.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 pub(super) struct Exits {
     pub(super) best: Option<Value>,
     pub(super) slowest_loss: u16,
@@ -144,6 +144,72 @@ impl CaptureMap {
         }
         let turn = if self.flip { d.turn } else { d.turn.other() };
         value_in(values, six, &mut sq[..g.n - 1], turn)
+    }
+
+    /// A square of this slice as the successor stores it (colours swapped, files mirrored).
+    #[inline]
+    fn orient(&self, s: Square) -> Square {
+        let s = if self.flip { s.flip_rank() } else { s };
+        if self.mirror {
+            s.flip_file()
+        } else {
+            s
+        }
+    }
+
+    /// [`CaptureMap::value`] for a set of positions that differ only in the square of one man:
+    /// the capture already played on `squares` (this slice's men; the captured man's square is
+    /// not read), `turn` to move before it, and man `var` (not a king) on each square of `qs` in
+    /// turn. Calls `f(q, value)` for each. When `var` is a lone man of a pawnless successor (its
+    /// kings, hence its symmetry, the same for every `q`), the index is worked out once and
+    /// `var`'s square added for each `q`; otherwise position by position.
+    #[inline]
+    pub(super) fn values_along(
+        &self,
+        g: &Geometry,
+        squares: &[Square; 8],
+        turn: Color,
+        var: usize,
+        qs: Bitboard,
+        values: SliceValuesRef<'_>,
+        six: &SliceIndexer,
+        mut f: impl FnMut(Square, Value),
+    ) -> Result<(), SolveError> {
+        debug_assert!(!g.is_king(var) && var != self.captured);
+        let mut sq = [Square::A1; 8];
+        for j in (0..g.n).filter(|&j| j != self.captured) {
+            sq[self.to_successor[j]] = self.orient(squares[j]);
+        }
+        let n = g.n - 1;
+        let slot = self.to_successor[var];
+        let turn = if self.flip { turn } else { turn.other() };
+        let field = six.fields()[slot];
+        if !six.is_pawnless() || field.len != 1 {
+            for q in qs {
+                let mut s = sq;
+                s[slot] = self.orient(q);
+                f(q, value_in(values, six, &mut s[..n], turn)?);
+            }
+            return Ok(());
+        }
+        let t = &SYMMETRY_TABLE[pawnless_symmetry(sq[0], sq[six.black_king()])];
+        for s in sq[..n].iter_mut() {
+            *s = t[s.index()];
+        }
+        // A lone man's field is its square: with `var` on a1 it adds nothing.
+        sq[slot] = Square::A1;
+        let base = six
+            .index_of(&sq[..n], turn)
+            .expect("the kings of a legal position are apart");
+        for q in qs {
+            let index = base + field.stride * t[self.orient(q).index()].index() as u64;
+            let v = Value::from_raw(values.get(index)?).ok_or(SolveError::BadSuccessor {
+                slice: *six.key(),
+                index,
+            })?;
+            f(q, v);
+        }
+        Ok(())
     }
 }
 

@@ -952,9 +952,26 @@ fn init_line(
         }
         looked_at |= !pushed;
     }
-    for q in legal & looked_at {
-        let d = g.line_position(&line, l, q);
-        init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
+    match &ctx.captures {
+        // Pawnless: the captures of the line's positions, each once for all of them.
+        Some(captures) => {
+            let todo = legal & looked_at;
+            let mut exits = [Exits::default(); 64];
+            line_exits_by_captures(g, &line, l, todo, captures, &mut exits)?;
+            for q in todo {
+                let d = || g.line_position(&line, l, q);
+                let e = &exits[q.index()];
+                set_by_captures(ctx, st, base + q.index(), e, in_check.contains(q), || {
+                    g.has_inside_move(&d(), our_king)
+                })?;
+            }
+        }
+        None => {
+            for q in legal & looked_at {
+                let d = g.line_position(&line, l, q);
+                init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
+            }
+        }
     }
     for q in legal & !looked_at & !pushed {
         st.set(base + q.index(), S_MAY_LOSE);
@@ -1018,25 +1035,7 @@ fn init_decoded(
     };
     if let Some(captures) = &ctx.captures {
         let exits = exits_by_captures(g, d, our_king, captures)?;
-        if let Some(Value::Loss(_)) | None = exits.best {
-            // Lost (or mated, or stalemated) unless a move inside the slice does better: is
-            // there one?
-            if !g.has_inside_move(d, our_king) {
-                return match exits.best {
-                    Some(_) => set_decided(st, i, Value::Loss(exits.slowest_loss)),
-                    None if in_check => {
-                        st.set_later(i, 0);
-                        Ok(())
-                    }
-                    None => {
-                        st.set(i, S_DRAW);
-                        Ok(())
-                    }
-                };
-            }
-        }
-        // With a move inside: a position with only draws or wins is never lost.
-        return set_undecided(ctx, st, i, &exits);
+        return set_by_captures(ctx, st, i, &exits, in_check, || g.has_inside_move(d, our_king));
     }
     if let Some(pe) = &ctx.pawn_exits {
         let (exits, inside) = pe.exits(g, d, ctx.succ)?;
@@ -1069,6 +1068,37 @@ fn init_decoded(
     set_undecided(ctx, st, i, &exits)
 }
 
+/// Sets a legal position of a pawnless slice from its exits (its captures) at init: lost (or
+/// mated, or stalemated) if its exits lose, or it has none, and it has no move inside the slice
+/// (`has_inside_move`, asked only then), else undecided with its best exit.
+#[inline]
+fn set_by_captures(
+    ctx: &Context<'_>,
+    st: &State,
+    i: usize,
+    exits: &Exits,
+    in_check: bool,
+    has_inside_move: impl FnOnce() -> bool,
+) -> Result<(), SolveError> {
+    if let Some(Value::Loss(_)) | None = exits.best {
+        if !has_inside_move() {
+            return match exits.best {
+                Some(_) => set_decided(st, i, Value::Loss(exits.slowest_loss)),
+                None if in_check => {
+                    st.set_later(i, 0);
+                    Ok(())
+                }
+                None => {
+                    st.set(i, S_DRAW);
+                    Ok(())
+                }
+            };
+        }
+    }
+    // With a move inside: a position with only draws or wins is never lost.
+    set_undecided(ctx, st, i, exits)
+}
+
 /// Sets a position decided at init (no move inside the slice that could change it).
 fn set_decided(st: &State, i: usize, v: Value) -> Result<(), SolveError> {
     match v {
@@ -1090,6 +1120,132 @@ fn set_undecided(ctx: &Context<'_>, st: &State, i: usize, exits: &Exits) -> Resu
                 return Err(SolveError::TooDeep(ctx.key));
             }
             st.set_win_exit(i, d as u32)
+        }
+    }
+    Ok(())
+}
+
+/// [`exits_by_captures`] for the positions of line `line` (line man `l`, [`Geometry::decode_line`])
+/// with `l` on the squares of `qs` (legal positions), into `out` by square of `l`. Each capture
+/// is looked at once for the whole line, its legality as a mask of the squares of `l`:
+/// * a capture by another man of a man other than `l`: where `l` is not in its way and leaves
+///   the king safe (on a square between the king and a man that would then attack it, or, if
+///   `l` is the other side's, not attacking it itself); the positions after it differ only in
+///   the square of `l`, read by index arithmetic ([`CaptureMap::values_along`]);
+/// * a capture by `l`: from every square of `l` that attacks the victim, all onto one position
+///   after it (read once), legal for all or for none (`l` is then off the board's lines);
+/// * a capture of `l` (the other side's): by each man of ours that attacks its square, the
+///   positions after it differing only in that man's square.
+fn line_exits_by_captures(
+    g: &Geometry,
+    line: &Decoded,
+    l: usize,
+    qs: Bitboard,
+    captures: &[Option<CaptureExit<'_>>],
+    out: &mut [Exits; 64],
+) -> Result<(), SolveError> {
+    if qs.is_empty() {
+        return Ok(());
+    }
+    let us = line.turn;
+    let them = us.other();
+    let (sq, occ, lp) = (&line.squares, line.occupied, g.men[l]);
+    let (our_king, _) = kings(g, line);
+    let l_ours = g.side(us).contains(&l);
+    // The squares of `l` on which, with `occupied` (without `l`), no man of `them` but `skip`
+    // (nor `l`) attacks `king`: the squares between the king and each man that attacks it.
+    let shields = |king: Square, occupied: Bitboard, skip: usize| {
+        let mut ok = Bitboard::ALL;
+        for j in g.side(them).filter(|&j| j != skip && j != l) {
+            if attacks(g.men[j], sq[j], occupied).contains(king) {
+                ok &= between(sq[j], king);
+            }
+        }
+        ok
+    };
+    let exit_of = |m: usize| {
+        captures[m]
+            .as_ref()
+            .expect("a man that is not a king has a capture exit")
+    };
+    for m in g.side(them).filter(|&m| m != l && !g.is_king(m)) {
+        let to = sq[m];
+        let target = &exit_of(m).target;
+        // By a man of ours other than `l`.
+        for k in g.side(us).filter(|&k| k != l) {
+            let from = sq[k];
+            if !attacks(g.men[k], from, occ).contains(to) {
+                continue;
+            }
+            let occupied = occ.without(from);
+            let king = if g.is_king(k) { to } else { our_king };
+            let mut ok = qs & !between(from, to) & shields(king, occupied, m);
+            if !l_ours {
+                ok &= !attacks(lp, king, occupied);
+            }
+            if ok.is_empty() {
+                continue;
+            }
+            match target {
+                None => ok.into_iter().for_each(|q| out[q.index()].add(Value::Draw)),
+                Some((values, six, map)) => {
+                    let mut after = *sq;
+                    after[k] = to;
+                    map.values_along(g, &after, us, l, ok, *values, six, |q, v| {
+                        out[q.index()].add(v.after_move())
+                    })?;
+                }
+            }
+        }
+        // By `l`, from every square that attacks `to`, onto the same position.
+        if l_ours {
+            let from = qs & attacks(lp, to, occ);
+            if from.is_empty() || shields(our_king, occ, m) != Bitboard::ALL {
+                continue;
+            }
+            let v = match target {
+                None => Value::Draw,
+                Some((values, six, map)) => {
+                    let d = g.line_position(line, l, from.first().expect("not empty"));
+                    map.value(g, &d, l, to, *values, six)?.after_move()
+                }
+            };
+            from.into_iter().for_each(|q| out[q.index()].add(v));
+        }
+    }
+    // Captures of `l` by our men.
+    if !l_ours {
+        let target = &exit_of(l).target;
+        for k in g.side(us) {
+            let from = sq[k];
+            let occupied = occ.without(from);
+            let mut ok = qs & attacks(g.men[k], from, occ);
+            if g.is_king(k) {
+                // Our king on `q`: not attacked there by their other men.
+                for j in g.side(them).filter(|&j| j != l) {
+                    ok &= !attacks(g.men[j], sq[j], occupied);
+                }
+            } else {
+                // Our man on `q` may shield our king.
+                ok &= shields(our_king, occupied, l);
+            }
+            if ok.is_empty() {
+                continue;
+            }
+            match target {
+                None => ok.into_iter().for_each(|q| out[q.index()].add(Value::Draw)),
+                Some((values, six, map)) if !g.is_king(k) => {
+                    map.values_along(g, sq, us, k, ok, *values, six, |q, v| {
+                        out[q.index()].add(v.after_move())
+                    })?;
+                }
+                Some((values, six, map)) => {
+                    for q in ok {
+                        let d = g.line_position(line, l, q);
+                        out[q.index()].add(map.value(g, &d, k, q, *values, six)?.after_move());
+                    }
+                }
+            }
         }
     }
     Ok(())
@@ -1216,63 +1372,116 @@ mod tests {
         assert!(compared > 10_000_000, "only {compared} indices compared");
     }
 
-    /// Init by lines (`init_line`, with the plain pushes read by lines) sets every index as
-    /// init index by index does, against successors of random values: KRPvKR with the pawn on
-    /// d4 (Black's rook pins it against its king along the rank; White's rook, the line man,
-    /// blocks its way or the pin) and on b2 (double pushes).
-    #[test]
-    fn init_by_lines_sets_what_init_by_index_sets() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = move || {
+    /// A random number generator for the tests (xorshift).
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
+        }
+    }
+
+    /// Inits every `step`-th line of 64 of `key` by lines (`init_line`) and each of its indices
+    /// one by one (`init_index`), against successors of random values (draws, wins and losses
+    /// of up to 300 plies; never 0, a legal position), and checks that both set the same
+    /// state; returns the lines and the indices set to anything but illegal or plain.
+    fn init_by_lines_and_by_index(
+        key: SliceKey,
+        step: usize,
+        random: &mut impl FnMut() -> u64,
+    ) -> (u64, u64) {
+        let mut map = SliceMap::new();
+        for s in key.successors() {
+            let n = SliceIndexer::new(s).size();
+            let values: Vec<u16> = (0..n).map(|_| 1 + (random() % 300) as u16).collect();
+            map.insert(s, values.into());
+        }
+        let g = Geometry::new(&key);
+        let l = g.line_man().expect("solved by lines");
+        let ctx = Context {
+            g: &g,
+            key,
+            succ: &map,
+            captures: capture_exits(&g, &key, &map),
+            pawn_exits: PawnExits::new(&g, &key, &map),
         };
+        assert!(
+            ctx.pawn_exits.is_some() || ctx.captures.is_some(),
+            "the successors are arrays"
+        );
+        let n = g.ix.size() as usize;
+        let (by_lines, by_index) = (State::new(n), State::new(n));
+        let mut pushes = LinePushes::default();
+        let (mut lines, mut set) = (0, 0);
+        for base in (0..n).step_by(64 * step) {
+            init_line(&ctx, &by_lines, l, base, &mut pushes).unwrap();
+            for i in base..base + 64 {
+                init_index(&ctx, &by_index, i).unwrap();
+                let (a, b) = (by_lines.get(i), by_index.get(i));
+                assert_eq!(a, b, "{key}: index {i} ({:?})", g.ix.position(i as u64));
+                if a != S_ILLEGAL && a != S_MAY_LOSE {
+                    set += 1;
+                }
+                if let (Some(x), Some(y)) = (by_lines.waits_for(i, a), by_index.waits_for(i, b)) {
+                    assert_eq!(x, y, "{key}: index {i}");
+                }
+            }
+            lines += 1;
+        }
+        (lines, set)
+    }
+
+    /// Init by lines (`init_line`, with the plain pushes read by lines) sets every index as
+    /// init index by index does: KRPvKR with the pawn on d4 (Black's rook pins it against its
+    /// king along the rank; White's rook, the line man, blocks its way or the pin) and on b2
+    /// (double pushes).
+    #[test]
+    fn init_by_lines_sets_what_init_by_index_sets() {
+        let mut random = xorshift(0x9e37_79b9_7f4a_7c15);
         for pawn in ["d4", "b2"].map(|s| Square::parse(s).unwrap()) {
             let key = SliceKey {
                 material: "KRPvKR".parse().unwrap(),
                 white_pawns: Bitboard::EMPTY.with(pawn),
                 black_pawns: Bitboard::EMPTY,
             };
-            let mut map = SliceMap::new();
-            for s in key.successors() {
-                let n = SliceIndexer::new(s).size();
-                // Draws, wins and losses of up to 300 plies; never 0 (a legal position).
-                let values: Vec<u16> = (0..n).map(|_| 1 + (random() % 300) as u16).collect();
-                map.insert(s, values.into());
-            }
-            let g = Geometry::new(&key);
-            let l = g.line_man().expect("KRPvKR is solved by lines");
-            let ctx = Context {
-                g: &g,
-                key,
-                succ: &map,
-                captures: capture_exits(&g, &key, &map),
-                pawn_exits: PawnExits::new(&g, &key, &map),
-            };
-            assert!(ctx.pawn_exits.is_some(), "the successors are arrays");
-            let n = g.ix.size() as usize;
-            let (by_lines, by_index) = (State::new(n), State::new(n));
-            let mut pushes = LinePushes::default();
-            let (mut lines, mut set) = (0, 0);
-            for base in (0..n).step_by(64 * 3) {
-                init_line(&ctx, &by_lines, l, base, &mut pushes).unwrap();
-                for i in base..base + 64 {
-                    init_index(&ctx, &by_index, i).unwrap();
-                    let (a, b) = (by_lines.get(i), by_index.get(i));
-                    assert_eq!(a, b, "{key}: index {i} ({:?})", g.ix.position(i as u64));
-                    if a != S_ILLEGAL && a != S_MAY_LOSE {
-                        set += 1;
-                    }
-                    if let (Some(x), Some(y)) = (by_lines.waits_for(i, a), by_index.waits_for(i, b)) {
-                        assert_eq!(x, y, "{key}: index {i}");
-                    }
-                }
-                lines += 1;
-            }
+            let (lines, set) = init_by_lines_and_by_index(key, 3, &mut random);
             assert!(
                 lines > 100_000 && set > 1_000_000,
+                "{key}: {lines} lines, {set} set"
+            );
+        }
+    }
+
+    /// The same for pawnless slices, whose captures are read by lines
+    /// (`line_exits_by_captures`): the line man the mover's (captures by it, and of other men
+    /// past it or with it shielding the king) or the other side's (captures of it, by a king
+    /// too); captures into slices stored with colours swapped, into bare kings, and next to a
+    /// pair of like men (KNNvKR, whose line man is Black's rook); a slider of either side
+    /// taking a man with the line man perhaps in its way (KRBvKN, KBNvKB, KQRvKR: every 1024th
+    /// line, the state's untouched pages never allocated).
+    #[test]
+    fn pawnless_init_by_lines_sets_what_init_by_index_sets() {
+        let mut random = xorshift(0x2545_f491_4f6c_dd1d);
+        let cases = [
+            ("KQvKR", 1),
+            ("KRvKN", 1),
+            ("KBNvK", 1),
+            ("KQvKQ", 1),
+            ("KNNvKR", 11),
+            ("KRBvKN", 1024),
+            ("KBNvKB", 1024),
+            ("KQRvKR", 1024),
+        ];
+        for (name, step) in cases {
+            let key = SliceKey::pawnless(name.parse().unwrap());
+            assert!(
+                Geometry::new(&key).line_man().is_some(),
+                "{name} is solved by lines"
+            );
+            let (lines, set) = init_by_lines_and_by_index(key, step, &mut random);
+            assert!(
+                lines > 3_000 && set > 2 * lines,
                 "{key}: {lines} lines, {set} set"
             );
         }
