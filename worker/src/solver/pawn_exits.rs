@@ -12,7 +12,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::Value;
 use zermelo_chess::{Bitboard, Color, Material, Piece, Role, Square};
 
-use super::geometry::{Decoded, Geometry};
+use super::geometry::{kings, Decoded, Geometry};
 use super::{SliceValuesRef, SolveError, Successors};
 
 /// The exits of a position: the best for the side to move, and the slowest that loses.
@@ -46,6 +46,9 @@ pub(super) struct PawnExits<'a> {
     /// position. `None` for kings, for a capture that leaves bare kings, or a successor
     /// without values by index.
     captures: [Option<ManCapture>; 8],
+    /// For each pawn of either side: where its capture by a man leads (the man onto its
+    /// square, the other pawns staying), worked out once; `None` inside when bare kings remain.
+    pawn_captures: Vec<(Square, Option<ManCapture>)>,
     /// The plain promotions (no capture): `(from, role, where it leads)`, worked out once per
     /// slice instead of per position (the men stay on their squares, the new man on the square
     /// before the pawn).
@@ -65,6 +68,19 @@ struct Target {
     n: usize,
 }
 
+impl Target {
+    /// A square of the slice as the target stores it (colours swapped, files mirrored).
+    #[inline]
+    fn orient(&self, s: Square) -> Square {
+        let s = if self.flip { s.flip_rank() } else { s };
+        if self.mirror {
+            s.flip_file()
+        } else {
+            s
+        }
+    }
+}
+
 /// Where the capture of one man by another man leads in a slice with pawns (the pawns stay):
 /// the successor slice (its place in `successors`) and how this slice's men go there.
 #[derive(Clone, Copy)]
@@ -78,7 +94,10 @@ struct ManCapture {
 /// to reach the stored slice, and each man's place among the successor's men.
 #[derive(Clone, Copy)]
 pub(super) struct CaptureMap {
+    /// The captured man, or [`NO_MAN`] when a pawn is taken (the men all stay).
     captured: usize,
+    /// The successor's men.
+    men: usize,
     flip: bool,
     mirror: bool,
     /// For each man of this slice, its place among the successor's men (the captured man:
@@ -87,8 +106,8 @@ pub(super) struct CaptureMap {
 }
 
 impl CaptureMap {
-    /// The map for the capture of man `captured` of `g` into a slice whose men are
-    /// `successor_men`.
+    /// The map for the capture of man `captured` of `g` ([`NO_MAN`]: of a pawn) into a slice
+    /// whose men are `successor_men`.
     pub(super) fn new(
         g: &Geometry,
         captured: usize,
@@ -113,6 +132,7 @@ impl CaptureMap {
         }
         CaptureMap {
             captured,
+            men: successor_men.len(),
             flip,
             mirror,
             to_successor,
@@ -143,7 +163,7 @@ impl CaptureMap {
             sq[self.to_successor[j]] = s;
         }
         let turn = if self.flip { d.turn } else { d.turn.other() };
-        value_in(values, six, &mut sq[..g.n - 1], turn)
+        value_in(values, six, &mut sq[..self.men], turn)
     }
 
     /// A square of this slice as the successor stores it (colours swapped, files mirrored).
@@ -160,57 +180,91 @@ impl CaptureMap {
     /// [`CaptureMap::value`] for a set of positions that differ only in the square of one man:
     /// the capture already played on `squares` (this slice's men; the captured man's square is
     /// not read), `turn` to move before it, and man `var` (not a king) on each square of `qs` in
-    /// turn. Calls `f(q, value)` for each. When `var` is a lone man of a pawnless successor (its
-    /// kings, hence its symmetry, the same for every `q`), the index is worked out once and
-    /// `var`'s square added for each `q`; otherwise position by position.
+    /// turn. Calls `f(q, value)` for each ([`values_along`]).
     #[inline]
     pub(super) fn values_along(
         &self,
         g: &Geometry,
-        squares: &[Square; 8],
-        turn: Color,
+        (squares, turn): (&[Square; 8], Color),
         var: usize,
         qs: Bitboard,
-        values: SliceValuesRef<'_>,
-        six: &SliceIndexer,
-        mut f: impl FnMut(Square, Value),
+        (values, six): (SliceValuesRef<'_>, &SliceIndexer),
+        f: impl FnMut(Square, Value),
     ) -> Result<(), SolveError> {
         debug_assert!(!g.is_king(var) && var != self.captured);
         let mut sq = [Square::A1; 8];
         for j in (0..g.n).filter(|&j| j != self.captured) {
             sq[self.to_successor[j]] = self.orient(squares[j]);
         }
-        let n = g.n - 1;
-        let slot = self.to_successor[var];
         let turn = if self.flip { turn } else { turn.other() };
-        let field = six.fields()[slot];
-        if !six.is_pawnless() || field.len != 1 {
-            for q in qs {
-                let mut s = sq;
-                s[slot] = self.orient(q);
-                f(q, value_in(values, six, &mut s[..n], turn)?);
-            }
-            return Ok(());
-        }
-        let t = &SYMMETRY_TABLE[pawnless_symmetry(sq[0], sq[six.black_king()])];
-        for s in sq[..n].iter_mut() {
-            *s = t[s.index()];
-        }
-        // A lone man's field is its square: with `var` on a1 it adds nothing.
-        sq[slot] = Square::A1;
-        let base = six
-            .index_of(&sq[..n], turn)
-            .expect("the kings of a legal position are apart");
-        for q in qs {
-            let index = base + field.stride * t[self.orient(q).index()].index() as u64;
-            let v = Value::from_raw(values.get(index)?).ok_or(SolveError::BadSuccessor {
-                slice: *six.key(),
-                index,
-            })?;
-            f(q, v);
-        }
-        Ok(())
+        let at = (&sq, self.men, self.to_successor[var], turn);
+        values_along((values, six), at, |q| self.orient(q), qs, f)
     }
+}
+
+/// The values in a successor slice (`values`, indexer `six`) of positions that differ only in
+/// the square of one man: the men on `sq` (the successor's order and orientation, `n` of them)
+/// but the man in slot `slot` (not a king), `turn` to move, that man on `orient(q)` for each
+/// square `q` of `qs` in turn. Calls `f(q, value)` for each. When that man is a lone man in the
+/// successor (its kings, hence a pawnless successor's symmetry, the same for every `q`), the
+/// index is worked out once and the man's square added for each `q`; otherwise position by
+/// position.
+#[inline]
+fn values_along(
+    (values, six): (SliceValuesRef<'_>, &SliceIndexer),
+    (sq, n, slot, turn): (&[Square; 8], usize, usize, Color),
+    orient: impl Fn(Square) -> Square,
+    qs: Bitboard,
+    mut f: impl FnMut(Square, Value),
+) -> Result<(), SolveError> {
+    let mut sq = *sq;
+    let field = six.fields()[slot];
+    if field.len != 1 {
+        for q in qs {
+            let mut s = sq;
+            s[slot] = orient(q);
+            f(q, value_in(values, six, &mut s[..n], turn)?);
+        }
+        return Ok(());
+    }
+    // With pawns the placement is stored as it is (the identity, the first symmetry).
+    let sym = if six.is_pawnless() {
+        pawnless_symmetry(sq[0], sq[six.black_king()])
+    } else {
+        0
+    };
+    let t = &SYMMETRY_TABLE[sym];
+    for s in sq[..n].iter_mut() {
+        *s = t[s.index()];
+    }
+    // A lone man's field is its square: on a1 it adds nothing.
+    sq[slot] = Square::A1;
+    let base = six
+        .index_of(&sq[..n], turn)
+        .expect("the kings of a legal position are apart");
+    for q in qs {
+        let index = base + field.stride * t[orient(q).index()].index() as u64;
+        let v = Value::from_raw(values.get(index)?).ok_or(SolveError::BadSuccessor {
+            slice: *six.key(),
+            index,
+        })?;
+        f(q, v);
+    }
+    Ok(())
+}
+
+/// The captured "man" of a [`CaptureMap`] of a pawn's capture: none of the men.
+pub(super) const NO_MAN: usize = usize::MAX;
+
+/// Where the capture of a man or a pawn by a man leads, for the exits of a line
+/// ([`PawnExits::capture_target`]).
+pub(super) enum CaptureTarget<'s, 'a> {
+    /// Only the kings remain: a draw.
+    Draw,
+    /// Read through a [`CaptureMap`] from the successor's values.
+    Read(SliceValuesRef<'a>, &'s SliceIndexer, &'s CaptureMap),
+    /// Not worked out once: look at the positions one by one.
+    Unknown,
 }
 
 /// The plain pushes of a line's positions ([`PawnExits::line_pushes`]).
@@ -222,6 +276,10 @@ pub(super) struct LinePushes {
     pub(super) pushes: [(Bitboard, SliceKey, u64); MAX_LINE_PUSHES],
     /// Per push: the raw values after it, by square of the line man.
     pub(super) values: [[u16; 64]; MAX_LINE_PUSHES],
+    /// True if a pawn promotes: the exits of its promotions (with no capture) are then in
+    /// `promoted`, by square of the line man (none where they are not legal).
+    pub(super) promotes: bool,
+    pub(super) promoted: [Exits; 64],
 }
 
 /// At most two pushes for each of eight pawns.
@@ -233,6 +291,8 @@ impl Default for LinePushes {
             n: 0,
             pushes: [(Bitboard::EMPTY, SliceKey::pawnless(Material::default()), 0); MAX_LINE_PUSHES],
             values: [[0; 64]; MAX_LINE_PUSHES],
+            promotes: false,
+            promoted: [Exits::default(); 64],
         }
     }
 }
@@ -326,12 +386,48 @@ impl<'a> PawnExits<'a> {
             let map = CaptureMap::new(g, m, flip, mirror, successors[at].2.men());
             *slot = Some(ManCapture { at, map });
         }
+        let mut pawn_captures = Vec::new();
+        for c in [Color::White, Color::Black] {
+            for p in g.pawns[c.index()] {
+                let material = key.material.without(c, Role::Pawn);
+                if material.is_bare_kings() {
+                    pawn_captures.push((p, None));
+                    continue;
+                }
+                let mut pawns = g.pawns;
+                pawns[c.index()] = pawns[c.index()].without(p);
+                let flip = !material.is_normalized();
+                let raw = if flip {
+                    SliceKey {
+                        material: material.flipped(),
+                        white_pawns: pawns[1].flip_rank(),
+                        black_pawns: pawns[0].flip_rank(),
+                    }
+                } else {
+                    SliceKey {
+                        material,
+                        white_pawns: pawns[0],
+                        black_pawns: pawns[1],
+                    }
+                };
+                let (slice, mirror) = if raw.material.has_pawns() {
+                    raw.canonical()
+                } else {
+                    (raw, false)
+                };
+                if let Some(at) = successors.iter().position(|(k, _, _)| *k == slice) {
+                    let map = CaptureMap::new(g, NO_MAN, flip, mirror, successors[at].2.men());
+                    pawn_captures.push((p, Some(ManCapture { at, map })));
+                }
+            }
+        }
         let mut exits = PawnExits {
             material: key.material,
             successors,
             pushes,
             per_side: g.ix.per_side(),
             captures,
+            pawn_captures,
             promotions: Vec::new(),
         };
         for us in [Color::White, Color::Black] {
@@ -369,6 +465,25 @@ impl<'a> PawnExits<'a> {
         Some(c.map.value(g, d, k, to, *values, six))
     }
 
+    /// Where the capture by a man of man `m` (`Ok`) or of the pawn on a square (`Err`) leads.
+    pub(super) fn capture_target(&self, victim: Result<usize, Square>) -> CaptureTarget<'_, 'a> {
+        let c = match victim {
+            Ok(m) => self.captures[m].as_ref(),
+            Err(p) => match self.pawn_captures.iter().find(|e| e.0 == p) {
+                Some((_, None)) => return CaptureTarget::Draw,
+                Some((_, Some(c))) => Some(c),
+                None => None,
+            },
+        };
+        match c {
+            Some(c) => {
+                let (_, values, six) = &self.successors[c.at];
+                CaptureTarget::Read(*values, six, &c.map)
+            }
+            None => CaptureTarget::Unknown,
+        }
+    }
+
     /// The exits of the legal position `d`, and whether it has a legal move inside the slice
     /// (asked only when it matters: no exit, or only losing ones; else `true`).
     pub(super) fn exits(
@@ -377,11 +492,22 @@ impl<'a> PawnExits<'a> {
         d: &Decoded,
         succ: &dyn Successors,
     ) -> Result<(Exits, bool), SolveError> {
+        let mut exits = Exits::default();
+        self.man_capture_exits(g, d, &mut exits)?;
+        self.pawn_move_exits(g, d, succ, &mut exits)?;
+        let inside = match exits.best {
+            Some(Value::Loss(_)) | None => g.has_inside_move(d, kings(g, d).0),
+            _ => true,
+        };
+        Ok((exits, inside))
+    }
+
+    /// The captures by men (king included) of the legal position `d`, added to `exits`.
+    fn man_capture_exits(&self, g: &Geometry, d: &Decoded, exits: &mut Exits) -> Result<(), SolveError> {
         let us = d.turn;
         let them = us.other();
         let our_king = d.squares[if us == Color::White { 0 } else { g.black_king }];
         let their_pawns = g.pawns[them.index()];
-        let our_pawns = g.pawns[us.index()];
         // Their men but the king, by square.
         let mut victims = their_pawns;
         for j in g.side(them).filter(|&j| !g.is_king(j)) {
@@ -397,9 +523,6 @@ impl<'a> PawnExits<'a> {
                     .filter(|&j| Some(j) != captured)
                     .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
         };
-        let mut exits = Exits::default();
-
-        // Captures by our men (king included).
         for k in g.side(us) {
             let from = d.squares[k];
             for to in attacks(g.men[k], from, d.occupied) & victims {
@@ -422,13 +545,49 @@ impl<'a> PawnExits<'a> {
                     exits.add(v?.after_move());
                     continue;
                 }
+                if captured.is_none() {
+                    if let CaptureTarget::Read(values, six, map) = self.capture_target(Err(to)) {
+                        exits.add(map.value(g, d, k, to, values, six)?.after_move());
+                        continue;
+                    }
+                }
                 let mut after = self.after(g, d, material, captured, Some((k, to)));
                 after.pawns[them.index()] = pawns;
                 exits.add(self.value(after)?.after_move());
             }
         }
+        Ok(())
+    }
 
-        // Pawn moves.
+    /// The pawn moves of the legal position `d` (pushes, captures, promotions), added to
+    /// `exits`.
+    pub(super) fn pawn_move_exits(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        succ: &dyn Successors,
+        exits: &mut Exits,
+    ) -> Result<(), SolveError> {
+        let us = d.turn;
+        let them = us.other();
+        let our_king = d.squares[if us == Color::White { 0 } else { g.black_king }];
+        let their_pawns = g.pawns[them.index()];
+        let our_pawns = g.pawns[us.index()];
+        if our_pawns.is_empty() {
+            return Ok(());
+        }
+        let mut victims = their_pawns;
+        for j in g.side(them).filter(|&j| !g.is_king(j)) {
+            victims = victims.with(d.squares[j]);
+        }
+        let man_at = |sq: Square| g.side(them).find(|&j| d.squares[j] == sq);
+        let safe = |king: Square, occupied: Bitboard, pawns: Bitboard, captured: Option<usize>| {
+            (pawn_attacks(us, king) & pawns).is_empty()
+                && !g
+                    .side(them)
+                    .filter(|&j| Some(j) != captured)
+                    .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
+        };
         let forward = |s: Square| ahead(us, s);
         for from in our_pawns {
             let one = forward(from);
@@ -509,25 +668,23 @@ impl<'a> PawnExits<'a> {
                 }
             }
         }
-
-        let inside = match exits.best {
-            Some(Value::Loss(_)) | None => g.has_inside_move(d, our_king),
-            _ => true,
-        };
-        Ok((exits, inside))
+        Ok(())
     }
 
     /// The plain pushes of the side to move in the line `line` ([`Geometry::decode_line`],
     /// line man `l`), for the line's 64 positions at once: for each push, the squares of `l`
     /// where it is legal (not on the pawn's way, and leaving its king safe) and the raw values
     /// of the positions after it, one per square of `l` (the same indices in the pushed slice,
-    /// the other side to move: a line there too, read at once).
+    /// the other side to move: a line there too, read at once). And the plain promotions (no
+    /// capture), their exits into `out.promoted`: the positions after one differ only in the
+    /// square of `l`, read by index arithmetic ([`values_along`]).
     ///
     /// `victims` are the squares of the other side's pawns and men but the king and the line
-    /// man. `Ok(false)` when a pawn move of the side is anything but such a push: a promotion, a
-    /// capture of a man other than the line man (the caller looks at the squares of `l` where
-    /// it can be captured), a double push beside an enemy pawn (en passant), or a push into a
-    /// mirrored slice. The line is then looked at position by position.
+    /// man. `Ok(false)` when a pawn move of the side is anything but such a push or promotion:
+    /// a capture of a man other than the line man (the caller looks at the squares of `l` where
+    /// it can be captured), a double push beside an enemy pawn (en passant), a push into a
+    /// mirrored slice, or a promotion not worked out once. The line is then looked at position
+    /// by position.
     pub(super) fn line_pushes(
         &self,
         g: &Geometry,
@@ -543,12 +700,63 @@ impl<'a> PawnExits<'a> {
         let their_pawns = g.pawns[them.index()];
         let forward = |s: Square| ahead(us, s);
         out.n = 0;
+        if out.promotes {
+            out.promoted = [Exits::default(); 64];
+            out.promotes = false;
+        }
+        // The squares of `l` where our king is safe with `after`: a man of theirs that then sees
+        // it is blocked by the line man (a man of ours) or is the line man.
+        let safe = |after: Bitboard| {
+            if (pawn_attacks(us, our_king) & their_pawns).any() {
+                return Bitboard::EMPTY;
+            }
+            let mut ok = Bitboard::ALL;
+            for j in g.side(them).filter(|&j| j != l) {
+                if attacks(g.men[j], sq[j], after).contains(our_king) {
+                    ok &= between(sq[j], our_king);
+                }
+            }
+            if lp.color == them {
+                ok &= !attacks(lp, our_king, after);
+            }
+            ok
+        };
         for from in g.pawns[us.index()] {
             let one = forward(from);
-            if (pawn_attacks(us, from) & victims).any() || one.relative_rank(us) == 7 {
+            if (pawn_attacks(us, from) & victims).any() {
                 return Ok(false);
             }
             if occ.contains(one) {
+                continue;
+            }
+            if one.relative_rank(us) == 7 {
+                // A plain promotion: the new man on `one`, each role through its target.
+                let plain = self.promotions.iter().filter(|p| p.0 == from);
+                if plain.clone().count() != Role::PROMOTIONS.len() {
+                    return Ok(false);
+                }
+                let ok = !Bitboard::EMPTY.with(one) & safe(occ.without(from).with(one));
+                let mut squares = [Square::A1; 9];
+                squares[..g.n].copy_from_slice(&sq[..g.n]);
+                squares[g.n] = one;
+                for (_, _, t) in plain {
+                    let mut at = [Square::A1; 8];
+                    for (k, &s) in squares[..=g.n].iter().enumerate() {
+                        at[t.slots[k]] = t.orient(s);
+                    }
+                    let turn = if t.flip { them.other() } else { them };
+                    let (_, values, six) = &self.successors[t.at];
+                    let along = (&at, t.n, t.slots[l], turn);
+                    let promoted = &mut out.promoted;
+                    values_along(
+                        (*values, six),
+                        along,
+                        |q| t.orient(q),
+                        ok,
+                        |q, v| promoted[q.index()].add(v.after_move()),
+                    )?;
+                }
+                out.promotes = true;
                 continue;
             }
             let two = (from.relative_rank(us) == 1)
@@ -565,22 +773,8 @@ impl<'a> PawnExits<'a> {
                 else {
                     return Ok(false);
                 };
-                // The line man is not on the pawn's way.
-                let mut ok = !Bitboard::EMPTY.with(to).with(one);
-                // Our king safe after it: a man of theirs that then sees it is blocked by the
-                // line man (a man of ours) or is the line man.
-                let after = occ.without(from).with(to);
-                if (pawn_attacks(us, our_king) & their_pawns).any() {
-                    ok = Bitboard::EMPTY;
-                }
-                for j in g.side(them).filter(|&j| j != l) {
-                    if attacks(g.men[j], sq[j], after).contains(our_king) {
-                        ok &= between(sq[j], our_king);
-                    }
-                }
-                if lp.color == them {
-                    ok &= !attacks(lp, our_king, after);
-                }
+                // The line man is not on the pawn's way, and our king is safe after it.
+                let ok = !Bitboard::EMPTY.with(to).with(one) & safe(occ.without(from).with(to));
                 let first = line.fields + them.index() as u64 * self.per_side;
                 let k = out.n;
                 values.get_run(first, &mut out.values[k])?;

@@ -71,7 +71,7 @@ use super::memory::{
     DeferredLines, LANES_LOW,
 };
 use super::par::for_each_chunk;
-use super::pawn_exits::{CaptureMap, Exits, LinePushes, PawnExits};
+use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits, NO_MAN};
 use super::{SliceValuesRef, SolveError, Successors};
 
 // The state byte of an index.
@@ -923,15 +923,19 @@ fn init_line(
         }
     }
     let mut looked_at = in_check | captures;
-    // With pawns of ours, the positions whose only exits are plain pushes are set from the
-    // pushes read by lines ([`PawnExits::line_pushes`]) when one of them draws or wins (then
+    // With pawns of ours, the positions whose only exits are plain pushes and promotions are
+    // set from those read by lines ([`PawnExits::line_pushes`]) when one of them draws or wins (then
     // a move inside the slice does not matter); the others are looked at move by move.
     let mut pushed = Bitboard::EMPTY;
     if g.pawns[us.index()].any() {
         if let Some(pe) = &ctx.pawn_exits {
             if pe.line_pushes(g, &line, l, victims, pushes)? {
                 for q in legal & !looked_at {
-                    let mut exits = Exits::default();
+                    let mut exits = if pushes.promotes {
+                        pushes.promoted[q.index()]
+                    } else {
+                        Exits::default()
+                    };
                     for (k, &(ok, slice, first)) in pushes.pushes[..pushes.n].iter().enumerate() {
                         if ok.contains(q) {
                             let v = Value::from_raw(pushes.values[k][q.index()]).ok_or(
@@ -952,12 +956,21 @@ fn init_line(
         }
         looked_at |= !pushed;
     }
-    match &ctx.captures {
-        // Pawnless: the captures of the line's positions, each once for all of them.
-        Some(captures) => {
-            let todo = legal & looked_at;
-            let mut exits = [Exits::default(); 64];
-            line_exits_by_captures(g, &line, l, todo, captures, &mut exits)?;
+    // The captures by men of the line's positions, each once for all of them; with pawns,
+    // the pawn moves then position by position.
+    let todo = legal & looked_at;
+    let mut exits = [Exits::default(); 64];
+    let by_lines = match (&ctx.captures, &ctx.pawn_exits) {
+        (Some(captures), _) => {
+            let target = |victim: Result<usize, Square>| match victim {
+                Ok(m) => match &captures[m].as_ref().expect("a man that is not a king").target {
+                    None => CaptureTarget::Draw,
+                    Some((values, six, map)) => CaptureTarget::Read(*values, six, map),
+                },
+                Err(_) => CaptureTarget::Unknown,
+            };
+            let all = line_exits_by_captures(g, &line, l, todo, &target, &mut exits)?;
+            debug_assert!(all, "a pawnless slice's captures are all worked out once");
             for q in todo {
                 let d = || g.line_position(&line, l, q);
                 let e = &exits[q.index()];
@@ -965,12 +978,32 @@ fn init_line(
                     g.has_inside_move(&d(), our_king)
                 })?;
             }
+            true
         }
-        None => {
-            for q in legal & looked_at {
-                let d = g.line_position(&line, l, q);
-                init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
+        (None, Some(pe)) => {
+            let target = |victim| pe.capture_target(victim);
+            if line_exits_by_captures(g, &line, l, todo, &target, &mut exits)? {
+                for q in todo {
+                    let d = g.line_position(&line, l, q);
+                    let e = &mut exits[q.index()];
+                    pe.pawn_move_exits(g, &d, ctx.succ, e)?;
+                    let inside = match e.best {
+                        Some(Value::Loss(_)) | None => g.has_inside_move(&d, our_king),
+                        _ => true,
+                    };
+                    set_by_exits(ctx, st, base + q.index(), e, inside, in_check.contains(q))?;
+                }
+                true
+            } else {
+                false
             }
+        }
+        (None, None) => false,
+    };
+    if !by_lines {
+        for q in todo {
+            let d = g.line_position(&line, l, q);
+            init_decoded(ctx, st, base + q.index(), &d, Some(in_check.contains(q)))?;
         }
     }
     for q in legal & !looked_at & !pushed {
@@ -1039,18 +1072,7 @@ fn init_decoded(
     }
     if let Some(pe) = &ctx.pawn_exits {
         let (exits, inside) = pe.exits(g, d, ctx.succ)?;
-        return match (inside, exits.best) {
-            (true, _) => set_undecided(ctx, st, i, &exits),
-            (false, Some(best)) => set_decided(st, i, best),
-            (false, None) if in_check => {
-                st.set_later(i, 0);
-                Ok(())
-            }
-            (false, None) => {
-                st.set(i, S_DRAW);
-                Ok(())
-            }
-        };
+        return set_by_exits(ctx, st, i, &exits, inside, in_check);
     }
     let (exits, inside, no_move) = exits_by_moves(ctx, d)?;
     if no_move {
@@ -1099,6 +1121,30 @@ fn set_by_captures(
     set_undecided(ctx, st, i, exits)
 }
 
+/// Sets a legal position of a slice with pawns from its exits at init, and whether it has a
+/// move inside the slice (`inside`; asked only when its exits lose or it has none).
+fn set_by_exits(
+    ctx: &Context<'_>,
+    st: &State,
+    i: usize,
+    exits: &Exits,
+    inside: bool,
+    in_check: bool,
+) -> Result<(), SolveError> {
+    match (inside, exits.best) {
+        (true, _) => set_undecided(ctx, st, i, exits),
+        (false, Some(best)) => set_decided(st, i, best),
+        (false, None) if in_check => {
+            st.set_later(i, 0);
+            Ok(())
+        }
+        (false, None) => {
+            st.set(i, S_DRAW);
+            Ok(())
+        }
+    }
+}
+
 /// Sets a position decided at init (no move inside the slice that could change it).
 fn set_decided(st: &State, i: usize, v: Value) -> Result<(), SolveError> {
     match v {
@@ -1125,36 +1171,47 @@ fn set_undecided(ctx: &Context<'_>, st: &State, i: usize, exits: &Exits) -> Resu
     Ok(())
 }
 
-/// [`exits_by_captures`] for the positions of line `line` (line man `l`, [`Geometry::decode_line`])
-/// with `l` on the squares of `qs` (legal positions), into `out` by square of `l`. Each capture
-/// is looked at once for the whole line, its legality as a mask of the squares of `l`:
-/// * a capture by another man of a man other than `l`: where `l` is not in its way and leaves
-///   the king safe (on a square between the king and a man that would then attack it, or, if
-///   `l` is the other side's, not attacking it itself); the positions after it differ only in
-///   the square of `l`, read by index arithmetic ([`CaptureMap::values_along`]);
-/// * a capture by `l`: from every square of `l` that attacks the victim, all onto one position
-///   after it (read once), legal for all or for none (`l` is then off the board's lines);
-/// * a capture of `l` (the other side's): by each man of ours that attacks its square, the
-///   positions after it differing only in that man's square.
-fn line_exits_by_captures(
+/// The captures by men of the positions of line `line` (line man `l`,
+/// [`Geometry::decode_line`]) with `l` on the squares of `qs` (legal positions), added to `out`
+/// by square of `l` ([`exits_by_captures`], and the captures by men of
+/// [`PawnExits::exits`]); `target` tells where the capture of a man (`Ok`) or of a pawn (`Err`,
+/// its square) leads. Each capture is looked at once for the whole line, its legality as a mask
+/// of the squares of `l`:
+/// * by another man, of a man other than `l` or of a pawn: where `l` is not in its way and
+///   leaves the king safe (on a square between the king and a man that would then attack it,
+///   or, if `l` is the other side's, not attacking it itself); the positions after it differ
+///   only in the square of `l`, read by index arithmetic ([`CaptureMap::values_along`]);
+/// * by `l`: from every square of `l` that attacks the victim, all onto one position after it
+///   (read once), legal for all or for none (`l` is then off the board's lines);
+/// * of `l` (the other side's): by each man of ours that attacks its square, the positions
+///   after it differing only in that man's square.
+///
+/// `Ok(false)` (and `out` partly added to) when a capture's target is not worked out once: the
+/// caller looks at the positions one by one.
+fn line_exits_by_captures<'s, 'a: 's>(
     g: &Geometry,
     line: &Decoded,
     l: usize,
     qs: Bitboard,
-    captures: &[Option<CaptureExit<'_>>],
+    target: &impl Fn(Result<usize, Square>) -> CaptureTarget<'s, 'a>,
     out: &mut [Exits; 64],
-) -> Result<(), SolveError> {
+) -> Result<bool, SolveError> {
     if qs.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
     let us = line.turn;
     let them = us.other();
     let (sq, occ, lp) = (&line.squares, line.occupied, g.men[l]);
     let (our_king, _) = kings(g, line);
     let l_ours = g.side(us).contains(&l);
-    // The squares of `l` on which, with `occupied` (without `l`), no man of `them` but `skip`
-    // (nor `l`) attacks `king`: the squares between the king and each man that attacks it.
-    let shields = |king: Square, occupied: Bitboard, skip: usize| {
+    let their_pawns = g.pawns[them.index()];
+    // The squares of `l` on which, with `occupied` (without `l`) and their pawns `pawns`, no
+    // man of `them` but `skip` (nor `l`) attacks `king`: the squares between the king and each
+    // man that attacks it; none if a pawn does.
+    let shields = |king: Square, occupied: Bitboard, skip: usize, pawns: Bitboard| {
+        if (pawn_attacks(us, king) & pawns).any() {
+            return Bitboard::EMPTY;
+        }
         let mut ok = Bitboard::ALL;
         for j in g.side(them).filter(|&j| j != skip && j != l) {
             if attacks(g.men[j], sq[j], occupied).contains(king) {
@@ -1163,14 +1220,20 @@ fn line_exits_by_captures(
         }
         ok
     };
-    let exit_of = |m: usize| {
-        captures[m]
-            .as_ref()
-            .expect("a man that is not a king has a capture exit")
+    // Adds `v` (after the move) to the exits of the squares of `at`.
+    let add_all = |out: &mut [Exits; 64], at: Bitboard, v: Value| {
+        at.into_iter().for_each(|q| out[q.index()].add(v.after_move()))
     };
-    for m in g.side(them).filter(|&m| m != l && !g.is_king(m)) {
-        let to = sq[m];
-        let target = &exit_of(m).target;
+    let men = g.side(them).filter(|&m| m != l && !g.is_king(m)).map(Ok);
+    for victim in men.chain(their_pawns.into_iter().map(Err)) {
+        let (to, skip, pawns) = match victim {
+            Ok(m) => (sq[m], m, their_pawns),
+            Err(p) => (p, NO_MAN, their_pawns.without(p)),
+        };
+        let target = target(victim);
+        if let CaptureTarget::Unknown = target {
+            return Ok(false);
+        }
         // By a man of ours other than `l`.
         for k in g.side(us).filter(|&k| k != l) {
             let from = sq[k];
@@ -1179,76 +1242,82 @@ fn line_exits_by_captures(
             }
             let occupied = occ.without(from);
             let king = if g.is_king(k) { to } else { our_king };
-            let mut ok = qs & !between(from, to) & shields(king, occupied, m);
+            let mut ok = qs & !between(from, to) & shields(king, occupied, skip, pawns);
             if !l_ours {
                 ok &= !attacks(lp, king, occupied);
             }
             if ok.is_empty() {
                 continue;
             }
-            match target {
-                None => ok.into_iter().for_each(|q| out[q.index()].add(Value::Draw)),
-                Some((values, six, map)) => {
+            match &target {
+                CaptureTarget::Read(values, six, map) => {
                     let mut after = *sq;
                     after[k] = to;
-                    map.values_along(g, &after, us, l, ok, *values, six, |q, v| {
+                    map.values_along(g, (&after, us), l, ok, (*values, six), |q, v| {
                         out[q.index()].add(v.after_move())
                     })?;
                 }
+                _ => add_all(out, ok, Value::Draw),
             }
         }
         // By `l`, from every square that attacks `to`, onto the same position.
         if l_ours {
             let from = qs & attacks(lp, to, occ);
-            if from.is_empty() || shields(our_king, occ, m) != Bitboard::ALL {
+            if from.is_empty() || shields(our_king, occ, skip, pawns) != Bitboard::ALL {
                 continue;
             }
-            let v = match target {
-                None => Value::Draw,
-                Some((values, six, map)) => {
+            let v = match &target {
+                CaptureTarget::Read(values, six, map) => {
                     let d = g.line_position(line, l, from.first().expect("not empty"));
-                    map.value(g, &d, l, to, *values, six)?.after_move()
+                    map.value(g, &d, l, to, *values, six)?
                 }
+                _ => Value::Draw,
             };
-            from.into_iter().for_each(|q| out[q.index()].add(v));
+            add_all(out, from, v);
         }
     }
     // Captures of `l` by our men.
     if !l_ours {
-        let target = &exit_of(l).target;
+        let target = target(Ok(l));
+        if let CaptureTarget::Unknown = target {
+            return Ok(false);
+        }
         for k in g.side(us) {
             let from = sq[k];
             let occupied = occ.without(from);
             let mut ok = qs & attacks(g.men[k], from, occ);
             if g.is_king(k) {
-                // Our king on `q`: not attacked there by their other men.
+                // Our king on `q`: not attacked there by their other men or their pawns.
                 for j in g.side(them).filter(|&j| j != l) {
                     ok &= !attacks(g.men[j], sq[j], occupied);
                 }
+                for p in their_pawns {
+                    ok &= !pawn_attacks(them, p);
+                }
             } else {
                 // Our man on `q` may shield our king.
-                ok &= shields(our_king, occupied, l);
+                ok &= shields(our_king, occupied, l, their_pawns);
             }
             if ok.is_empty() {
                 continue;
             }
-            match target {
-                None => ok.into_iter().for_each(|q| out[q.index()].add(Value::Draw)),
-                Some((values, six, map)) if !g.is_king(k) => {
-                    map.values_along(g, sq, us, k, ok, *values, six, |q, v| {
+            match &target {
+                CaptureTarget::Read(values, six, map) if !g.is_king(k) => {
+                    map.values_along(g, (sq, us), k, ok, (*values, six), |q, v| {
                         out[q.index()].add(v.after_move())
                     })?;
                 }
-                Some((values, six, map)) => {
+                CaptureTarget::Read(values, six, map) => {
                     for q in ok {
                         let d = g.line_position(line, l, q);
                         out[q.index()].add(map.value(g, &d, k, q, *values, six)?.after_move());
                     }
                 }
+                _ => add_all(out, ok, Value::Draw),
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The exits of a position of a pawnless slice (in check or not): its legal captures, played
@@ -1432,22 +1501,43 @@ mod tests {
         (lines, set)
     }
 
-    /// Init by lines (`init_line`, with the plain pushes read by lines) sets every index as
-    /// init index by index does: KRPvKR with the pawn on d4 (Black's rook pins it against its
-    /// king along the rank; White's rook, the line man, blocks its way or the pin) and on b2
-    /// (double pushes).
+    /// Init by lines (`init_line`, with the plain pushes and the captures by men read by lines)
+    /// sets every index as init index by index does: KRPvKR with the pawn on d4 (Black's rook
+    /// pins it against its king along the rank; White's rook, the line man, blocks its way or
+    /// the pin, or takes Black's rook), on b2 (double pushes) and on c7 (promotions); KRvKP and
+    /// KQvKP (the pawn Black's: taken by White's men, the line man among them, or checking a
+    /// king that takes a man), and KNPvK (the line man a knight).
     #[test]
     fn init_by_lines_sets_what_init_by_index_sets() {
         let mut random = xorshift(0x9e37_79b9_7f4a_7c15);
-        for pawn in ["d4", "b2"].map(|s| Square::parse(s).unwrap()) {
+        let square = |s: &str| Bitboard::EMPTY.with(Square::parse(s).unwrap());
+        let cases = [
+            ("KRPvKR", "d4", "", 3),
+            ("KRPvKR", "b2", "", 3),
+            ("KRPvKR", "c7", "", 7),
+            ("KRvKP", "", "c2", 1),
+            ("KRvKP", "", "b5", 1),
+            ("KQvKP", "", "d3", 1),
+            ("KNPvK", "a6", "", 1),
+        ];
+        for (material, white, black, step) in cases {
             let key = SliceKey {
-                material: "KRPvKR".parse().unwrap(),
-                white_pawns: Bitboard::EMPTY.with(pawn),
-                black_pawns: Bitboard::EMPTY,
+                material: material.parse().unwrap(),
+                white_pawns: if white.is_empty() {
+                    Bitboard::EMPTY
+                } else {
+                    square(white)
+                },
+                black_pawns: if black.is_empty() {
+                    Bitboard::EMPTY
+                } else {
+                    square(black)
+                },
             };
-            let (lines, set) = init_by_lines_and_by_index(key, 3, &mut random);
+            assert_eq!(key.canonical(), (key, false), "{key}");
+            let (lines, set) = init_by_lines_and_by_index(key, step, &mut random);
             assert!(
-                lines > 100_000 && set > 1_000_000,
+                lines > 3_000 && set > 2 * lines,
                 "{key}: {lines} lines, {set} set"
             );
         }
