@@ -86,6 +86,42 @@ impl ValueReader {
         Ok(())
     }
 
+    /// The values at `indices` of slice `slice` of `table`, into `out` (as long): the block
+    /// of each looked up once for a run of indices in the same block. Indices past the slice's
+    /// end are an error.
+    pub fn gather(
+        &mut self,
+        table: &Table,
+        slice: usize,
+        indices: &[u64],
+        out: &mut [u16],
+    ) -> Result<(), StorageError> {
+        debug_assert_eq!(indices.len(), out.len());
+        let entry = table.slice_entry(slice)?;
+        if let Some(&bad) = indices.iter().find(|&&i| i >= entry.count) {
+            return Err(StorageError::InvalidInput(format!(
+                "value index {bad} out of range for slice {slice} of {} values in {}",
+                entry.count,
+                table
+                    .path()
+                    .map_or("<memory>".into(), |p| p.display().to_string())
+            )));
+        }
+        let bv = u64::from(table.block_values());
+        let first = entry.first_value();
+        let mut k = 0;
+        while k < indices.len() {
+            let block = (first + indices[k]) / bv;
+            let values = self.block(table, block)?;
+            let base = block * bv;
+            while k < indices.len() && (first + indices[k]) / bv == block {
+                out[k] = values[(first + indices[k] - base) as usize];
+                k += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// The values of block `block` of `table`: from the cache, or read, checked and
     /// decompressed into the least recently used slot.
     fn block(&mut self, table: &Table, block: u64) -> Result<&[u16], StorageError> {
@@ -246,6 +282,32 @@ mod tests {
         ));
         assert!(matches!(
             r.values(&t, 1, 995, &mut out),
+            Err(StorageError::InvalidInput(_))
+        ));
+    }
+
+    /// Values gathered at scattered indices (in runs within a block, across blocks, back and
+    /// forth) are those at each index; one past the end is an error.
+    #[test]
+    fn gathered_values_are_those_at_each_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let a: Vec<u16> = (0..100).map(|i| 3 * i as u16 + 1).collect();
+        let b: Vec<u16> = (0..1000).map(|i| (i * 11 % 997) as u16).collect();
+        let t = table_of(dir.path(), 64, &[([1, 0], &a), ([2, 0], &b)]);
+        let mut r = ValueReader::new(2);
+        let indices: Vec<u64> = [0u64, 1, 63, 5, 64, 900, 127, 128, 999, 0, 300, 301, 36]
+            .into_iter()
+            .chain((0..1000u32).step_by(37).rev().map(u64::from))
+            .collect();
+        let mut out = vec![0u16; indices.len()];
+        r.gather(&t, 1, &indices, &mut out).unwrap();
+        let expected: Vec<u16> = indices.iter().map(|&i| b[i as usize]).collect();
+        assert_eq!(out, expected);
+        let mut one = [0u16; 2];
+        r.gather(&t, 0, &[99, 0], &mut one).unwrap();
+        assert_eq!(one, [a[99], a[0]]);
+        assert!(matches!(
+            r.gather(&t, 0, &[5, 100], &mut one),
             Err(StorageError::InvalidInput(_))
         ));
     }

@@ -313,6 +313,20 @@ impl IndexedValues for TableSlice {
             .map_err(|e| SolveError::Source(Box::new(e)))
     }
 
+    fn get_many(&self, indices: &[u64], out: &mut [u16]) -> Result<(), SolveError> {
+        let count = self.table.slices()[self.slice].count;
+        if indices.iter().any(|&i| i >= count) {
+            // Rare (an index past the end reads 0): one at a time.
+            for (v, &i) in out.iter_mut().zip(indices) {
+                *v = self.get(i)?;
+            }
+            return Ok(());
+        }
+        READER
+            .with(|r| r.borrow_mut().gather(&self.table, self.slice, indices, out))
+            .map_err(|e| SolveError::Source(Box::new(e)))
+    }
+
     fn get_run(&self, first: u64, out: &mut [u16]) -> Result<(), SolveError> {
         let count = self.table.slices()[self.slice].count;
         let have = count.saturating_sub(first).min(out.len() as u64) as usize;

@@ -141,6 +141,15 @@ pub trait IndexedValues: Sync {
         }
         Ok(())
     }
+
+    /// The raw values at `indices`, into `out` (as long; 0 past the end): a source that reads
+    /// by blocks looks a block up once for indices next to each other in it.
+    fn get_many(&self, indices: &[u64], out: &mut [u16]) -> Result<(), SolveError> {
+        for (v, &i) in out.iter_mut().zip(indices) {
+            *v = self.get(i)?;
+        }
+        Ok(())
+    }
 }
 
 impl SliceValuesRef<'_> {
@@ -151,6 +160,20 @@ impl SliceValuesRef<'_> {
             SliceValuesRef::Array(values) => Ok(values.get(index as usize).copied().unwrap_or(0)),
             SliceValuesRef::Coded(values) => Ok(values.get(index as usize)),
             SliceValuesRef::Indexed(source) => source.get(index),
+        }
+    }
+
+    /// The raw values at `indices`, into `out` (as long); 0 past the end.
+    #[inline]
+    pub fn get_many(&self, indices: &[u64], out: &mut [u16]) -> Result<(), SolveError> {
+        match self {
+            SliceValuesRef::Indexed(source) => source.get_many(indices, out),
+            _ => {
+                for (v, &i) in out.iter_mut().zip(indices) {
+                    *v = self.get(i)?;
+                }
+                Ok(())
+            }
         }
     }
 

@@ -7,7 +7,7 @@
 //! source).
 
 use zermelo_chess::attacks::{attacks, between, pawn_attacks};
-use zermelo_chess::index::{pawnless_symmetry, SliceIndexer, SYMMETRY_TABLE};
+use zermelo_chess::index::{group_rank, pawnless_symmetry, SliceIndexer, SYMMETRY_TABLE};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::Value;
 use zermelo_chess::{Bitboard, Color, Material, Piece, Role, Square};
@@ -205,10 +205,9 @@ impl CaptureMap {
 /// The values in a successor slice (`values`, indexer `six`) of positions that differ only in
 /// the square of one man: the men on `sq` (the successor's order and orientation, `n` of them)
 /// but the man in slot `slot` (not a king), `turn` to move, that man on `orient(q)` for each
-/// square `q` of `qs` in turn. Calls `f(q, value)` for each. When that man is a lone man in the
-/// successor (its kings, hence a pawnless successor's symmetry, the same for every `q`), the
-/// index is worked out once and the man's square added for each `q`; otherwise position by
-/// position.
+/// square `q` of `qs` in turn (a square no other man stands on). Calls `f(q, value)` for each.
+/// The kings, hence a pawnless successor's symmetry, are the same for every `q`: the index is
+/// worked out once, and for each `q` only the rank of the man's group of like men changes.
 #[inline]
 fn values_along(
     (values, six): (SliceValuesRef<'_>, &SliceIndexer),
@@ -217,16 +216,8 @@ fn values_along(
     qs: Bitboard,
     mut f: impl FnMut(Square, Value),
 ) -> Result<(), SolveError> {
+    debug_assert!(slot != 0 && slot != six.black_king());
     let mut sq = *sq;
-    let field = six.fields()[slot];
-    if field.len != 1 {
-        for q in qs {
-            let mut s = sq;
-            s[slot] = orient(q);
-            f(q, value_in(values, six, &mut s[..n], turn)?);
-        }
-        return Ok(());
-    }
     // With pawns the placement is stored as it is (the identity, the first symmetry).
     let sym = if six.is_pawnless() {
         pawnless_symmetry(sq[0], sq[six.black_king()])
@@ -237,16 +228,26 @@ fn values_along(
     for s in sq[..n].iter_mut() {
         *s = t[s.index()];
     }
-    // A lone man's field is its square: on a1 it adds nothing.
-    sq[slot] = Square::A1;
-    let base = six
+    // The index is the sum of each group's rank times its stride: all but the man's group
+    // once, that group's rank for each `q`.
+    let field = six.fields()[slot];
+    let group = field.first..field.first + field.len;
+    let others = six
         .index_of(&sq[..n], turn)
-        .expect("the kings of a legal position are apart");
+        .expect("the kings of a legal position are apart")
+        - field.stride * group_rank(&sq[group.clone()]);
+    let (mut indices, mut raw) = ([0u64; 64], [0u16; 64]);
+    let mut m = 0;
     for q in qs {
-        let index = base + field.stride * t[orient(q).index()].index() as u64;
-        let v = Value::from_raw(values.get(index)?).ok_or(SolveError::BadSuccessor {
+        sq[slot] = t[orient(q).index()];
+        indices[m] = others + field.stride * group_rank(&sq[group.clone()]);
+        m += 1;
+    }
+    values.get_many(&indices[..m], &mut raw[..m])?;
+    for (k, q) in qs.into_iter().enumerate() {
+        let v = Value::from_raw(raw[k]).ok_or(SolveError::BadSuccessor {
             slice: *six.key(),
-            index,
+            index: indices[k],
         })?;
         f(q, v);
     }
@@ -735,7 +736,7 @@ impl<'a> PawnExits<'a> {
                 if plain.clone().count() != Role::PROMOTIONS.len() {
                     return Ok(false);
                 }
-                let ok = !Bitboard::EMPTY.with(one) & safe(occ.without(from).with(one));
+                let ok = !occ & !Bitboard::EMPTY.with(one) & safe(occ.without(from).with(one));
                 let mut squares = [Square::A1; 9];
                 squares[..g.n].copy_from_slice(&sq[..g.n]);
                 squares[g.n] = one;
