@@ -137,6 +137,59 @@ impl Geometry {
         })
     }
 
+    /// [`Geometry::has_inside_move`] for the positions of line `d` ([`Geometry::decode_line`],
+    /// line man `l`) with `l` on the squares of `qs` (legal positions) at once: the squares of
+    /// `qs` whose position has a legal move inside the slice. Each move of another man is
+    /// looked at once, its legality a mask of the squares of `l` (not on its target nor in its
+    /// way, and leaving the king safe: between it and a man that would then attack it, or, if
+    /// `l` is the other side's, not attacking it); `l`'s own moves (if ours) all at once: from
+    /// the squares that see a square where it would leave the king safe.
+    pub(super) fn line_has_inside_move(&self, l: usize, d: &Decoded, qs: Bitboard) -> Bitboard {
+        let us = d.turn;
+        let them = us.other();
+        let (sq, occ, lp) = (&d.squares, d.occupied, self.men[l]);
+        let our_king = sq[if us == Color::White { 0 } else { self.black_king }];
+        let their_pawns = self.pawns[them.index()];
+        let l_ours = self.side(us).contains(&l);
+        // The squares of `l` where our king on `king` is safe with `occupied` (without `l`).
+        let safe = |king: Square, occupied: Bitboard| {
+            if (pawn_attacks(us, king) & their_pawns).any() {
+                return Bitboard::EMPTY;
+            }
+            let mut ok = Bitboard::ALL;
+            for j in self.side(them).filter(|&j| j != l) {
+                if attacks(self.men[j], sq[j], occupied).contains(king) {
+                    ok &= between(sq[j], king);
+                }
+            }
+            if !l_ours {
+                ok &= !attacks(lp, king, occupied);
+            }
+            ok
+        };
+        let mut found = Bitboard::EMPTY;
+        if l_ours {
+            // `l` moves from `q` to an empty square that leaves the king safe.
+            let good = !occ & safe(our_king, occ);
+            found |= qs & attacks_from_set(lp, good, occ);
+        }
+        for k in self.side(us).filter(|&k| k != l) {
+            let from = sq[k];
+            for to in attacks(self.men[k], from, occ) & !occ {
+                let open = qs & !found & !Bitboard::EMPTY.with(to) & !between(from, to);
+                if open.is_empty() {
+                    continue;
+                }
+                let king = if self.is_king(k) { to } else { our_king };
+                found |= open & safe(king, occ.without(from).with(to));
+                if found == qs {
+                    return found;
+                }
+            }
+        }
+        found
+    }
+
     /// Calls `f` with the index of `d` with man `k` moved to each square of `targets` and `turn`
     /// to move, by arithmetic on the index: only the man's field changes. Skips a square that
     /// puts the kings side by side, or for a king of a pawnless slice out of table form. Stops
@@ -557,6 +610,70 @@ mod tests {
                 assert_eq!(unmap_bb(sym, map_bb(sym, one)), one);
             }
         }
+    }
+
+    /// Sampled lines of several slices (the line man White's or Black's, like men, pawns of
+    /// either side): the squares where a line has a move inside the slice are exactly those
+    /// whose position has one.
+    #[test]
+    fn a_line_has_an_inside_move_where_each_position_has_one() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut keys: Vec<SliceKey> = ["KQvKR", "KQRvK", "KBNvK", "KNvKQ", "KRvKR", "KNNvKR", "KQRvKR"]
+            .iter()
+            .map(|m| SliceKey::pawnless(m.parse().unwrap()))
+            .collect();
+        keys.extend(SliceKey::all_of("KRvKP".parse().unwrap()).into_iter().step_by(3));
+        keys.extend(SliceKey::all_of("KRPvKR".parse().unwrap()).into_iter().step_by(5));
+        let (mut lines, mut with, mut without) = (0u64, 0u64, 0u64);
+        for key in keys {
+            let g = Geometry::new(&key);
+            let l = g.line_man().expect("a lone man lowest");
+            let n = g.ix.size();
+            let mut base = 0;
+            while base < n {
+                let line_base = base;
+                base += 64 * (1 + random() % 97);
+                let Some(d) = g.decode_line(line_base, l) else {
+                    continue;
+                };
+                // The legal positions of the line (the side not to move not in check).
+                let mut qs = Bitboard::EMPTY;
+                for q in !d.occupied {
+                    let dq = g.line_position(&d, l, q);
+                    if !g.attacked(&dq, kings(&g, &dq).1, d.turn) {
+                        qs = qs.with(q);
+                    }
+                }
+                let found = g.line_has_inside_move(l, &d, qs);
+                for q in qs {
+                    let dq = g.line_position(&d, l, q);
+                    let each = g.has_inside_move(&dq, kings(&g, &dq).0);
+                    assert_eq!(
+                        found.contains(q),
+                        each,
+                        "{key}: index {}",
+                        line_base + q.u8() as u64
+                    );
+                    if each {
+                        with += 1;
+                    } else {
+                        without += 1;
+                    }
+                }
+                assert!((found & !qs).is_empty());
+                lines += 1;
+            }
+        }
+        assert!(
+            lines > 5_000 && without > 1_000 && with > without,
+            "{lines} lines, {with} with, {without} without"
+        );
     }
 
     /// Lines of several slices (the line man White's or Black's, pawnless with both kings'

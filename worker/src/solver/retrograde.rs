@@ -960,6 +960,14 @@ fn init_line(
     // the pawn moves then position by position.
     let todo = legal & looked_at;
     let mut exits = [Exits::default(); 64];
+    // The squares of `todo` with a move inside the slice, worked out for the line when first
+    // asked.
+    let mut inside_mask = None;
+    let mut inside = |q: Square| {
+        inside_mask
+            .get_or_insert_with(|| g.line_has_inside_move(l, &line, todo))
+            .contains(q)
+    };
     let by_lines = match (&ctx.captures, &ctx.pawn_exits) {
         (Some(captures), _) => {
             let target = |victim: Result<usize, Square>| match victim {
@@ -972,11 +980,8 @@ fn init_line(
             let all = line_exits_by_captures(g, &line, l, todo, &target, &mut exits)?;
             debug_assert!(all, "a pawnless slice's captures are all worked out once");
             for q in todo {
-                let d = || g.line_position(&line, l, q);
                 let e = &exits[q.index()];
-                set_by_captures(ctx, st, base + q.index(), e, in_check.contains(q), || {
-                    g.has_inside_move(&d(), our_king)
-                })?;
+                set_by_captures(ctx, st, base + q.index(), e, in_check.contains(q), || inside(q))?;
             }
             true
         }
@@ -988,7 +993,7 @@ fn init_line(
                     let e = &mut exits[q.index()];
                     pe.pawn_move_exits(g, &d, ctx.succ, e)?;
                     let inside = match e.best {
-                        Some(Value::Loss(_)) | None => g.has_inside_move(&d, our_king),
+                        Some(Value::Loss(_)) | None => inside(q),
                         _ => true,
                     };
                     set_by_exits(ctx, st, base + q.index(), e, inside, in_check.contains(q))?;
