@@ -29,6 +29,14 @@ impl Exits {
         }
         self.best = Some(self.best.map_or(v, |b| b.max(v)));
     }
+
+    /// Adds the exits of `other`.
+    pub(super) fn merge(&mut self, other: &Exits) {
+        if let Some(b) = other.best {
+            self.best = Some(self.best.map_or(b, |a| a.max(b)));
+        }
+        self.slowest_loss = self.slowest_loss.max(other.slowest_loss);
+    }
 }
 
 /// The successor slices of a slice with pawns, with their values as arrays.

@@ -927,26 +927,21 @@ fn init_line(
     // set from those read by lines ([`PawnExits::line_pushes`]) when one of them draws or wins (then
     // a move inside the slice does not matter); the others are looked at move by move.
     let mut pushed = Bitboard::EMPTY;
+    // The squares of `l` whose positions' pawn moves are all in `pushes` (read by lines).
+    let mut by_pushes = Bitboard::EMPTY;
     if g.pawns[us.index()].any() {
         if let Some(pe) = &ctx.pawn_exits {
             if pe.line_pushes(g, &line, l, victims, pushes)? {
-                for q in legal & !looked_at {
-                    let mut exits = if pushes.promotes {
-                        pushes.promoted[q.index()]
-                    } else {
-                        Exits::default()
-                    };
-                    for (k, &(ok, slice, first)) in pushes.pushes[..pushes.n].iter().enumerate() {
-                        if ok.contains(q) {
-                            let v = Value::from_raw(pushes.values[k][q.index()]).ok_or(
-                                SolveError::BadSuccessor {
-                                    slice,
-                                    index: first + q.index() as u64,
-                                },
-                            )?;
-                            exits.add(v.after_move());
-                        }
+                // A pawn of ours taking the line man is the only other pawn move.
+                by_pushes = Bitboard::ALL;
+                if lp.color == them {
+                    for p in g.pawns[us.index()] {
+                        by_pushes &= !pawn_attacks(us, p);
                     }
+                }
+                for q in legal & !looked_at {
+                    let mut exits = Exits::default();
+                    add_line_pushes(pushes, q, &mut exits)?;
                     if let Some(Value::Draw | Value::Win(_)) = exits.best {
                         set_undecided(ctx, st, base + q.index(), &exits)?;
                         pushed = pushed.with(q);
@@ -989,9 +984,12 @@ fn init_line(
             let target = |victim| pe.capture_target(victim);
             if line_exits_by_captures(g, &line, l, todo, &target, &mut exits)? {
                 for q in todo {
-                    let d = g.line_position(&line, l, q);
                     let e = &mut exits[q.index()];
-                    pe.pawn_move_exits(g, &d, ctx.succ, e)?;
+                    if by_pushes.contains(q) {
+                        add_line_pushes(pushes, q, e)?;
+                    } else {
+                        pe.pawn_move_exits(g, &g.line_position(&line, l, q), ctx.succ, e)?;
+                    }
                     let inside = match e.best {
                         Some(Value::Loss(_)) | None => inside(q),
                         _ => true,
@@ -1013,6 +1011,25 @@ fn init_line(
     }
     for q in legal & !looked_at & !pushed {
         st.set(base + q.index(), S_MAY_LOSE);
+    }
+    Ok(())
+}
+
+/// Adds to `exits` the pawn moves read by lines in `pushes` ([`PawnExits::line_pushes`]) of
+/// the position with the line man on `q`.
+#[inline]
+fn add_line_pushes(pushes: &LinePushes, q: Square, exits: &mut Exits) -> Result<(), SolveError> {
+    if pushes.promotes {
+        exits.merge(&pushes.promoted[q.index()]);
+    }
+    for (k, &(ok, slice, first)) in pushes.pushes[..pushes.n].iter().enumerate() {
+        if ok.contains(q) {
+            let v = Value::from_raw(pushes.values[k][q.index()]).ok_or(SolveError::BadSuccessor {
+                slice,
+                index: first + q.index() as u64,
+            })?;
+            exits.add(v.after_move());
+        }
     }
     Ok(())
 }
