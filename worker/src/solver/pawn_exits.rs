@@ -80,12 +80,7 @@ impl Target {
     /// A square of the slice as the target stores it (colours swapped, files mirrored).
     #[inline]
     fn orient(&self, s: Square) -> Square {
-        let s = if self.flip { s.flip_rank() } else { s };
-        if self.mirror {
-            s.flip_file()
-        } else {
-            s
-        }
+        orient(s, self.flip, self.mirror)
     }
 }
 
@@ -177,12 +172,7 @@ impl CaptureMap {
     /// A square of this slice as the successor stores it (colours swapped, files mirrored).
     #[inline]
     fn orient(&self, s: Square) -> Square {
-        let s = if self.flip { s.flip_rank() } else { s };
-        if self.mirror {
-            s.flip_file()
-        } else {
-            s
-        }
+        orient(s, self.flip, self.mirror)
     }
 
     /// [`CaptureMap::value`] for a set of positions that differ only in the square of one man:
@@ -262,6 +252,17 @@ fn values_along(
     Ok(())
 }
 
+/// Square `s` with ranks mirrored if `flip` (colours swapped), then files if `mirror`.
+#[inline]
+fn orient(s: Square, flip: bool, mirror: bool) -> Square {
+    let s = if flip { s.flip_rank() } else { s };
+    if mirror {
+        s.flip_file()
+    } else {
+        s
+    }
+}
+
 /// The captured "man" of a [`CaptureMap`] of a pawn's capture: none of the men.
 pub(super) const NO_MAN: usize = usize::MAX;
 
@@ -314,6 +315,39 @@ fn ahead(us: Color, s: Square) -> Square {
     } else {
         s.u8() - 8
     })
+}
+
+/// Who is who in position `d`: the side to move, the other, the mover's king, the other side's
+/// pawns, and its pawns and men but the king (what the mover may take).
+#[inline]
+fn sides(g: &Geometry, d: &Decoded) -> (Color, Color, Square, Bitboard, Bitboard) {
+    let us = d.turn;
+    let them = us.other();
+    let their_pawns = g.pawns[them.index()];
+    let mut victims = their_pawns;
+    for j in g.side(them).filter(|&j| !g.is_king(j)) {
+        victims = victims.with(d.squares[j]);
+    }
+    (us, them, kings(g, d).0, their_pawns, victims)
+}
+
+/// True if the mover's king on `king` is safe in `d` with `occupied`, the other side's pawns
+/// `pawns` and its men but `captured`.
+#[inline]
+fn king_safe(
+    g: &Geometry,
+    d: &Decoded,
+    king: Square,
+    occupied: Bitboard,
+    pawns: Bitboard,
+    captured: Option<usize>,
+) -> bool {
+    let us = d.turn;
+    (pawn_attacks(us, king) & pawns).is_empty()
+        && !g
+            .side(us.other())
+            .filter(|&j| Some(j) != captured)
+            .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
 }
 
 /// A position after a move that leaves the slice, as the mover left it (any orientation).
@@ -513,25 +547,9 @@ impl<'a> PawnExits<'a> {
 
     /// The captures by men (king included) of the legal position `d`, added to `exits`.
     fn man_capture_exits(&self, g: &Geometry, d: &Decoded, exits: &mut Exits) -> Result<(), SolveError> {
-        let us = d.turn;
-        let them = us.other();
-        let our_king = d.squares[if us == Color::White { 0 } else { g.black_king }];
-        let their_pawns = g.pawns[them.index()];
-        // Their men but the king, by square.
-        let mut victims = their_pawns;
-        for j in g.side(them).filter(|&j| !g.is_king(j)) {
-            victims = victims.with(d.squares[j]);
-        }
+        let (us, them, our_king, their_pawns, victims) = sides(g, d);
         let man_at = |sq: Square| g.side(them).find(|&j| d.squares[j] == sq);
-        // True if our king on `king` is safe with `occupied`, their pawns `pawns` and their men
-        // but `captured`.
-        let safe = |king: Square, occupied: Bitboard, pawns: Bitboard, captured: Option<usize>| {
-            (pawn_attacks(us, king) & pawns).is_empty()
-                && !g
-                    .side(them)
-                    .filter(|&j| Some(j) != captured)
-                    .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
-        };
+        let safe = |king, occupied, pawns, captured| king_safe(g, d, king, occupied, pawns, captured);
         for k in g.side(us) {
             let from = d.squares[k];
             for to in attacks(g.men[k], from, d.occupied) & victims {
@@ -577,26 +595,13 @@ impl<'a> PawnExits<'a> {
         succ: &dyn Successors,
         exits: &mut Exits,
     ) -> Result<(), SolveError> {
-        let us = d.turn;
-        let them = us.other();
-        let our_king = d.squares[if us == Color::White { 0 } else { g.black_king }];
-        let their_pawns = g.pawns[them.index()];
-        let our_pawns = g.pawns[us.index()];
+        let our_pawns = g.pawns[d.turn.index()];
         if our_pawns.is_empty() {
             return Ok(());
         }
-        let mut victims = their_pawns;
-        for j in g.side(them).filter(|&j| !g.is_king(j)) {
-            victims = victims.with(d.squares[j]);
-        }
+        let (us, them, our_king, their_pawns, victims) = sides(g, d);
         let man_at = |sq: Square| g.side(them).find(|&j| d.squares[j] == sq);
-        let safe = |king: Square, occupied: Bitboard, pawns: Bitboard, captured: Option<usize>| {
-            (pawn_attacks(us, king) & pawns).is_empty()
-                && !g
-                    .side(them)
-                    .filter(|&j| Some(j) != captured)
-                    .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
-        };
+        let safe = |king, occupied, pawns, captured| king_safe(g, d, king, occupied, pawns, captured);
         let forward = |s: Square| ahead(us, s);
         for from in our_pawns {
             let one = forward(from);
