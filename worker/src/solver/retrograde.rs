@@ -972,13 +972,16 @@ fn init_line(
                 },
                 Err(_) => CaptureTarget::Unknown,
             };
+            // Every capture of a pawnless slice is worked out once (no pawns: never `Unknown`),
+            // but a line that was not is looked at position by position all the same.
             let all = line_exits_by_captures(g, &line, l, todo, &target, &mut exits)?;
-            debug_assert!(all, "a pawnless slice's captures are all worked out once");
-            for q in todo {
-                let e = &exits[q.index()];
-                set_by_captures(ctx, st, base + q.index(), e, in_check.contains(q), || inside(q))?;
+            if all {
+                for q in todo {
+                    let e = &exits[q.index()];
+                    set_by_captures(ctx, st, base + q.index(), e, in_check.contains(q), || inside(q))?;
+                }
             }
-            true
+            all
         }
         (None, Some(pe)) => {
             let target = |victim| pe.capture_target(victim);
