@@ -12,6 +12,9 @@ use zermelo_chess::index::{
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Bitboard, Color, Piece, Role, Square};
 
+/// No man of a slice: the captured "man" of a pawn's capture, or a man not to skip.
+pub(super) const NO_MAN: usize = usize::MAX;
+
 /// A slice's men and how its indices move: decoding, un-moves and moves on the index.
 pub(super) struct Geometry {
     pub(super) ix: SliceIndexer,
@@ -137,6 +140,37 @@ impl Geometry {
         })
     }
 
+    /// The squares of the line man `l` of line `d` ([`Geometry::decode_line`]) on which the
+    /// mover's king on `king` is safe with `occupied` (without `l`), the other side's pawns
+    /// `pawns` and its men but `skip`: none if a pawn attacks it; else the squares between it
+    /// and each man that attacks it (where `l` shields it), and, if `l` is the other side's and
+    /// not `skip`, those from which `l` does not attack it.
+    #[inline]
+    pub(super) fn line_king_safe(
+        &self,
+        l: usize,
+        d: &Decoded,
+        king: Square,
+        occupied: Bitboard,
+        pawns: Bitboard,
+        skip: usize,
+    ) -> Bitboard {
+        let us = d.turn;
+        if (pawn_attacks(us, king) & pawns).any() {
+            return Bitboard::EMPTY;
+        }
+        let mut ok = Bitboard::ALL;
+        for j in self.side(us.other()).filter(|&j| j != skip && j != l) {
+            if attacks(self.men[j], d.squares[j], occupied).contains(king) {
+                ok &= between(d.squares[j], king);
+            }
+        }
+        if l != skip && !self.side(us).contains(&l) {
+            ok &= !attacks(self.men[l], king, occupied);
+        }
+        ok
+    }
+
     /// [`Geometry::has_inside_move`] for the positions of line `d` ([`Geometry::decode_line`],
     /// line man `l`) with `l` on the squares of `qs` (legal positions) at once: the squares of
     /// `qs` whose position has a legal move inside the slice. Each move of another man is
@@ -146,27 +180,11 @@ impl Geometry {
     /// the squares that see a square where it would leave the king safe.
     pub(super) fn line_has_inside_move(&self, l: usize, d: &Decoded, qs: Bitboard) -> Bitboard {
         let us = d.turn;
-        let them = us.other();
         let (sq, occ, lp) = (&d.squares, d.occupied, self.men[l]);
         let our_king = sq[if us == Color::White { 0 } else { self.black_king }];
-        let their_pawns = self.pawns[them.index()];
+        let their_pawns = self.pawns[us.other().index()];
         let l_ours = self.side(us).contains(&l);
-        // The squares of `l` where our king on `king` is safe with `occupied` (without `l`).
-        let safe = |king: Square, occupied: Bitboard| {
-            if (pawn_attacks(us, king) & their_pawns).any() {
-                return Bitboard::EMPTY;
-            }
-            let mut ok = Bitboard::ALL;
-            for j in self.side(them).filter(|&j| j != l) {
-                if attacks(self.men[j], sq[j], occupied).contains(king) {
-                    ok &= between(sq[j], king);
-                }
-            }
-            if !l_ours {
-                ok &= !attacks(lp, king, occupied);
-            }
-            ok
-        };
+        let safe = |king, occupied| self.line_king_safe(l, d, king, occupied, their_pawns, NO_MAN);
         let mut found = Bitboard::EMPTY;
         if l_ours {
             // `l` moves from `q` to an empty square that leaves the king safe.

@@ -6,13 +6,13 @@
 //! pawn (the position after it may have an en-passant capture, resolved by the successor
 //! source).
 
-use zermelo_chess::attacks::{attacks, between, pawn_attacks};
+use zermelo_chess::attacks::{attacks, pawn_attacks};
 use zermelo_chess::index::{group_rank, pawnless_symmetry, SliceIndexer, SYMMETRY_TABLE};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::Value;
 use zermelo_chess::{Bitboard, Color, Material, Piece, Role, Square};
 
-use super::geometry::{kings, Decoded, Geometry};
+use super::geometry::{kings, Decoded, Geometry, NO_MAN};
 use super::{SliceValuesRef, SolveError, Successors};
 
 /// The exits of a position: the best for the side to move, and the slowest that loses.
@@ -81,6 +81,17 @@ impl Target {
     #[inline]
     fn orient(&self, s: Square) -> Square {
         orient(s, self.flip, self.mirror)
+    }
+
+    /// The men on `squares` (in the order given to [`PawnExits::target`]) with `turn` to move,
+    /// as the target stores them: the squares in its men's order, and its side to move.
+    #[inline]
+    fn place(&self, squares: impl Iterator<Item = Square>, turn: Color) -> ([Square; 8], Color) {
+        let mut sq = [Square::A1; 8];
+        for (k, s) in squares.enumerate() {
+            sq[self.slots[k]] = self.orient(s);
+        }
+        (sq, if self.flip { turn.other() } else { turn })
     }
 }
 
@@ -156,14 +167,7 @@ impl CaptureMap {
     ) -> Result<Value, SolveError> {
         let mut sq = [Square::A1; 8];
         for j in (0..g.n).filter(|&j| j != self.captured) {
-            let mut s = if j == k { to } else { d.squares[j] };
-            if self.flip {
-                s = s.flip_rank();
-            }
-            if self.mirror {
-                s = s.flip_file();
-            }
-            sq[self.to_successor[j]] = s;
+            sq[self.to_successor[j]] = self.orient(if j == k { to } else { d.squares[j] });
         }
         let turn = if self.flip { d.turn } else { d.turn.other() };
         value_in(values, six, &mut sq[..self.men], turn)
@@ -252,6 +256,32 @@ fn values_along(
     Ok(())
 }
 
+/// Where positions with `material` and the pawns `pawns` (by colour) are stored: the slice, and
+/// whether colours are swapped (the material stored the other way round, ranks mirrored) and
+/// files mirrored (into the canonical slice) to reach it.
+fn stored_slice(material: Material, pawns: [Bitboard; 2]) -> (SliceKey, bool, bool) {
+    let flip = !material.is_normalized();
+    let raw = if flip {
+        SliceKey {
+            material: material.flipped(),
+            white_pawns: pawns[1].flip_rank(),
+            black_pawns: pawns[0].flip_rank(),
+        }
+    } else {
+        SliceKey {
+            material,
+            white_pawns: pawns[0],
+            black_pawns: pawns[1],
+        }
+    };
+    let (key, mirror) = if raw.material.has_pawns() {
+        raw.canonical()
+    } else {
+        (raw, false)
+    };
+    (key, flip, mirror)
+}
+
 /// Square `s` with ranks mirrored if `flip` (colours swapped), then files if `mirror`.
 #[inline]
 fn orient(s: Square, flip: bool, mirror: bool) -> Square {
@@ -262,9 +292,6 @@ fn orient(s: Square, flip: bool, mirror: bool) -> Square {
         s
     }
 }
-
-/// The captured "man" of a [`CaptureMap`] of a pawn's capture: none of the men.
-pub(super) const NO_MAN: usize = usize::MAX;
 
 /// Where the capture of a man or a pawn by a man leads, for the exits of a line
 /// ([`PawnExits::capture_target`]).
@@ -408,21 +435,7 @@ impl<'a> PawnExits<'a> {
             if material.is_bare_kings() {
                 continue;
             }
-            let flip = !material.is_normalized();
-            let raw = if flip {
-                SliceKey {
-                    material: material.flipped(),
-                    white_pawns: key.black_pawns.flip_rank(),
-                    black_pawns: key.white_pawns.flip_rank(),
-                }
-            } else {
-                SliceKey { material, ..*key }
-            };
-            let (slice, mirror) = if raw.material.has_pawns() {
-                raw.canonical()
-            } else {
-                (raw, false)
-            };
+            let (slice, flip, mirror) = stored_slice(material, g.pawns);
             let Some(at) = successors.iter().position(|(k, _, _)| *k == slice) else {
                 continue;
             };
@@ -439,25 +452,7 @@ impl<'a> PawnExits<'a> {
                 }
                 let mut pawns = g.pawns;
                 pawns[c.index()] = pawns[c.index()].without(p);
-                let flip = !material.is_normalized();
-                let raw = if flip {
-                    SliceKey {
-                        material: material.flipped(),
-                        white_pawns: pawns[1].flip_rank(),
-                        black_pawns: pawns[0].flip_rank(),
-                    }
-                } else {
-                    SliceKey {
-                        material,
-                        white_pawns: pawns[0],
-                        black_pawns: pawns[1],
-                    }
-                };
-                let (slice, mirror) = if raw.material.has_pawns() {
-                    raw.canonical()
-                } else {
-                    (raw, false)
-                };
+                let (slice, flip, mirror) = stored_slice(material, pawns);
                 if let Some(at) = successors.iter().position(|(k, _, _)| *k == slice) {
                     let map = CaptureMap::new(g, NO_MAN, flip, mirror, successors[at].2.men());
                     pawn_captures.push((p, Some(ManCapture { at, map })));
@@ -709,7 +704,7 @@ impl<'a> PawnExits<'a> {
     ) -> Result<bool, SolveError> {
         let us = line.turn;
         let them = us.other();
-        let (sq, occ, lp) = (&line.squares, line.occupied, g.men[l]);
+        let (sq, occ) = (&line.squares, line.occupied);
         let our_king = sq[if us == Color::White { 0 } else { g.black_king }];
         let their_pawns = g.pawns[them.index()];
         let forward = |s: Square| ahead(us, s);
@@ -718,23 +713,8 @@ impl<'a> PawnExits<'a> {
             out.promoted = [Exits::default(); 64];
             out.promotes = false;
         }
-        // The squares of `l` where our king is safe with `after`: a man of theirs that then sees
-        // it is blocked by the line man (a man of ours) or is the line man.
-        let safe = |after: Bitboard| {
-            if (pawn_attacks(us, our_king) & their_pawns).any() {
-                return Bitboard::EMPTY;
-            }
-            let mut ok = Bitboard::ALL;
-            for j in g.side(them).filter(|&j| j != l) {
-                if attacks(g.men[j], sq[j], after).contains(our_king) {
-                    ok &= between(sq[j], our_king);
-                }
-            }
-            if lp.color == them {
-                ok &= !attacks(lp, our_king, after);
-            }
-            ok
-        };
+        // The squares of `l` where our king is safe after the pawn's move.
+        let safe = |after| g.line_king_safe(l, line, our_king, after, their_pawns, NO_MAN);
         for from in g.pawns[us.index()] {
             let one = forward(from);
             if (pawn_attacks(us, from) & victims).any() {
@@ -750,15 +730,8 @@ impl<'a> PawnExits<'a> {
                     return Ok(false);
                 }
                 let ok = !occ & !Bitboard::EMPTY.with(one) & safe(occ.without(from).with(one));
-                let mut squares = [Square::A1; 9];
-                squares[..g.n].copy_from_slice(&sq[..g.n]);
-                squares[g.n] = one;
                 for (_, _, t) in plain {
-                    let mut at = [Square::A1; 8];
-                    for (k, &s) in squares[..=g.n].iter().enumerate() {
-                        at[t.slots[k]] = t.orient(s);
-                    }
-                    let turn = if t.flip { them.other() } else { them };
+                    let (at, turn) = t.place(sq[..g.n].iter().copied().chain([one]), them);
                     let (_, values, six) = &self.successors[t.at];
                     let along = (&at, t.n, t.slots[l], turn);
                     let promoted = &mut out.promoted;
@@ -848,23 +821,7 @@ impl<'a> PawnExits<'a> {
         if material.is_bare_kings() {
             return Ok(None);
         }
-        // Colours swapped if the material is stored the other way round.
-        let flip = !material.is_normalized();
-        let (material, pawns) = if flip {
-            (material.flipped(), [pawns[1].flip_rank(), pawns[0].flip_rank()])
-        } else {
-            (material, pawns)
-        };
-        let raw = SliceKey {
-            material,
-            white_pawns: pawns[0],
-            black_pawns: pawns[1],
-        };
-        let (key, mirror) = if material.has_pawns() {
-            raw.canonical()
-        } else {
-            (raw, false)
-        };
+        let (key, flip, mirror) = stored_slice(material, pawns);
         let at = self
             .successors
             .iter()
@@ -906,12 +863,7 @@ impl<'a> PawnExits<'a> {
         squares: impl Iterator<Item = Square>,
         turn: Color,
     ) -> Result<Value, SolveError> {
-        let mut sq = [Square::A1; 8];
-        for (k, s) in squares.enumerate() {
-            let s = if t.flip { s.flip_rank() } else { s };
-            sq[t.slots[k]] = if t.mirror { s.flip_file() } else { s };
-        }
-        let turn = if t.flip { turn.other() } else { turn };
+        let (mut sq, turn) = t.place(squares, turn);
         let (_, values, six) = &self.successors[t.at];
         value_in(*values, six, &mut sq[..t.n], turn)
     }

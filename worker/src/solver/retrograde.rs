@@ -65,13 +65,13 @@ use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Square};
 
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
-use super::geometry::{kings, unmap_bb, Decoded, Geometry};
+use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
     atomic_u64s, atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred,
     DeferredLines, LANES_LOW,
 };
 use super::par::for_each_chunk;
-use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits, NO_MAN};
+use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
 
 // The state byte of an index.
@@ -1230,21 +1230,7 @@ fn line_exits_by_captures<'s, 'a: 's>(
     let (our_king, _) = kings(g, line);
     let l_ours = g.side(us).contains(&l);
     let their_pawns = g.pawns[them.index()];
-    // The squares of `l` on which, with `occupied` (without `l`) and their pawns `pawns`, no
-    // man of `them` but `skip` (nor `l`) attacks `king`: the squares between the king and each
-    // man that attacks it; none if a pawn does.
-    let shields = |king: Square, occupied: Bitboard, skip: usize, pawns: Bitboard| {
-        if (pawn_attacks(us, king) & pawns).any() {
-            return Bitboard::EMPTY;
-        }
-        let mut ok = Bitboard::ALL;
-        for j in g.side(them).filter(|&j| j != skip && j != l) {
-            if attacks(g.men[j], sq[j], occupied).contains(king) {
-                ok &= between(sq[j], king);
-            }
-        }
-        ok
-    };
+    let shields = |king, occupied, skip, pawns| g.line_king_safe(l, line, king, occupied, pawns, skip);
     // Adds `v` (after the move) to the exits of the squares of `at`.
     let add_all = |out: &mut [Exits; 64], at: Bitboard, v: Value| {
         at.into_iter().for_each(|q| out[q.index()].add(v.after_move()))
@@ -1267,10 +1253,7 @@ fn line_exits_by_captures<'s, 'a: 's>(
             }
             let occupied = occ.without(from);
             let king = if g.is_king(k) { to } else { our_king };
-            let mut ok = qs & !between(from, to) & shields(king, occupied, skip, pawns);
-            if !l_ours {
-                ok &= !attacks(lp, king, occupied);
-            }
+            let ok = qs & !between(from, to) & shields(king, occupied, skip, pawns);
             if ok.is_empty() {
                 continue;
             }
