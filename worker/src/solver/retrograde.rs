@@ -500,7 +500,11 @@ pub fn solve_slice_into(
                 }
             } else if may_lose(v) && v & F_CHANGED == 0 {
                 st.set(p, v | F_CHANGED);
-                st.changed[p >> CHUNK_SHIFT].store(1, Relaxed);
+                // As in `set_next`: no store to a shared line that would change nothing.
+                let flag = &st.changed[p >> CHUNK_SHIFT];
+                if flag.load(Relaxed) == 0 {
+                    flag.store(1, Relaxed);
+                }
             }
         };
         for_each_chunk(segments, 1, threads, |range| {
