@@ -1,7 +1,7 @@
 //! The single-node build: the coordinator's plan, solved slice by slice with the worker's solver
 //! in one process, each material written to one table file.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
-use zermelo_storage::{Metric, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
+use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::par::for_each_chunk;
 use zermelo_worker::solver::{slice_state_bytes, thread_bytes};
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
@@ -57,9 +57,6 @@ const WRITER_BYTES: u64 = 1 << 20;
 /// The most memory a build gives to its cache of whole successor slices (see [`SuccessorCache`]):
 /// enough for the small slices a material with pawns reads again and again.
 const SLICE_CACHE_BYTES: u64 = 64 << 20;
-/// The zstd level of the files a material's solved slices wait in until its table is written:
-/// read back soon, once or twice, so written fast.
-const PART_LEVEL: i32 = 1;
 
 /// What building one material on `threads` threads holds in memory at its peak, in bytes, with
 /// `by_slice` set when its slices may be solved one per thread at once:
@@ -385,8 +382,10 @@ pub fn human_seconds(s: f64) -> String {
     }
 }
 
-/// True if the material's table is in the directory with exactly the planned slices and a good
-/// checksum.
+/// True if the material's table is in the directory with exactly the planned slices and every
+/// byte as it was written (its file hash: a damaged table is built again). The blocks are not
+/// decompressed here: the build checks each one it reads (its CRC, its size) when it reads it,
+/// and `zermelo verify` re-derives the values.
 pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
     let Ok(table) = tables.table(&mp.material) else {
         return false;
@@ -394,12 +393,11 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
     let mut expected: Vec<[u64; 2]> = mp.slices().map(|s| s.raw()).collect();
     expected.sort();
     let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
-    found == expected && table.verify_checksum().is_ok()
+    found == expected && table.verify_file_hash().is_ok()
 }
 
 /// [`is_complete`] of every material of `plan`, in plan order, the tables checked on `threads`
-/// threads at once, the largest first (checking a table reads it whole: the sub-tables of
-/// KRPvKR took 2.6 s on one thread).
+/// threads at once, the largest first (checking a table hashes every byte of it).
 fn complete_tables(tables: &TableDir, plan: &Plan, threads: usize) -> Vec<bool> {
     let mut order: Vec<usize> = (0..plan.materials.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(plan.materials[i].positions));
@@ -465,11 +463,26 @@ fn solve_material(
         let [w, b] = key.raw();
         parts.path().join(format!("{w:016x}-{b:016x}.zmt"))
     };
+    // A solved slice waits in a file of its own, compressed as the table will be (block size,
+    // zstd level) and on the table's grid of blocks: its values start at their place in the
+    // table within a block (after as many padding values, a slice of their own with key
+    // PAD_KEY), so that each block of the file inside the slice is a block of the table, and is
+    // copied into it as it is when the table is written.
     let part_options = WriteOptions {
-        zstd_level: PART_LEVEL,
+        block_values: options.block_values,
+        zstd_level: options.zstd_level,
         durable: false,
         ..WriteOptions::default()
     };
+    let mut keys: Vec<SliceKey> = mp.slices().copied().collect();
+    keys.sort_by_key(|k| k.raw());
+    let mut first_in_table = HashMap::with_capacity(keys.len());
+    let mut first = 0u64;
+    for key in &keys {
+        first_in_table.insert(*key, first);
+        first += SliceIndexer::new(*key).size();
+    }
+    let block = u64::from(part_options.block_values);
     // The slices of this material solved so far, each in its own file, opened when read (a
     // material may have tens of thousands of slices: more than a process may keep open).
     let mut solved: HashSet<SliceKey> = HashSet::new();
@@ -485,7 +498,12 @@ fn solve_material(
         for_each_slice(wave, threads, by_slice, |key, threads| {
             let successors = cache.successors_of(key, &table_of)?;
             let size = SliceIndexer::new(*key).size();
-            let mut writer = TableWriter::create(&part_path(key), &meta, 1, size, &part_options)?;
+            let pad = first_in_table[key] % block;
+            let slices = if pad > 0 { 2 } else { 1 };
+            let mut writer = TableWriter::create(&part_path(key), &meta, slices, pad + size, &part_options)?;
+            if pad > 0 {
+                writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
+            }
             let before = done.load(Relaxed);
             solve_into_writer(key, &successors, threads, &mut writer, &|d| progress(before + d))?;
             writer.finish()?;
@@ -495,16 +513,25 @@ fn solve_material(
         solved.extend(wave);
     }
 
-    let mut keys: Vec<SliceKey> = mp.slices().copied().collect();
-    keys.sort_by_key(|k| k.raw());
     let mut writer = TableWriter::create(&path, &meta, keys.len() as u64, mp.positions, &options)?;
     for key in &keys {
         let part = Table::open_pread(&part_path(key))?;
+        let slice = part.find_slice(key.raw()).ok_or_else(|| {
+            BuildError::Storage(StorageError::InvalidInput(format!(
+                "{}: no slice {key}",
+                part_path(key).display()
+            )))
+        })?;
         writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
         let mut failed = None;
-        part.stream_slice(0, |values| {
+        // A whole block of the file is a whole block of the table (the grids agree): copied.
+        part.stream_slice_blocks(slice, |values, frame| {
             if failed.is_none() {
-                failed = writer.push_values(values).err();
+                failed = match frame {
+                    Some(frame) if values.len() as u64 == block => writer.push_block(values, frame),
+                    _ => writer.push_values(values),
+                }
+                .err();
             }
         })?;
         if let Some(e) = failed {
@@ -514,6 +541,10 @@ fn solve_material(
     }
     Ok((writer.finish()?, Some(parts)))
 }
+
+/// The key of the padding slice before a solved slice in its file (see `solve_material`): below
+/// every key of a material with pawns, which has a pawn.
+const PAD_KEY: zermelo_storage::SliceKey = [0, 0];
 
 /// The start of the name of the folder where a build of `material` keeps its solved slices
 /// (hidden; followed by the building process's id).

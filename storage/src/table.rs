@@ -344,20 +344,35 @@ impl Table {
     /// content hash is checked at the end, so `f` has seen values of a corrupt slice when this
     /// returns an error.
     pub fn stream_slice(&self, slice: usize, mut f: impl FnMut(&[u16])) -> Result<(), StorageError> {
+        self.stream_slice_blocks(slice, |values, _| f(values))
+    }
+
+    /// [`stream_slice`](Table::stream_slice), giving with the values of a block that lies
+    /// wholly inside the slice its compressed frame as stored (its checksum checked, and it
+    /// decompresses to those values): a writer with this table's block size and zstd level can
+    /// copy it as it is ([`TableWriter::push_block`](crate::TableWriter::push_block)).
+    pub fn stream_slice_blocks(
+        &self,
+        slice: usize,
+        mut f: impl FnMut(&[u16], Option<&[u8]>),
+    ) -> Result<(), StorageError> {
         let entry = self.slice_entry(slice)?;
         let bv = u64::from(self.header.block_values);
         let end = entry.first + entry.count;
         let mut hasher = self.header.slice_hasher(entry.key, entry.count);
         let mut dctx = self.decompressor()?;
+        let mut scratch = BlockScratch::default();
+        let mut values = Vec::new();
         let mut at = entry.first;
         while at < end {
             let block = at / bv;
             let block_start = block * bv;
-            let values = self.decode_block(block, &mut dctx)?;
+            self.decode_block_into(block, &mut dctx, &mut scratch, &mut values)?;
             let lo = (at - block_start) as usize;
             let hi = (end - block_start).min(values.len() as u64) as usize;
             hasher.update(&values[lo..hi]);
-            f(&values[lo..hi]);
+            let whole = lo == 0 && hi == values.len();
+            f(&values[lo..hi], whole.then_some(&scratch.frame[..]));
             at = block_start + hi as u64;
         }
         if hasher.finalize() != entry.hash {
@@ -423,9 +438,12 @@ impl Table {
         Ok(block[(at % bv) as usize])
     }
 
-    /// Checks the whole file: the footer's blake3 of every byte before it, then that every block
-    /// decompresses (with a good checksum) and every slice's content hash matches.
-    pub fn verify_checksum(&self) -> Result<(), StorageError> {
+    /// Checks that the file holds the bytes it was written with: the footer's blake3 of every
+    /// byte before it, without decompressing a block. Any damage to the file since it was
+    /// written fails it; it does not re-derive the block and slice hashes from the values (a
+    /// file written wrong from the start but hashed after is found by
+    /// [`verify_checksum`](Table::verify_checksum), and by each read of what it touches).
+    pub fn verify_file_hash(&self) -> Result<(), StorageError> {
         let body_len = self.source.size() - FOOTER_LEN;
         let mut hasher = blake3::Hasher::new();
         let mut buf = vec![0u8; HASH_CHUNK];
@@ -439,6 +457,14 @@ impl Table {
         if hasher.finalize().as_bytes() != &self.footer_hash {
             return Err(self.corrupt("file checksum mismatch".to_owned()));
         }
+        Ok(())
+    }
+
+    /// Checks the whole file: the footer's blake3 of every byte before it
+    /// ([`verify_file_hash`](Table::verify_file_hash)), then that every block decompresses
+    /// (with a good checksum) and every slice's content hash matches.
+    pub fn verify_checksum(&self) -> Result<(), StorageError> {
+        self.verify_file_hash()?;
 
         // Every block once, in order, feeding the slices it holds.
         let mut dctx = self.decompressor()?;

@@ -249,6 +249,53 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Appends one whole block of values to the open slice, with `frame` the zstd frame this
+    /// writer would make of them (from [`Table::stream_slice_blocks`](crate::Table::stream_slice_blocks)
+    /// of a table written with the same block size and zstd level): the frame is written as it
+    /// is, not compressed again. The values must start a block of this table (as many values
+    /// pushed so far as a whole number of blocks) and fill it; they are hashed into the slice as
+    /// [`push_values`](Self::push_values) would. Builds with debug assertions compress the
+    /// values again and check the frame is what they give.
+    pub fn push_block(&mut self, values: &[u16], frame: &[u8]) -> Result<(), StorageError> {
+        self.check_usable()?;
+        let bv = self.header.block_values as usize;
+        let Some(open) = &self.open else {
+            return Err(self.invalid("a block pushed with no slice open"));
+        };
+        let room = open.first + open.count - self.values_pushed;
+        if values.len() != bv || !self.values_pushed.is_multiple_of(bv as u64) {
+            let at = self.values_pushed;
+            return Err(self.invalid(&format!(
+                "a block of {} values pushed at value {at}: not one whole block of {bv}",
+                values.len()
+            )));
+        }
+        if room < bv as u64 {
+            let count = open.count;
+            return Err(self.invalid(&format!("more values than the {count} declared for the slice")));
+        }
+        let open = self.open.as_mut().expect("checked above");
+        open.hasher.update(values);
+        if !self.pending.is_empty() {
+            self.flush_blocks()?;
+        }
+        #[cfg(debug_assertions)]
+        {
+            let again = compress_blocks(&mut self.compressors[0], &[values])
+                .map_err(|e| StorageError::io(&self.target, e))?;
+            debug_assert!(again[0] == frame, "a pushed block's frame is not this writer's");
+        }
+        self.values_pushed += bv as u64;
+        let entry = BlockEntry {
+            offset: self.written,
+            len: frame.len() as u32,
+            crc: crc32fast::hash(frame),
+        };
+        self.write(frame)?;
+        self.blocks.push(entry);
+        Ok(())
+    }
+
     /// Closes the open slice, which must have received every value declared for it; returns its
     /// content hash.
     pub fn end_slice(&mut self) -> Result<[u8; 32], StorageError> {

@@ -119,6 +119,7 @@ fn round_trip(slices: &[(SliceKey, Vec<u16>)], options: &WriteOptions) -> (tempf
             assert_eq!(&streamed, values);
         }
         assert_eq!(table.find_slice([1, 1]), None);
+        table.verify_file_hash().unwrap();
         table.verify_checksum().unwrap();
     }
     assert_eq!(tables[0].path(), Some(path.as_path()));
@@ -277,6 +278,121 @@ fn compression_threads_do_not_change_the_bytes() {
     for (i, (_, v)) in slices.iter().enumerate() {
         assert_eq!(&t.read_slice(i).unwrap(), v);
     }
+}
+
+/// A table written from files of one slice each, laid on the table's grid of blocks (padding
+/// values before the slice, a slice of their own), its whole blocks copied as they are
+/// (`push_block`) and the others pushed as values: the same bytes as written from the values,
+/// on 1 and 3 threads; fewer blocks were compressed.
+#[test]
+fn a_table_written_from_copied_blocks_is_the_table_written_from_values() {
+    // Blocks of 1000: slices that start inside a block, span several, fit in one, and end the
+    // table on a partial block.
+    let slices = slices_of(&[2500, 1000, 300, 4_700, 1000, 2001]);
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 3] {
+        let options = WriteOptions {
+            threads,
+            ..small_blocks()
+        };
+        let from_values = dir.path().join(format!("values{threads}.zmt"));
+        write_table_with(&from_values, &meta("KPvK"), &as_data(&slices), &options).unwrap();
+
+        let mut parts = Vec::new();
+        let mut first = 0usize;
+        for (i, (k, values)) in slices.iter().enumerate() {
+            let pad = first % 1000;
+            let part = dir.path().join(format!("part{threads}-{i}.zmt"));
+            let n = 1 + u64::from(pad > 0);
+            let mut w = TableWriter::create(
+                &part,
+                &meta("KPvK"),
+                n,
+                (pad + values.len()) as u64,
+                &small_blocks(),
+            )
+            .unwrap();
+            if pad > 0 {
+                w.push_slice([0, 0], &vec![0; pad]).unwrap();
+            }
+            w.push_slice(*k, values).unwrap();
+            w.finish().unwrap();
+            parts.push(Table::open_pread(&part).unwrap());
+            first += values.len();
+        }
+        let copied = dir.path().join(format!("copied{threads}.zmt"));
+        let mut w = TableWriter::create(
+            &copied,
+            &meta("KPvK"),
+            slices.len() as u64,
+            first as u64,
+            &options,
+        )
+        .unwrap();
+        let mut blocks_copied = 0;
+        for ((k, values), part) in slices.iter().zip(&parts) {
+            let s = part.find_slice(*k).unwrap();
+            w.begin_slice(*k, values.len() as u64).unwrap();
+            let mut result = Ok(());
+            part.stream_slice_blocks(s, |v, frame| {
+                if result.is_ok() {
+                    result = match frame {
+                        Some(frame) if v.len() == 1000 => {
+                            blocks_copied += 1;
+                            w.push_block(v, frame)
+                        }
+                        _ => w.push_values(v),
+                    };
+                }
+            })
+            .unwrap();
+            result.unwrap();
+            w.end_slice().unwrap();
+        }
+        w.finish().unwrap();
+        // The slices lie at 0..2500, 2500..3500, 3500..3800, 3800..8500, 8500..9500 and
+        // 9500..11501: the whole blocks inside one are 0..2000 (2), 4000..8000 (4) and
+        // 10000..11000 (1).
+        assert_eq!(blocks_copied, 7, "{threads} threads");
+        assert_eq!(
+            fs::read(&copied).unwrap(),
+            fs::read(&from_values).unwrap(),
+            "{threads} threads"
+        );
+    }
+}
+
+/// `push_block` takes one whole block at a block's start only, and a slice open.
+#[test]
+fn a_block_is_pushed_whole_at_a_block_start_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let slices = slices_of(&[3000]);
+    let source = dir.path().join("source.zmt");
+    write_table_with(&source, &meta("KPvK"), &as_data(&slices), &small_blocks()).unwrap();
+    let source = Table::open(&source).unwrap();
+    let mut frames = Vec::new();
+    source
+        .stream_slice_blocks(0, |v, frame| frames.push((v.to_vec(), frame.map(<[u8]>::to_vec))))
+        .unwrap();
+    assert_eq!(frames.len(), 3);
+    let (values, frame) = (&frames[0].0, frames[0].1.as_ref().expect("a whole block"));
+    let target = dir.path().join("target.zmt");
+    let mut w = TableWriter::create(&target, &meta("KPvK"), 1, 3000, &small_blocks()).unwrap();
+    assert!(w.push_block(values, frame).is_err(), "no slice open");
+    let mut w = TableWriter::create(&target, &meta("KPvK"), 1, 3000, &small_blocks()).unwrap();
+    w.begin_slice(slices[0].0, 3000).unwrap();
+    w.push_values(&values[..10]).unwrap();
+    assert!(w.push_block(values, frame).is_err(), "not at a block start");
+    let mut w = TableWriter::create(&target, &meta("KPvK"), 1, 3000, &small_blocks()).unwrap();
+    w.begin_slice(slices[0].0, 3000).unwrap();
+    assert!(w.push_block(&values[..999], frame).is_err(), "not a whole block");
+    w.push_block(values, frame).unwrap();
+    w.push_block(&frames[1].0, frames[1].1.as_ref().unwrap()).unwrap();
+    w.push_block(&frames[2].0, frames[2].1.as_ref().unwrap()).unwrap();
+    assert!(
+        w.push_block(&frames[2].0, frames[2].1.as_ref().unwrap()).is_err(),
+        "past the slice"
+    );
 }
 
 #[test]
@@ -494,6 +610,9 @@ fn check_damaged(table: Result<Table, StorageError>, slices: &[(SliceKey, Vec<u1
     };
     let e = table.verify_checksum().expect_err(what);
     assert!(is_bytes_error(&e), "{what}: verify: {e}");
+    // The file hash alone (what a build checks before it reuses a table) fails too.
+    let e = table.verify_file_hash().expect_err(what);
+    assert!(is_bytes_error(&e), "{what}: file hash: {e}");
     for (s, (k, values)) in slices.iter().enumerate() {
         assert_eq!(table.slices()[s].key, *k, "{what}");
         match table.read_slice(s) {
