@@ -7,7 +7,7 @@
 //! passes); the advice itself is `zermelo_storage::advise_huge_pages`.
 //!
 //! Also the two ways the passes go over the state faster: scans that test eight bytes at a
-//! time ([`for_each_flagged`], with the lane tests [`lanes_equal`] and [`lanes_above`]), and
+//! time ([`for_each_flagged`], with the lane test [`lanes_equal`]), and
 //! random work queued a few steps behind a prefetch ([`Deferred`]).
 
 use std::ops::Range;
@@ -65,13 +65,6 @@ const LANES_HIGH: u64 = 0x8080_8080_8080_8080;
 pub(crate) fn lanes_equal(w: u64, c: u8) -> u64 {
     let x = w ^ (LANES_LOW * c as u64);
     x.wrapping_sub(LANES_LOW) & !x & LANES_HIGH
-}
-
-/// The high bit of every byte of `w` greater than `c` (below 127), exactly.
-#[inline(always)]
-pub(crate) fn lanes_above(w: u64, c: u8) -> u64 {
-    debug_assert!(c < 127);
-    (((w & !LANES_HIGH) + LANES_LOW * (127 - c) as u64) | w) & LANES_HIGH
 }
 
 /// Calls `f(i)`, in ascending order, for each index `i` of `range` whose byte may pass a test,
@@ -266,8 +259,8 @@ fn run_line((base, mut bits): (usize, u64), f: &mut impl FnMut(usize)) {
 mod tests {
     use super::*;
 
-    /// Every byte value in every lane, next to every other: the lane tests flag what they must
-    /// (`lanes_above` exactly), and the scan finds every passing byte at any alignment.
+    /// Every byte value in every lane, next to every other: the lane test flags what it must,
+    /// and the scan finds every passing byte at any alignment.
     #[test]
     fn lanes_and_scans_find_every_byte() {
         for lane in 0..8 {
@@ -276,16 +269,12 @@ mod tests {
                     let mut b = [other; 8];
                     b[lane] = v;
                     let w = u64::from_le_bytes(b);
-                    for c in [0u8, 4, 5, 9, 12] {
+                    for c in [0u8, 4, 5, 9, 12, 13, 127, 128, 255] {
                         let eq = lanes_equal(w, c);
                         for (k, &x) in b.iter().enumerate() {
                             if x == c {
                                 assert_ne!(eq >> (8 * k + 7) & 1, 0, "{b:?} == {c}");
                             }
-                        }
-                        let above = lanes_above(w, c);
-                        for (k, &x) in b.iter().enumerate() {
-                            assert_eq!(above >> (8 * k + 7) & 1 == 1, x > c, "{b:?} > {c}");
                         }
                     }
                 }
@@ -300,10 +289,10 @@ mod tests {
                 for_each_flagged(
                     &bytes,
                     start..end,
-                    |w| lanes_equal(w, 5) | lanes_above(w, 100),
+                    |w| lanes_equal(w, 5) | lanes_equal(w, 100) | lanes_equal(w, 255),
                     |i| {
                         let v = bytes[i].load(Relaxed);
-                        if v == 5 || v > 100 {
+                        if v == 5 || v == 100 || v == 255 {
                             seen.push(i)
                         }
                     },
@@ -311,7 +300,7 @@ mod tests {
                 let expected: Vec<usize> = (start..end)
                     .filter(|&i| {
                         let v = bytes[i].load(Relaxed);
-                        v == 5 || v > 100
+                        v == 5 || v == 100 || v == 255
                     })
                     .collect();
                 assert_eq!(seen, expected, "{start}..{end}");

@@ -67,8 +67,7 @@ use zermelo_chess::{Bitboard, Color, Square};
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
-    atomic_u64s, atomic_u8s, for_each_flagged, lanes_above, lanes_equal, release_bytes, Deferred,
-    DeferredLines, LANES_LOW,
+    atomic_u64s, atomic_u8s, for_each_flagged, lanes_equal, release_bytes, Deferred, DeferredLines, LANES_LOW,
 };
 use super::par::for_each_chunk;
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
@@ -433,6 +432,22 @@ pub fn solve_slice_into(
         log.begin_ply(segments);
         let in_frontier = AtomicU64::new(0);
         let now = decided(plies);
+        // The codes of the positions that wait for this ply (see `State::waits_for`): decided
+        // later at it, or with a winning exit at it, in the byte or in the side map. Other
+        // pending positions of a flagged chunk wait for other plies: not looked at.
+        let later = (plies < LATER_DIRECT).then(|| S_LATER + plies as u8);
+        let win_exit = (plies % 2 == 1 && plies.div_ceil(2) < WIN_EXIT_DIRECT)
+            .then(|| S_NO_LOSS + plies.div_ceil(2) as u8);
+        let waiting = |w: u64| {
+            let mut m = lanes_equal(w, S_LATER_FAR) | lanes_equal(w, S_WIN_EXIT_FAR);
+            if let Some(c) = later {
+                m |= lanes_equal(w, c);
+            }
+            if let Some(c) = win_exit {
+                m |= lanes_equal(w, c);
+            }
+            m
+        };
         // A segment is scanned by one thread, which alone writes its bytes meanwhile.
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
@@ -447,11 +462,11 @@ pub fn solve_slice_into(
                     if !pending && !next {
                         continue;
                     }
-                    // Only S_NEXT, and when pending the codes above S_NO_LOSS, can join.
+                    // Only S_NEXT, and when pending the codes that wait for this ply, can join.
                     let maybe = |w| {
                         let m = lanes_equal(w, S_NEXT);
                         if pending {
-                            m | lanes_above(w, S_NO_LOSS)
+                            m | waiting(w)
                         } else {
                             m
                         }
