@@ -47,8 +47,8 @@
 //! number of threads or the order of the work. Threads share the state through relaxed atomic
 //! loads and stores (plain moves on x86); the only locked operation sets a chunk's bit for a
 //! later ply, when it is not set yet. The scans for the frontier and for changed positions read
-//! eight bytes at a time as one atomic word, over chunks whose bytes only the scanning thread
-//! writes during that phase (see `memory::for_each_flagged`), so the wide reads never race a write.
+//! 16 bytes at a time (not as atomics), over chunks whose bytes only the scanning thread writes
+//! during that phase (see `memory::for_each_equal`), so the wide reads never race a write.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
@@ -66,9 +66,7 @@ use zermelo_chess::{Bitboard, Color, Square};
 
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
-use super::memory::{
-    atomic_u64s, atomic_u8s, for_each_flagged, lanes_equal, release_bytes, Deferred, DeferredLines, LANES_LOW,
-};
+use super::memory::{atomic_u64s, atomic_u8s, for_each_equal, release_bytes, Deferred, DeferredLines};
 use super::par::for_each_chunk;
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
@@ -438,16 +436,13 @@ pub fn solve_slice_into(
         let later = (plies < LATER_DIRECT).then(|| S_LATER + plies as u8);
         let win_exit = (plies % 2 == 1 && plies.div_ceil(2) < WIN_EXIT_DIRECT)
             .then(|| S_NO_LOSS + plies.div_ceil(2) as u8);
-        let waiting = |w: u64| {
-            let mut m = lanes_equal(w, S_LATER_FAR) | lanes_equal(w, S_WIN_EXIT_FAR);
-            if let Some(c) = later {
-                m |= lanes_equal(w, c);
-            }
-            if let Some(c) = win_exit {
-                m |= lanes_equal(w, c);
-            }
-            m
-        };
+        let waiting = [
+            S_NEXT,
+            S_LATER_FAR,
+            S_WIN_EXIT_FAR,
+            later.unwrap_or(S_NEXT),
+            win_exit.unwrap_or(S_NEXT),
+        ];
         // A segment is scanned by one thread, which alone writes its bytes meanwhile.
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
@@ -463,16 +458,8 @@ pub fn solve_slice_into(
                         continue;
                     }
                     // Only S_NEXT, and when pending the codes that wait for this ply, can join.
-                    let maybe = |w| {
-                        let m = lanes_equal(w, S_NEXT);
-                        if pending {
-                            m | waiting(w)
-                        } else {
-                            m
-                        }
-                    };
                     let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                    for_each_flagged(&st.bytes, chunk, maybe, |i| {
+                    let mut join = |i: usize| {
                         let v = st.get(i);
                         if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
                             st.set(i, now);
@@ -482,7 +469,12 @@ pub fn solve_slice_into(
                             enc.push(i - first);
                             any += 1;
                         }
-                    });
+                    };
+                    if pending {
+                        for_each_equal(&st.bytes, chunk, waiting, &mut join);
+                    } else {
+                        for_each_equal(&st.bytes, chunk, [S_NEXT], &mut join);
+                    }
                 }
                 in_frontier.fetch_add(any, Relaxed);
                 log.record_segment(s, &enc.finish())
@@ -572,7 +564,7 @@ pub fn solve_slice_into(
         if !lost_here {
             // Verify the changed positions: lost if every inside move leads to a win. A group
             // of chunks is verified by one thread, which alone writes its bytes meanwhile.
-            let changed = |w: u64| lanes_equal(w & (LANES_LOW * !F_LOSS_EXIT as u64), S_MAY_LOSE | F_CHANGED);
+            let changed = [S_MAY_LOSE | F_CHANGED, S_MAY_LOSE | F_CHANGED | F_LOSS_EXIT];
             for_each_chunk(st.changed.len(), 4, threads, |chunks| {
                 for c in chunks {
                     if st.changed[c].swap(0, Relaxed) == 0 {
@@ -584,7 +576,7 @@ pub fn solve_slice_into(
                         // By lines of 64: the changed positions of a line verified at once.
                         Some(l) => {
                             let (mut base, mut at) = (usize::MAX, 0u64);
-                            for_each_flagged(&st.bytes, chunk, changed, |i| {
+                            for_each_equal(&st.bytes, chunk, changed, |i| {
                                 let v = st.get(i);
                                 if may_lose(v) && v & F_CHANGED != 0 {
                                     if i & !63 != base {
@@ -600,7 +592,7 @@ pub fn solve_slice_into(
                                 result = verify_line(&ctx, &st, l, base, at, plies);
                             }
                         }
-                        None => for_each_flagged(&st.bytes, chunk, changed, |i| {
+                        None => for_each_equal(&st.bytes, chunk, changed, |i| {
                             let v = st.get(i);
                             if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
                                 result = verify(&ctx, &st, i, v, plies);
