@@ -81,7 +81,8 @@ pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool) -> Mem
     };
     let per_thread = thread_bytes(largest) + WRITER_BYTES + READER_BYTES;
     MemoryNeed {
-        bytes: at_once * slice_state_bytes(largest) + threads.max(1) as u64 * per_thread,
+        bytes: at_once * slice_state_bytes(largest, mp.material.has_pawns())
+            + threads.max(1) as u64 * per_thread,
         largest,
         at_once,
         per_thread,
@@ -681,8 +682,9 @@ mod tests {
     }
 
     /// The memory of KPvK's build, counted by hand from FORMAT.md's sizes: on 2 threads, one
-    /// slice (2 * 3,612 positions) per thread at once, each with 1 + 1/64 + 1/8 byte a position
-    /// of state (the last a bitmap of slices solved by lines, counted for every slice) and a
+    /// slice (2 * 3,612 positions) per thread at once, each with 1 + 1/64 + 2/8 byte a position
+    /// of state (the last two bitmaps of slices with pawns solved by lines, counted for every
+    /// slice with pawns; pawnless slices keep one) and a
     /// log of plies of at most a byte a position; per thread a segment of values
     /// (here the whole slice, 2 bytes a position), 1 MiB of writer blocks and 32 cached blocks
     /// of 65,536 values. No table's values are held. KQvK alone (pawnless, one slice of
@@ -703,10 +705,10 @@ mod tests {
             (need.largest, need.at_once, need.per_thread),
             (n, 2, per_thread(n))
         );
-        assert_eq!(need.bytes, 2 * (n + n / 64 + n / 8 + n) + 2 * per_thread(n));
+        assert_eq!(need.bytes, 2 * (n + n / 64 + 2 * (n / 8) + n) + 2 * per_thread(n));
         let need = material_memory(of("KPvK"), 2, false);
         assert_eq!(need.at_once, 1);
-        assert_eq!(need.bytes, n + n / 64 + n / 8 + n + 2 * per_thread(n));
+        assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * per_thread(n));
         let n = 2 * 462 * 64;
         let need = material_memory(of("KQvK"), 1, true);
         assert_eq!((need.largest, need.at_once), (n, 1));

@@ -469,8 +469,9 @@ pub fn task_memory(
     } else {
         1
     };
-    let solver =
-        at_once * (slice_state_bytes(largest) + ENCODER_BYTES) + threads as u64 * thread_bytes(largest);
+    let pawns = slices.iter().any(|k| k.material.has_pawns());
+    let solver = at_once * (slice_state_bytes(largest, pawns) + ENCODER_BYTES)
+        + threads as u64 * thread_bytes(largest);
     let (whole, large): (Vec<u64>, Vec<u64>) = successors
         .iter()
         .map(|k| 2 * size(k))

@@ -19,18 +19,21 @@ use zermelo_chess::{Position, Value};
 pub use dtm_log::SEG_INDICES;
 pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
 
-/// Bytes the solver holds for one slice of `positions` positions, apart from its threads'
-/// buffers ([`thread_bytes`]): its state, a byte a position, per-chunk summaries (1/64 byte)
-/// and, for a slice solved by lines of 64, a bit a position (the won-or-illegal bitmap); and
-/// the log of its plies when that stays in memory (at most a byte a position, for slices
-/// under [`SPILL_FROM`] positions; a larger slice's goes to a temporary file).
-pub fn slice_state_bytes(positions: u64) -> u64 {
+/// Bytes the solver holds for one slice of `positions` positions, with pawns if `pawns`, apart
+/// from its threads' buffers ([`thread_bytes`]): its state, a byte a position, per-chunk
+/// summaries (1/64 byte) and, for a slice solved by lines of 64, a bit a position (the
+/// won-or-illegal bitmap), and with pawns another (the bitmap of positions a win cannot
+/// change); and the log of its plies when that stays in memory (at most a byte a position, for
+/// slices under [`SPILL_FROM`] positions; a larger slice's goes to a temporary file). The
+/// bitmaps are counted for every slice, solved by lines or not.
+pub fn slice_state_bytes(positions: u64, pawns: bool) -> u64 {
     let log = if positions < SPILL_FROM as u64 {
         positions
     } else {
         0
     };
-    positions + positions / 64 + positions / 8 + log
+    let bitmaps = if pawns { 2 } else { 1 };
+    positions + positions / 64 + bitmaps * (positions / 8) + log
 }
 
 /// Bytes each solving thread holds for a slice of `positions` positions: the values of one

@@ -36,7 +36,10 @@
 //! its squares), and the changed positions of a line are verified together (each move once, on
 //! the line it leads to). Beside the bytes such a slice keeps a bit per index, set when the
 //! index is won or illegal (`State::won`): verification reads a successor line's word instead
-//! of its bytes, and un-moves skip won predecessors before touching their bytes. Init looks at
+//! of its bytes, and un-moves skip won predecessors before touching their bytes. A slice with
+//! pawns keeps a second bit per index (`State::quiet`), set where a win among the successors
+//! changes nothing: the un-moves from a won frontier skip most of their predecessors by it (in
+//! KRPvKR, those that cannot lose and those already changed: seven in ten). Init looks at
 //! a line at once too: legality and check as masks of the line man's squares, and the plain
 //! pawn pushes of the side to move read as one line of the pushed slice (`init_line`). The
 //! line forms are tested against the index-by-index forms in `geometry` and in this file's
@@ -169,6 +172,17 @@ struct State {
     /// during init, which does not read it: allocated after it ([`State::track_won`]), so that
     /// init's successor slices and the bitmap are not in memory at once.
     won: Vec<AtomicU64>,
+    /// For slices with pawns solved by lines, a bit per index, a word per line: set only if a
+    /// win among the index's successors changes nothing (it is not [`may_lose`], or it is
+    /// already [`F_CHANGED`]), so that the un-moves from a won frontier skip it before touching
+    /// its byte (most of their predecessors: those that cannot lose, those already changed).
+    /// A hint: a clear bit only costs that read. Bits are set after init, by the frontier
+    /// scans, by verification (each word by the thread that owns its line then) and by the
+    /// marks of changed positions, from any thread, as a plain load and store: two threads
+    /// storing into one word may lose one's bit, never set a bit that should be clear (no bit
+    /// is cleared in that phase). Cleared by verification when it clears [`F_CHANGED`]. Empty
+    /// otherwise: for pawnless slices, whose tables are large, the memory is not spent.
+    quiet: Vec<AtomicU64>,
 }
 
 impl State {
@@ -185,25 +199,52 @@ impl State {
             changed: flags(),
             horizon: AtomicU32::new(0),
             won: Vec::new(),
+            quiet: Vec::new(),
         }
     }
 
     /// After init, for a slice solved by lines: the [`State::won`] bitmap, its bits set for the
-    /// illegal indices, a line per word.
-    fn track_won(&mut self, threads: usize) -> Result<(), SolveError> {
+    /// illegal indices, a line per word; and if `quiet`, the [`State::quiet`] bitmap, its bits
+    /// set for the indices that may not lose.
+    fn track_won(&mut self, threads: usize, quiet: bool) -> Result<(), SolveError> {
         let n = self.bytes.len();
         self.won = atomic_u64s(n / 64);
+        if quiet {
+            self.quiet = atomic_u64s(n / 64);
+        }
         let st = &*self;
         for_each_chunk(n / 64, 1 << 12, threads, |words| {
             for w in words {
-                let mut bits = 0u64;
+                let (mut illegal, mut calm) = (0u64, 0u64);
                 for (b, byte) in st.bytes[w * 64..(w + 1) * 64].iter().enumerate() {
-                    bits |= ((byte.load(Relaxed) == S_ILLEGAL) as u64) << b;
+                    let v = byte.load(Relaxed);
+                    illegal |= ((v == S_ILLEGAL) as u64) << b;
+                    calm |= (!may_lose(v) as u64) << b;
                 }
-                st.won[w].store(bits, Relaxed);
+                st.won[w].store(illegal, Relaxed);
+                if quiet {
+                    st.quiet[w].store(calm, Relaxed);
+                }
             }
             Ok::<(), SolveError>(())
         })
+    }
+
+    /// Sets the bits `bits` of [`State::quiet`] in the word of index `i`, if it is kept.
+    #[inline]
+    fn set_quiet(&self, i: usize, bits: u64) {
+        if let Some(w) = self.quiet.get(i / 64) {
+            w.store(w.load(Relaxed) | bits, Relaxed);
+        }
+    }
+
+    /// Clears the bits `bits` of [`State::quiet`] in the word of index `i`, if it is kept: only
+    /// by the thread that owns its line.
+    #[inline]
+    fn clear_quiet(&self, i: usize, bits: u64) {
+        if let Some(w) = self.quiet.get(i / 64) {
+            w.store(w.load(Relaxed) & !bits, Relaxed);
+        }
     }
 
     /// The bits of [`State::won`] of the line from `base`.
@@ -404,7 +445,7 @@ pub fn solve_slice_into(
         })?,
     }
     if line_man.is_some() {
-        st.track_won(threads)?;
+        st.track_won(threads, !g.pawnless)?;
     }
     let init_seconds = start.elapsed().as_secs_f64();
 
@@ -466,6 +507,7 @@ pub fn solve_slice_into(
                             if now == S_WON && line_man.is_some() {
                                 st.set_won_bit(i);
                             }
+                            st.set_quiet(i, 1 << (i % 64));
                             enc.push(i - first);
                             any += 1;
                         }
@@ -507,12 +549,18 @@ pub fn solve_slice_into(
                 }
             } else if may_lose(v) && v & F_CHANGED == 0 {
                 st.set(p, v | F_CHANGED);
+                st.set_quiet(p, 1 << (p % 64));
                 // As in `set_next`: no store to a shared line that would change nothing.
                 let flag = &st.changed[p >> CHUNK_SHIFT];
                 if flag.load(Relaxed) == 0 {
                     flag.store(1, Relaxed);
                 }
             }
+        };
+        let skip = if lost_here || st.quiet.is_empty() {
+            &st.won
+        } else {
+            &st.quiet
         };
         for_each_chunk(segments, 1, threads, |range| {
             let mut mark = mark;
@@ -529,8 +577,9 @@ pub fn solve_slice_into(
                         let mut unmove = |base: usize, from: u64| {
                             let d = g.decode_line(base as u64, l).expect("a decided line is placed");
                             g.for_each_unmove_line(l, &d, Bitboard(from), |p, squares| {
-                                // Won and illegal predecessors are skipped: no mark changes them.
-                                lines.push(&st.won, &st.bytes, p as usize, squares.0, &mut mark)
+                                // Predecessors that no mark changes are skipped: won and illegal
+                                // ones, and after a win the quiet ones.
+                                lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
                             });
                         };
                         let (mut base, mut from) = (usize::MAX, 0u64);
@@ -556,7 +605,7 @@ pub fn solve_slice_into(
                 }
             }
             queue.drain(&mut mark);
-            lines.drain(&st.won, &st.bytes, &mut mark);
+            lines.drain(skip, &st.bytes, &mut mark);
             Ok::<(), SolveError>(())
         })?;
         unmove_seconds += phase.elapsed().as_secs_f64();
@@ -627,10 +676,11 @@ pub fn solve_slice_into(
         changed,
         next,
         won,
+        quiet,
         ..
     } = st;
     // Only the bytes are read from here on: the rest goes before the values are made.
-    drop((pending, changed, next, won));
+    drop((pending, changed, next, won, quiet));
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
     for first in (0..segments).step_by(batch) {
@@ -785,6 +835,9 @@ fn verify_line(
             set_lost(ctx, st, i, v, plies, &g.line_position(&d, l, q))?;
         }
     }
+    // The open ones may be changed again; the lost ones are decided.
+    st.clear_quiet(base, open.0);
+    st.set_quiet(base, (at & !open).0);
     Ok(())
 }
 
