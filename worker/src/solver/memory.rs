@@ -56,8 +56,8 @@ pub(crate) fn release_bytes(bytes: &[AtomicU8]) {
 }
 
 /// Calls `f(i)`, in ascending order, for each index `i` of `range` whose byte is one of `codes`,
-/// looking at 64 bytes at a time (with SSE2 on x86-64, 16 bytes an instruction; elsewhere eight
-/// bytes a word). The test of a block of 64 is made before `f` is called on any of its indices:
+/// looking at 64 bytes at a time (with SSE2 on x86-64, 16 bytes an instruction; elsewhere a byte
+/// at a time). The test of a block of 64 is made before `f` is called on any of its indices:
 /// `f` sees a byte as it was then tested, and may write it.
 ///
 /// The bytes are read wide, not as `AtomicU8`s: while this runs, no other thread may write a
@@ -94,7 +94,7 @@ struct BlockTest<const N: usize> {
     #[cfg(target_arch = "x86_64")]
     codes: [std::arch::x86_64::__m128i; N],
     #[cfg(not(target_arch = "x86_64"))]
-    codes: [u64; N],
+    codes: [u8; N],
 }
 
 impl<const N: usize> BlockTest<N> {
@@ -103,8 +103,6 @@ impl<const N: usize> BlockTest<N> {
         #[cfg(target_arch = "x86_64")]
         // Safety: SSE2 is part of x86-64.
         let codes = codes.map(|c| unsafe { std::arch::x86_64::_mm_set1_epi8(c as i8) });
-        #[cfg(not(target_arch = "x86_64"))]
-        let codes = codes.map(|c| LANES_LOW * c as u64);
         BlockTest { codes }
     }
 
@@ -128,25 +126,12 @@ impl<const N: usize> BlockTest<N> {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        for k in 0..8 {
-            let w = u64::from_le_bytes(std::ptr::read_unaligned(p.add(8 * k) as *const [u8; 8]));
-            for c in &self.codes {
-                // The high bit of each byte equal to the code, exactly (no borrow between lanes).
-                let x = w ^ c;
-                let zero = !(((x & !LANES_HIGH) + !LANES_HIGH) | x) & LANES_HIGH;
-                for lane in 0..8 {
-                    m |= ((zero >> (8 * lane + 7)) & 1) << (8 * k + lane);
-                }
-            }
+        for k in 0..64 {
+            m |= (self.codes.contains(&*p.add(k)) as u64) << k;
         }
         m
     }
 }
-
-#[cfg(not(target_arch = "x86_64"))]
-const LANES_LOW: u64 = 0x0101_0101_0101_0101;
-#[cfg(not(target_arch = "x86_64"))]
-const LANES_HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// Asks the processor to bring the line of `bytes[i]` into its cache, without waiting for it.
 #[inline(always)]
