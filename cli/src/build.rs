@@ -523,22 +523,8 @@ fn solve_material(
                 part_path(key).display()
             )))
         })?;
-        writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
-        let mut failed = None;
         // A whole block of the file is a whole block of the table (the grids agree): copied.
-        part.stream_slice_blocks(slice, |values, frame| {
-            if failed.is_none() {
-                failed = match frame {
-                    Some(frame) if values.len() as u64 == block => writer.push_block(values, frame),
-                    _ => writer.push_values(values),
-                }
-                .err();
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        writer.end_slice()?;
+        writer.copy_slice(&part, slice)?;
     }
     Ok((writer.finish()?, Some(parts)))
 }

@@ -344,18 +344,6 @@ impl Table {
     /// content hash is checked at the end, so `f` has seen values of a corrupt slice when this
     /// returns an error.
     pub fn stream_slice(&self, slice: usize, mut f: impl FnMut(&[u16])) -> Result<(), StorageError> {
-        self.stream_slice_blocks(slice, |values, _| f(values))
-    }
-
-    /// [`stream_slice`](Table::stream_slice), giving with the values of a block that lies
-    /// wholly inside the slice its compressed frame as stored (its checksum checked, and it
-    /// decompresses to those values): a writer with this table's block size and zstd level can
-    /// copy it as it is ([`TableWriter::push_block`](crate::TableWriter::push_block)).
-    pub fn stream_slice_blocks(
-        &self,
-        slice: usize,
-        mut f: impl FnMut(&[u16], Option<&[u8]>),
-    ) -> Result<(), StorageError> {
         let entry = self.slice_entry(slice)?;
         let bv = u64::from(self.header.block_values);
         let end = entry.first + entry.count;
@@ -371,8 +359,7 @@ impl Table {
             let lo = (at - block_start) as usize;
             let hi = (end - block_start).min(values.len() as u64) as usize;
             hasher.update(&values[lo..hi]);
-            let whole = lo == 0 && hi == values.len();
-            f(&values[lo..hi], whole.then_some(&scratch.frame[..]));
+            f(&values[lo..hi]);
             at = block_start + hi as u64;
         }
         if hasher.finalize() != entry.hash {
@@ -563,13 +550,8 @@ impl Table {
         scratch: &mut BlockScratch,
         out: &mut Vec<u16>,
     ) -> Result<(), StorageError> {
-        let entry = self.blocks[block as usize];
-        let frame = &mut scratch.frame;
-        frame.resize(entry.len as usize, 0);
-        self.read_at(frame, entry.offset)?;
-        if crc32fast::hash(frame) != entry.crc {
-            return Err(self.corrupt(format!("block {block} checksum mismatch")));
-        }
+        self.read_frame(block, &mut scratch.frame)?;
+        let frame = &scratch.frame;
         let expected = self.header.block_len(block) as usize * 2;
         let raw = &mut scratch.raw;
         raw.clear();
@@ -584,6 +566,18 @@ impl Table {
         }
         le_to_values(raw, out);
         Ok(())
+    }
+
+    /// The stored zstd frame of block `block` into `frame` (replacing what it held), its
+    /// checksum checked, not decompressed; returns the checksum.
+    pub(crate) fn read_frame(&self, block: u64, frame: &mut Vec<u8>) -> Result<u32, StorageError> {
+        let entry = self.blocks[block as usize];
+        frame.resize(entry.len as usize, 0);
+        self.read_at(frame, entry.offset)?;
+        if crc32fast::hash(frame) != entry.crc {
+            return Err(self.corrupt(format!("block {block} checksum mismatch")));
+        }
+        Ok(entry.crc)
     }
 
     pub(crate) fn decompressor(&self) -> Result<zstd::bulk::Decompressor<'static>, StorageError> {

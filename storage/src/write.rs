@@ -9,7 +9,8 @@ use crate::format::{
     DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FOOTER_MAGIC, MAX_BLOCK_VALUES, SLICE_ENTRY_LEN,
 };
 use crate::hash::SliceHasher;
-use crate::{SliceData, SliceEntry, SliceKey, StorageError, TableMeta, TableSummary};
+use crate::table::BlockScratch;
+use crate::{SliceData, SliceEntry, SliceKey, StorageError, Table, TableMeta, TableSummary};
 
 /// How a table is written. The defaults give the canonical bytes that every node of a cluster
 /// writes for the same table; change them only for tests and experiments.
@@ -111,6 +112,8 @@ struct OpenSlice {
     /// Its first value's place in the table.
     first: u64,
     hasher: SliceHasher,
+    /// The slice's content hash when it is known without `hasher` (a copied slice).
+    hash: Option<[u8; 32]>,
 }
 
 impl TableWriter {
@@ -219,6 +222,7 @@ impl TableWriter {
             count,
             first: self.values_pushed,
             hasher: self.header.slice_hasher(key, count),
+            hash: None,
         });
         Ok(())
     }
@@ -235,7 +239,11 @@ impl TableWriter {
         }
         open.hasher.update(values);
         self.values_pushed += values.len() as u64;
+        self.buffer(values)
+    }
 
+    /// Adds values to the blocks being filled, compressing and writing those filled.
+    fn buffer(&mut self, values: &[u16]) -> Result<(), StorageError> {
         let bv = self.header.block_values as usize;
         let mut rest = values;
         while !rest.is_empty() {
@@ -249,51 +257,105 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Appends one whole block of values to the open slice, with `frame` the zstd frame this
-    /// writer would make of them (from [`Table::stream_slice_blocks`](crate::Table::stream_slice_blocks)
-    /// of a table written with the same block size and zstd level): the frame is written as it
-    /// is, not compressed again. The values must start a block of this table (as many values
-    /// pushed so far as a whole number of blocks) and fill it; they are hashed into the slice as
-    /// [`push_values`](Self::push_values) would. Builds with debug assertions compress the
-    /// values again and check the frame is what they give.
-    pub fn push_block(&mut self, values: &[u16], frame: &[u8]) -> Result<(), StorageError> {
-        self.check_usable()?;
-        let bv = self.header.block_values as usize;
-        let Some(open) = &self.open else {
-            return Err(self.invalid("a block pushed with no slice open"));
+    /// Appends slice `slice` of `from` under its key: the same bytes as
+    /// [`push_slice`](Self::push_slice) of its values, provided `from` was written with this
+    /// writer's zstd level (as the parts of a build written with the table's options are).
+    /// Where the grids of blocks agree (the same block size, and the slice as far into a block
+    /// of `from` as it is into one of this table), each block wholly inside the slice is copied
+    /// as its stored frame, its checksum checked but not decompressed, and the slice's content
+    /// hash is `from`'s (its slice table is checked against its tables hash when it is opened);
+    /// the values of the blocks it shares with other slices are read, checked and pushed.
+    /// Otherwise every value is read (the slice's content hash checked) and pushed. Returns the
+    /// number of blocks copied. Builds with debug assertions decompress every copied block, and
+    /// check that this writer compresses it to the same frame and that the values hash to
+    /// `from`'s content hash.
+    pub fn copy_slice(&mut self, from: &Table, slice: usize) -> Result<u64, StorageError> {
+        let entry = from.slice_entry(slice)?.clone();
+        self.begin_slice(entry.key, entry.count)?;
+        let bv = u64::from(self.header.block_values);
+        let agree =
+            from.block_values() == self.header.block_values && entry.first % bv == self.values_pushed % bv;
+        let copied = if agree {
+            self.copy_blocks(from, &entry)
+        } else {
+            let mut pushed = Ok(());
+            let streamed = from.stream_slice(slice, |values| {
+                if pushed.is_ok() {
+                    pushed = self.push_values(values);
+                }
+            });
+            streamed.and(pushed).map(|()| 0)
         };
-        let room = open.first + open.count - self.values_pushed;
-        if values.len() != bv || !self.values_pushed.is_multiple_of(bv as u64) {
-            let at = self.values_pushed;
-            return Err(self.invalid(&format!(
-                "a block of {} values pushed at value {at}: not one whole block of {bv}",
-                values.len()
-            )));
+        if copied.is_err() {
+            // Part of the slice is in: the table cannot be finished.
+            self.failed = true;
         }
-        if room < bv as u64 {
-            let count = open.count;
-            return Err(self.invalid(&format!("more values than the {count} declared for the slice")));
-        }
-        let open = self.open.as_mut().expect("checked above");
-        open.hasher.update(values);
-        if !self.pending.is_empty() {
-            self.flush_blocks()?;
+        let copied = copied?;
+        self.end_slice()?;
+        Ok(copied)
+    }
+
+    /// The values of the open slice, `entry` of `from` on the same grid of blocks, copied
+    /// ([`copy_slice`](Self::copy_slice)); its content hash is taken from `entry`.
+    fn copy_blocks(&mut self, from: &Table, entry: &SliceEntry) -> Result<u64, StorageError> {
+        let bv = u64::from(self.header.block_values);
+        let end = entry.first + entry.count;
+        let mut dctx = from.decompressor()?;
+        let (mut scratch, mut frame, mut values) = (BlockScratch::default(), Vec::new(), Vec::new());
+        #[cfg(debug_assertions)]
+        let mut check = self.header.slice_hasher(entry.key, entry.count);
+        let mut copied = 0;
+        let mut at = entry.first;
+        while at < end {
+            let block = at / bv;
+            let block_start = block * bv;
+            if at == block_start && block_start + bv <= end {
+                // Wholly inside the slice: its frame is the one this writer would make.
+                let crc = from.read_frame(block, &mut frame)?;
+                if !self.pending.is_empty() {
+                    self.flush_blocks()?;
+                }
+                #[cfg(debug_assertions)]
+                {
+                    let mut raw = vec![0u8; 2 * bv as usize];
+                    let n = dctx
+                        .decompress_to_buffer(&frame[..], &mut raw[..])
+                        .map_err(|e| StorageError::io(&self.target, e))?;
+                    let mut v = Vec::new();
+                    crate::format::le_to_values(&raw[..n], &mut v);
+                    check.update(&v);
+                    let again = compress_blocks(&mut self.compressors[0], &[&v])
+                        .map_err(|e| StorageError::io(&self.target, e))?;
+                    debug_assert!(again[0] == frame, "a copied block's frame is not this writer's");
+                }
+                self.values_pushed += bv;
+                let entry = BlockEntry {
+                    offset: self.written,
+                    len: frame.len() as u32,
+                    crc,
+                };
+                self.write(&frame)?;
+                self.blocks.push(entry);
+                copied += 1;
+                at = block_start + bv;
+            } else {
+                from.decode_block_into(block, &mut dctx, &mut scratch, &mut values)?;
+                let lo = (at - block_start) as usize;
+                let hi = (end - block_start).min(values.len() as u64) as usize;
+                #[cfg(debug_assertions)]
+                check.update(&values[lo..hi]);
+                self.values_pushed += (hi - lo) as u64;
+                self.buffer(&values[lo..hi])?;
+                at = block_start + hi as u64;
+            }
         }
         #[cfg(debug_assertions)]
-        {
-            let again = compress_blocks(&mut self.compressors[0], &[values])
-                .map_err(|e| StorageError::io(&self.target, e))?;
-            debug_assert!(again[0] == frame, "a pushed block's frame is not this writer's");
-        }
-        self.values_pushed += bv as u64;
-        let entry = BlockEntry {
-            offset: self.written,
-            len: frame.len() as u32,
-            crc: crc32fast::hash(frame),
-        };
-        self.write(frame)?;
-        self.blocks.push(entry);
-        Ok(())
+        debug_assert!(
+            check.finalize() == entry.hash,
+            "a copied slice's values hash to its hash"
+        );
+        self.open.as_mut().expect("a slice is open").hash = Some(entry.hash);
+        Ok(copied)
     }
 
     /// Closes the open slice, which must have received every value declared for it; returns its
@@ -311,7 +373,7 @@ impl TableWriter {
                 open.key, open.count
             )));
         }
-        let hash = open.hasher.finalize();
+        let hash = open.hash.unwrap_or_else(|| open.hasher.finalize());
         self.slices.push(SliceEntry {
             key: open.key,
             count: open.count,

@@ -282,7 +282,7 @@ fn compression_threads_do_not_change_the_bytes() {
 
 /// A table written from files of one slice each, laid on the table's grid of blocks (padding
 /// values before the slice, a slice of their own), its whole blocks copied as they are
-/// (`push_block`) and the others pushed as values: the same bytes as written from the values,
+/// (`copy_slice`) and the others pushed as values: the same bytes as written from the values,
 /// on 1 and 3 threads; fewer blocks were compressed.
 #[test]
 fn a_table_written_from_copied_blocks_is_the_table_written_from_values() {
@@ -330,24 +330,8 @@ fn a_table_written_from_copied_blocks_is_the_table_written_from_values() {
         )
         .unwrap();
         let mut blocks_copied = 0;
-        for ((k, values), part) in slices.iter().zip(&parts) {
-            let s = part.find_slice(*k).unwrap();
-            w.begin_slice(*k, values.len() as u64).unwrap();
-            let mut result = Ok(());
-            part.stream_slice_blocks(s, |v, frame| {
-                if result.is_ok() {
-                    result = match frame {
-                        Some(frame) if v.len() == 1000 => {
-                            blocks_copied += 1;
-                            w.push_block(v, frame)
-                        }
-                        _ => w.push_values(v),
-                    };
-                }
-            })
-            .unwrap();
-            result.unwrap();
-            w.end_slice().unwrap();
+        for (k, part) in slices.iter().map(|(k, _)| k).zip(&parts) {
+            blocks_copied += w.copy_slice(part, part.find_slice(*k).unwrap()).unwrap();
         }
         w.finish().unwrap();
         // The slices lie at 0..2500, 2500..3500, 3500..3800, 3800..8500, 8500..9500 and
@@ -362,37 +346,55 @@ fn a_table_written_from_copied_blocks_is_the_table_written_from_values() {
     }
 }
 
-/// `push_block` takes one whole block at a block's start only, and a slice open.
+/// Slices copied from files on another grid of blocks (no padding before them) are read and
+/// pushed as values: no block copied, the same bytes as written from the values.
 #[test]
-fn a_block_is_pushed_whole_at_a_block_start_only() {
+fn slices_copied_off_the_grid_are_pushed_as_values() {
+    let slices = slices_of(&[2500, 1500, 4_700]);
     let dir = tempfile::tempdir().unwrap();
+    let from_values = dir.path().join("values.zmt");
+    write_table_with(&from_values, &meta("KPvK"), &as_data(&slices), &small_blocks()).unwrap();
+    let copied = dir.path().join("copied.zmt");
+    let mut w = TableWriter::create(&copied, &meta("KPvK"), 3, 8700, &small_blocks()).unwrap();
+    for (i, (k, values)) in slices.iter().enumerate() {
+        let part = dir.path().join(format!("part{i}.zmt"));
+        write_table_with(
+            &part,
+            &meta("KPvK"),
+            &[SliceData { key: *k, values }],
+            &small_blocks(),
+        )
+        .unwrap();
+        let part = Table::open_pread(&part).unwrap();
+        // The second slice starts 500 values into a block of the table, at 0 in its file; the
+        // others on a block's start in both (the third at 4000: blocks 4000..8000 copied).
+        let expected = [2, 0, 4][i];
+        assert_eq!(w.copy_slice(&part, 0).unwrap(), expected, "slice {i}");
+    }
+    w.finish().unwrap();
+    assert_eq!(fs::read(&copied).unwrap(), fs::read(&from_values).unwrap());
+}
+
+/// A copied block whose frame was damaged in its file is refused (its checksum), and the
+/// writer takes nothing more: the table is never finished with it.
+#[test]
+fn a_damaged_block_is_not_copied() {
     let slices = slices_of(&[3000]);
+    let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source.zmt");
     write_table_with(&source, &meta("KPvK"), &as_data(&slices), &small_blocks()).unwrap();
-    let source = Table::open(&source).unwrap();
-    let mut frames = Vec::new();
-    source
-        .stream_slice_blocks(0, |v, frame| frames.push((v.to_vec(), frame.map(<[u8]>::to_vec))))
-        .unwrap();
-    assert_eq!(frames.len(), 3);
-    let (values, frame) = (&frames[0].0, frames[0].1.as_ref().expect("a whole block"));
+    let mut bytes = fs::read(&source).unwrap();
+    // The first frame starts at 128: damage a byte of it.
+    bytes[140] ^= 0x20;
+    fs::write(&source, &bytes).unwrap();
+    let source = Table::open_pread(&source).unwrap();
     let target = dir.path().join("target.zmt");
     let mut w = TableWriter::create(&target, &meta("KPvK"), 1, 3000, &small_blocks()).unwrap();
-    assert!(w.push_block(values, frame).is_err(), "no slice open");
-    let mut w = TableWriter::create(&target, &meta("KPvK"), 1, 3000, &small_blocks()).unwrap();
-    w.begin_slice(slices[0].0, 3000).unwrap();
-    w.push_values(&values[..10]).unwrap();
-    assert!(w.push_block(values, frame).is_err(), "not at a block start");
-    let mut w = TableWriter::create(&target, &meta("KPvK"), 1, 3000, &small_blocks()).unwrap();
-    w.begin_slice(slices[0].0, 3000).unwrap();
-    assert!(w.push_block(&values[..999], frame).is_err(), "not a whole block");
-    w.push_block(values, frame).unwrap();
-    w.push_block(&frames[1].0, frames[1].1.as_ref().unwrap()).unwrap();
-    w.push_block(&frames[2].0, frames[2].1.as_ref().unwrap()).unwrap();
-    assert!(
-        w.push_block(&frames[2].0, frames[2].1.as_ref().unwrap()).is_err(),
-        "past the slice"
-    );
+    let err = w.copy_slice(&source, 0).unwrap_err().to_string();
+    assert!(err.contains("checksum"), "{err}");
+    assert!(w.push_values(&[1]).is_err(), "the writer takes nothing more");
+    assert!(w.finish().is_err());
+    assert!(!target.exists());
 }
 
 #[test]
