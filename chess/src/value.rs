@@ -93,6 +93,7 @@ impl Value {
 }
 
 impl PartialOrd for Value {
+    #[inline]
     fn partial_cmp(&self, other: &Value) -> Option<Ordering> {
         Some(self.cmp(other))
     }
@@ -100,6 +101,7 @@ impl PartialOrd for Value {
 
 impl Ord for Value {
     /// Greater is better for the side to move.
+    #[inline]
     fn cmp(&self, other: &Value) -> Ordering {
         self.goodness().cmp(&other.goodness())
     }

@@ -404,10 +404,14 @@ impl Geometry {
     /// empty square): what [`Geometry::decode`] gives for its index.
     #[inline]
     pub(super) fn line_position(&self, d: &Decoded, l: usize, q: Square) -> Decoded {
-        let mut squares = d.squares;
-        squares[l] = q;
+        // The eight squares as one word, `l`'s byte replaced: a byte stored into the array and
+        // the array then read whole would stall the load (no store forwarding).
+        debug_assert!(l < 8);
+        let shift = 8 * l as u32;
+        let word = u64::from_le_bytes(d.squares.map(Square::u8));
+        let word = word & !(0xff << shift) | u64::from(q.u8()) << shift;
         Decoded {
-            squares,
+            squares: word.to_le_bytes().map(Square::new),
             turn: d.turn,
             fields: d.fields + q.u8() as u64,
             occupied: d.occupied.with(q),
