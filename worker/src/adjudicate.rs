@@ -158,13 +158,12 @@ impl ValueSource for Ruled<'_> {
     fn value_at(&self, loc: &Location) -> Result<Value, SolveError> {
         match self.rule {
             Some(rule) if rule.cuts(&loc.slice) => {
-                let pos =
-                    SliceIndexer::new(loc.slice)
-                        .position(loc.index)
-                        .ok_or(SolveError::BadSuccessor {
-                            slice: loc.slice,
-                            index: loc.index,
-                        })?;
+                let pos = SliceIndexer::new(loc.slice).position(loc.index).ok_or_else(|| {
+                    SolveError::BadSuccessor {
+                        slice: loc.slice,
+                        index: loc.index,
+                    }
+                })?;
                 Ok(rule.value(&pos))
             }
             _ => self.map.value_at(loc),

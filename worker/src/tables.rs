@@ -456,9 +456,9 @@ impl ValueSource for SliceMap {
         let held = self
             .slices
             .get(&loc.slice)
-            .ok_or(SolveError::MissingSuccessor(loc.slice))?;
+            .ok_or_else(|| SolveError::MissingSuccessor(loc.slice))?;
         let raw = held.as_ref().get(loc.index)?;
-        Value::from_raw(raw).ok_or(SolveError::BadSuccessor {
+        Value::from_raw(raw).ok_or_else(|| SolveError::BadSuccessor {
             slice: loc.slice,
             index: loc.index,
         })

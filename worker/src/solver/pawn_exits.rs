@@ -247,7 +247,7 @@ fn values_along(
     }
     values.get_many(&indices[..m], &mut raw[..m])?;
     for (k, q) in qs.into_iter().enumerate() {
-        let v = Value::from_raw(raw[k]).ok_or(SolveError::BadSuccessor {
+        let v = Value::from_raw(raw[k]).ok_or_else(|| SolveError::BadSuccessor {
             slice: *six.key(),
             index: indices[k],
         })?;
@@ -644,7 +644,7 @@ impl<'a> PawnExits<'a> {
                     {
                         let index = d.fields + them.index() as u64 * self.per_side;
                         let v = Value::from_raw(values.get(index)?)
-                            .ok_or(SolveError::BadSuccessor { slice, index })?;
+                            .ok_or_else(|| SolveError::BadSuccessor { slice, index })?;
                         exits.add(v.after_move());
                         continue;
                     }
@@ -826,7 +826,7 @@ impl<'a> PawnExits<'a> {
             .successors
             .iter()
             .position(|(k, _, _)| *k == key)
-            .ok_or(SolveError::MissingSuccessor(key))?;
+            .ok_or_else(|| SolveError::MissingSuccessor(key))?;
         // The men in the successor's order.
         let smen = self.successors[at].2.men();
         let mut slots = [0usize; 9];
@@ -919,7 +919,7 @@ pub(super) fn value_in(
     let index = six
         .index_of(sq, turn)
         .expect("the kings of a legal position are apart");
-    Value::from_raw(values.get(index)?).ok_or(SolveError::BadSuccessor {
+    Value::from_raw(values.get(index)?).ok_or_else(|| SolveError::BadSuccessor {
         slice: *six.key(),
         index,
     })

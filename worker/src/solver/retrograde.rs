@@ -1091,7 +1091,7 @@ fn add_line_pushes(pushes: &LinePushes, q: Square, exits: &mut Exits) -> Result<
     }
     for (k, &(ok, slice, first)) in pushes.pushes[..pushes.n].iter().enumerate() {
         if ok.contains(q) {
-            let v = Value::from_raw(pushes.values[k][q.index()]).ok_or(SolveError::BadSuccessor {
+            let v = Value::from_raw(pushes.values[k][q.index()]).ok_or_else(|| SolveError::BadSuccessor {
                 slice,
                 index: first + q.index() as u64,
             })?;
