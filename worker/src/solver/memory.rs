@@ -89,6 +89,17 @@ pub(crate) fn for_each_equal<const N: usize>(
     }
 }
 
+/// A bit per byte of the 64 from `first` (bit `k` for `first + k`): set if the byte is one of
+/// `codes`. Read wide as [`for_each_equal`] reads, on the same condition: while this runs, no
+/// other thread may write those bytes.
+#[inline]
+pub(crate) fn equal_mask<const N: usize>(bytes: &[AtomicU8], first: usize, codes: [u8; N]) -> u64 {
+    let block = &bytes[first..first + 64];
+    // Safety: as in `for_each_equal`: the 64 bytes lie inside `bytes`, and no other thread
+    // writes them meanwhile (the contract above).
+    unsafe { BlockTest::new(codes).mask(block.as_ptr() as *const u8) }
+}
+
 /// The test of [`for_each_equal`] on a block of 64 bytes.
 struct BlockTest<const N: usize> {
     #[cfg(target_arch = "x86_64")]

@@ -69,7 +69,9 @@ use zermelo_chess::{Bitboard, Color, Square};
 
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
-use super::memory::{atomic_u64s, atomic_u8s, for_each_equal, release_bytes, Deferred, DeferredLines};
+use super::memory::{
+    atomic_u64s, atomic_u8s, equal_mask, for_each_equal, release_bytes, Deferred, DeferredLines,
+};
 use super::par::for_each_chunk;
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
@@ -213,17 +215,14 @@ impl State {
             self.quiet = atomic_u64s(n / 64);
         }
         let st = &*self;
+        // No byte is written meanwhile: the lines are tested 64 bytes at a time.
+        let may_lose_codes = [S_MAY_LOSE, S_MAY_LOSE + 1, S_MAY_LOSE + 2, S_MAY_LOSE + 3];
+        debug_assert!((0..=255).all(|v| may_lose(v) == may_lose_codes.contains(&v)));
         for_each_chunk(n / 64, 1 << 12, threads, |words| {
             for w in words {
-                let (mut illegal, mut calm) = (0u64, 0u64);
-                for (b, byte) in st.bytes[w * 64..(w + 1) * 64].iter().enumerate() {
-                    let v = byte.load(Relaxed);
-                    illegal |= ((v == S_ILLEGAL) as u64) << b;
-                    calm |= (!may_lose(v) as u64) << b;
-                }
-                st.won[w].store(illegal, Relaxed);
+                st.won[w].store(equal_mask(&st.bytes, w * 64, [S_ILLEGAL]), Relaxed);
                 if quiet {
-                    st.quiet[w].store(calm, Relaxed);
+                    st.quiet[w].store(!equal_mask(&st.bytes, w * 64, may_lose_codes), Relaxed);
                 }
             }
             Ok::<(), SolveError>(())
