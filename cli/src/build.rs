@@ -236,13 +236,13 @@ fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (bool, MemoryNeed) {
 }
 
 /// Positions a thread solves per second, for [`plan_build`]'s estimate: measured on this
-/// project's reference machine (2 cores) building 5-man tables alone (KQRvKR 5.1 M, KRPvKR
-/// 5.4 M on one thread; README, "Performance").
-pub const POSITIONS_PER_THREAD_SECOND: f64 = 5.0e6;
+/// project's reference machine (2 cores) building 5-man tables alone (KQRvKR 18.3 M, KRPvKR
+/// 19.4 M on one thread, 34.0 M and 37.9 M on two; README, "Performance").
+pub const POSITIONS_PER_THREAD_SECOND: f64 = 18.0e6;
 /// The same for materials whose largest slice is over [`LARGE_SLICE`] positions (256 M; the
 /// largest measured at the rate above is KQRvKR's 242 M), whose state outgrows the caches:
-/// KRNvKNN (7.6 G positions in one slice) ran at 4.4 M a second on 2 threads.
-pub const LARGE_POSITIONS_PER_THREAD_SECOND: f64 = 2.2e6;
+/// KRNvKNN (7.6 G positions in one slice) ran at 15.0 M a second on 2 threads.
+pub const LARGE_POSITIONS_PER_THREAD_SECOND: f64 = 7.5e6;
 /// See [`LARGE_POSITIONS_PER_THREAD_SECOND`].
 pub const LARGE_SLICE: u64 = 1 << 28;
 /// Bytes of table file per position, for [`plan_build`]'s estimate: KQRvKR's and KRPvKR's
