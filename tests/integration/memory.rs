@@ -249,3 +249,37 @@ fn plan_only_reports_sizes_memory_and_what_is_complete_and_writes_nothing() {
     assert_eq!(plan["positions"], 0);
     assert_eq!(row(&plan, "KPvK")["complete"], true);
 }
+
+/// `zermelo bench --alone` gives the peak memory of the named materials' build alone: on Linux
+/// the peak is reset after the sub-tables are built (a system that cannot says so on the line).
+#[test]
+fn bench_alone_gives_the_peak_of_the_named_materials() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let o = crate::common::run(&[
+        "bench",
+        "KPvK",
+        "--alone",
+        "--threads",
+        "1",
+        "--tables",
+        tmp.path().to_str().expect("utf-8 path"),
+    ]);
+    crate::common::assert_ok(&o);
+    let out = crate::common::stdout(&o);
+    let peak = out
+        .lines()
+        .find_map(|l| l.strip_prefix("peak memory: "))
+        .unwrap_or_else(|| panic!("no peak line in {out}"));
+    let mib: f64 = peak
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no figure in {peak:?}"));
+    assert!(mib > 0.0, "{peak}");
+    if cfg!(target_os = "linux") {
+        assert!(
+            !peak.contains("included"),
+            "the peak was not reset on Linux: {peak}"
+        );
+    }
+}
