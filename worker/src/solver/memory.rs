@@ -69,6 +69,24 @@ pub(crate) fn for_each_equal<const N: usize>(
     codes: [u8; N],
     mut f: impl FnMut(usize),
 ) {
+    for_each_equal_block(bytes, range, codes, |first, mut m| {
+        while m != 0 {
+            f(first + m.trailing_zeros() as usize);
+            m &= m - 1;
+        }
+    });
+}
+
+/// [`for_each_equal`] a block at a time: calls `f(first, mask)`, in ascending order of `first`,
+/// for each block of 64 indices from `first` (from `range.start` on, the last one perhaps
+/// shorter) that holds one of `codes`, bit `k` of `mask` set for `first + k`. Same contract.
+#[inline]
+pub(crate) fn for_each_equal_block<const N: usize>(
+    bytes: &[AtomicU8],
+    range: Range<usize>,
+    codes: [u8; N],
+    mut f: impl FnMut(usize, u64),
+) {
     let bytes = &bytes[range.clone()];
     let blocks = bytes.len() / 64;
     let test = BlockTest::new(codes);
@@ -76,16 +94,19 @@ pub(crate) fn for_each_equal<const N: usize>(
         // Safety: `AtomicU8` has the size and layout of `u8`, and the 64 bytes from `b * 64`
         // lie inside `bytes`. The read is not atomic, but no other thread writes these bytes
         // while this runs (the contract above), so it races nothing.
-        let mut m = unsafe { test.mask(bytes.as_ptr().add(b * 64) as *const u8) };
-        while m != 0 {
-            f(range.start + b * 64 + m.trailing_zeros() as usize);
-            m &= m - 1;
+        let m = unsafe { test.mask(bytes.as_ptr().add(b * 64) as *const u8) };
+        if m != 0 {
+            f(range.start + b * 64, m);
         }
     }
-    for (k, byte) in bytes.iter().enumerate().skip(blocks * 64) {
+    let mut m = 0u64;
+    for (k, byte) in bytes[blocks * 64..].iter().enumerate() {
         if codes.contains(&byte.load(Relaxed)) {
-            f(range.start + k);
+            m |= 1 << k;
         }
+    }
+    if m != 0 {
+        f(range.start + blocks * 64, m);
     }
 }
 

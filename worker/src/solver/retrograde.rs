@@ -70,7 +70,8 @@ use zermelo_chess::{Bitboard, Color, Square};
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
-    atomic_u64s, atomic_u8s, equal_mask, for_each_equal, release_bytes, Deferred, DeferredLines,
+    atomic_u64s, atomic_u8s, equal_mask, for_each_equal, for_each_equal_block, release_bytes, Deferred,
+    DeferredLines,
 };
 use super::par::for_each_chunk;
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
@@ -252,11 +253,12 @@ impl State {
         Bitboard(self.won[(base / 64) as usize].load(Relaxed))
     }
 
-    /// Sets the bit of [`State::won`] of index `i`: only by the thread that owns its line.
+    /// Sets the bits `bits` of [`State::won`] in the word of index `i`: only by the thread that
+    /// owns its line.
     #[inline]
-    fn set_won_bit(&self, i: usize) {
+    fn set_won_bits(&self, i: usize, bits: u64) {
         let w = &self.won[i / 64];
-        w.store(w.load(Relaxed) | 1 << (i % 64), Relaxed);
+        w.store(w.load(Relaxed) | bits, Relaxed);
     }
 
     #[inline]
@@ -499,22 +501,32 @@ pub fn solve_slice_into(
                     }
                     // Only S_NEXT, and when pending the codes that wait for this ply, can join.
                     let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                    let mut join = |i: usize| {
-                        let v = st.get(i);
-                        if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
-                            st.set(i, now);
-                            if now == S_WON && line_man.is_some() {
-                                st.set_won_bit(i);
+                    // A block of 64 indices from `b` (a multiple of 64: chunks start on one) at a
+                    // time, the indices of `m` tested: the words of the bitmaps set once.
+                    let mut join = |b: usize, mut m: u64| {
+                        let mut joined = 0u64;
+                        while m != 0 {
+                            let i = b + m.trailing_zeros() as usize;
+                            m &= m - 1;
+                            let v = st.get(i);
+                            if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
+                                st.set(i, now);
+                                enc.push(i - first);
+                                joined |= 1 << (i - b);
                             }
-                            st.set_quiet(i, 1 << (i % 64));
-                            enc.push(i - first);
-                            any += 1;
+                        }
+                        if joined != 0 {
+                            if now == S_WON && line_man.is_some() {
+                                st.set_won_bits(b, joined);
+                            }
+                            st.set_quiet(b, joined);
+                            any += u64::from(joined.count_ones());
                         }
                     };
                     if pending {
-                        for_each_equal(&st.bytes, chunk, waiting, &mut join);
+                        for_each_equal_block(&st.bytes, chunk, waiting, &mut join);
                     } else {
-                        for_each_equal(&st.bytes, chunk, [S_NEXT], &mut join);
+                        for_each_equal_block(&st.bytes, chunk, [S_NEXT], &mut join);
                     }
                 }
                 in_frontier.fetch_add(any, Relaxed);
