@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::common::{tables_with, zermelo};
+use crate::common::{assert_ok, run, stdout, tables_with, zermelo};
 
 /// The process's own share that a budget does not count: code, libraries, thread stacks, the
 /// allocator's slack (see `material_memory` in `cli/src/build.rs`).
@@ -187,7 +187,7 @@ fn a_build_killed_midway_leaves_nothing_behind_after_the_next() {
 /// (exit 1 when not); it writes nothing.
 #[test]
 fn plan_only_reports_sizes_memory_and_what_is_complete_and_writes_nothing() {
-    use crate::common::{run, stderr, stdout};
+    use crate::common::stderr;
     let tmp = tempfile::tempdir().unwrap();
     let empty = tmp.path().join("none");
     let o = run(&[
@@ -255,7 +255,7 @@ fn plan_only_reports_sizes_memory_and_what_is_complete_and_writes_nothing() {
 #[test]
 fn bench_alone_gives_the_peak_of_the_named_materials() {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let o = crate::common::run(&[
+    let o = run(&[
         "bench",
         "KPvK",
         "--alone",
@@ -264,8 +264,8 @@ fn bench_alone_gives_the_peak_of_the_named_materials() {
         "--tables",
         tmp.path().to_str().expect("utf-8 path"),
     ]);
-    crate::common::assert_ok(&o);
-    let out = crate::common::stdout(&o);
+    assert_ok(&o);
+    let out = stdout(&o);
     let peak = out
         .lines()
         .find_map(|l| l.strip_prefix("peak memory: "))

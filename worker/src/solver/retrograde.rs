@@ -504,6 +504,7 @@ pub fn solve_slice_into(
                     // A block of 64 indices from `b` (a multiple of 64: chunks start on one) at a
                     // time, the indices of `m` tested: the words of the bitmaps set once.
                     let mut join = |b: usize, mut m: u64| {
+                        debug_assert!(b.is_multiple_of(64));
                         let mut joined = 0u64;
                         while m != 0 {
                             let i = b + m.trailing_zeros() as usize;
