@@ -11,9 +11,12 @@
 
 use crate::{Metric, SliceEntry, TableMeta};
 
-/// The version of the file format this build writes. It reads this one and version 1 (whose
-/// slice hashes do not cover the index layout: see `FORMAT.md`).
-pub const FORMAT_VERSION: u32 = 2;
+/// The version of the file format this build writes. It reads this one, version 2 (whose blocks
+/// hold the values' bytes interleaved, not as two planes) and version 1 (as 2, and its slice
+/// hashes do not cover the index layout): see `FORMAT.md`.
+pub const FORMAT_VERSION: u32 = 3;
+/// The first version whose blocks hold two byte planes ([`values_to_planes`]).
+pub(crate) const PLANAR_FROM_VERSION: u32 = 3;
 /// The oldest version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Values per block when [`WriteOptions`](crate::WriteOptions) says nothing else: 128 KiB raw.
@@ -21,7 +24,7 @@ pub const DEFAULT_BLOCK_VALUES: u32 = 1 << 16;
 /// The largest block a reader accepts (2 MiB raw), which bounds the memory one block can take.
 pub const MAX_BLOCK_VALUES: u32 = 1 << 20;
 /// The zstd level of the canonical table bytes (see `FORMAT.md`, "Compression level").
-pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 /// The longest material name, in bytes.
 pub const MAX_MATERIAL_LEN: usize = 31;
 
@@ -242,18 +245,36 @@ pub(crate) fn decode_slice_entry(b: &[u8; SLICE_ENTRY_LEN as usize]) -> SliceEnt
     }
 }
 
-/// Appends `values` little-endian to `out`.
-pub(crate) fn values_to_le(values: &[u16], out: &mut Vec<u8>) {
-    out.reserve(values.len() * 2);
-    for v in values {
-        out.extend_from_slice(&v.to_le_bytes());
+/// The raw bytes of a block of `values` (what its zstd frame holds) in place of what `out` held:
+/// two planes from format version 3, the low byte of every value then the high byte of every
+/// value; little-endian values one after the other before it.
+pub(crate) fn encode_block(version: u32, values: &[u16], out: &mut Vec<u8>) {
+    out.clear();
+    if version >= PLANAR_FROM_VERSION {
+        out.resize(values.len() * 2, 0);
+        let (low, high) = out.split_at_mut(values.len());
+        for ((l, h), v) in low.iter_mut().zip(high.iter_mut()).zip(values) {
+            *l = *v as u8;
+            *h = (*v >> 8) as u8;
+        }
+    } else {
+        out.reserve(values.len() * 2);
+        for v in values {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
     }
 }
 
-/// Little-endian bytes (of even length) back to values, in place of what `out` held.
-pub(crate) fn le_to_values(bytes: &[u8], out: &mut Vec<u16>) {
+/// The values of a block's raw bytes (of even length, [`encode_block`] of format `version`) in
+/// place of what `out` held.
+pub(crate) fn decode_block(version: u32, bytes: &[u8], out: &mut Vec<u16>) {
     out.clear();
-    out.extend(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+    if version >= PLANAR_FROM_VERSION {
+        let (low, high) = bytes.split_at(bytes.len() / 2);
+        out.extend(low.iter().zip(high).map(|(&l, &h)| u16::from_le_bytes([l, h])));
+    } else {
+        out.extend(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -295,8 +316,8 @@ mod tests {
         b[0] ^= 1;
         assert_eq!(Header::decode(&b), Err(HeaderError::NotATable));
         let mut b = good;
-        b[8] = 3;
-        assert_eq!(Header::decode(&b), Err(HeaderError::Version(3)));
+        b[8] = 4;
+        assert_eq!(Header::decode(&b), Err(HeaderError::Version(4)));
         b[8] = 0;
         assert_eq!(Header::decode(&b), Err(HeaderError::Version(0)));
         for at in 12..HEADER_LEN as usize {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::format::{
-    decode_slice_entry, le_to_values, BlockEntry, Header, HeaderError, BLOCK_ENTRY_LEN, FOOTER_LEN,
+    decode_block, decode_slice_entry, BlockEntry, Header, HeaderError, BLOCK_ENTRY_LEN, FOOTER_LEN,
     FOOTER_MAGIC, HEADER_LEN, HEADER_MAGIC, SLICE_ENTRY_LEN, TABLES_HASH_LEN,
 };
 use crate::hash::SliceHasher;
@@ -564,7 +564,7 @@ impl Table {
                 "block {block} decompresses to {n} bytes, expected {expected}"
             )));
         }
-        le_to_values(raw, out);
+        decode_block(self.header.version, raw, out);
         Ok(())
     }
 

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use tempfile::TempPath;
 
 use crate::format::{
-    encode_slice_entry, validate_material, values_to_le, BlockEntry, Header, BLOCK_ENTRY_LEN,
+    encode_block, encode_slice_entry, validate_material, BlockEntry, Header, BLOCK_ENTRY_LEN,
     DEFAULT_BLOCK_VALUES, DEFAULT_ZSTD_LEVEL, FOOTER_MAGIC, MAX_BLOCK_VALUES, SLICE_ENTRY_LEN,
 };
 use crate::hash::SliceHasher;
 use crate::table::BlockScratch;
-use crate::{SliceData, SliceEntry, SliceKey, StorageError, Table, TableMeta, TableSummary};
+use crate::{SliceData, SliceEntry, SliceKey, StorageError, Table, TableMeta, TableSummary, FORMAT_VERSION};
 
 /// How a table is written. The defaults give the canonical bytes that every node of a cluster
 /// writes for the same table; change them only for tests and experiments.
@@ -273,8 +273,10 @@ impl TableWriter {
         let entry = from.slice_entry(slice)?.clone();
         self.begin_slice(entry.key, entry.count)?;
         let bv = u64::from(self.header.block_values);
-        let agree =
-            from.block_values() == self.header.block_values && entry.first % bv == self.values_pushed % bv;
+        // A frame of another format version holds its values otherwise.
+        let agree = from.format_version() == self.header.version
+            && from.block_values() == self.header.block_values
+            && entry.first % bv == self.values_pushed % bv;
         let copied = if agree {
             self.copy_blocks(from, &entry)
         } else {
@@ -322,7 +324,7 @@ impl TableWriter {
                         .decompress_to_buffer(&frame[..], &mut raw[..])
                         .map_err(|e| StorageError::io(&self.target, e))?;
                     let mut v = Vec::new();
-                    crate::format::le_to_values(&raw[..n], &mut v);
+                    crate::format::decode_block(from.format_version(), &raw[..n], &mut v);
                     check.update(&v);
                     let again = compress_blocks(&mut self.compressors[0], &[&v])
                         .map_err(|e| StorageError::io(&self.target, e))?;
@@ -552,7 +554,8 @@ fn new_compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>
     Ok(c)
 }
 
-/// Compresses each block (values little-endian) into its own frame.
+/// Compresses each block (its bytes as this build writes them, [`encode_block`]) into its own
+/// frame.
 fn compress_blocks(
     c: &mut zstd::bulk::Compressor<'static>,
     blocks: &[&[u16]],
@@ -561,8 +564,7 @@ fn compress_blocks(
     blocks
         .iter()
         .map(|b| {
-            raw.clear();
-            values_to_le(b, &mut raw);
+            encode_block(FORMAT_VERSION, b, &mut raw);
             c.compress(&raw)
         })
         .collect()

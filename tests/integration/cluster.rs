@@ -1422,43 +1422,64 @@ fn table_stamps(dir: &Path) -> Vec<(String, u64, std::time::SystemTime, Vec<u8>)
         .collect()
 }
 
-/// Rewrites a table file as format 1 wrote it (FORMAT.md, "Version 1"): version 1 and its
-/// header CRC, each slice's content hash without the index layout, the tables hash and the file
-/// hash. The values and blocks are the same.
+/// Rewrites a table file as format 1 wrote it (FORMAT.md, "Versions 1 and 2"): version 1 and its
+/// header CRC, blocks of interleaved values (on the same grid), each slice's content hash
+/// without the index layout, the tables hash and the file hash. The values are the same.
 fn rewrite_as_format_1(path: &Path) {
     let table = zermelo_storage::Table::open(path).unwrap();
     let material = table.meta().material.clone();
+    let mut stream = Vec::new();
     let hashes: Vec<[u8; 32]> = (0..table.slices().len())
         .map(|i| {
             let e = &table.slices()[i];
+            let values = table.read_slice(i).unwrap();
             let mut h = zermelo_storage::SliceHasher::format_1(&material, e.key, e.count);
-            h.update(&table.read_slice(i).unwrap());
+            h.update(&values);
+            stream.extend_from_slice(&values);
             h.finalize()
         })
         .collect();
+    let block_values = table.block_values() as usize;
     drop(table);
-    let mut f = std::fs::read(path).unwrap();
+    let f = std::fs::read(path).unwrap();
     let n = f.len();
     let u64_at = |f: &[u8], at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap()) as usize;
     let (slices, blocks) = (u64_at(&f, 56), u64_at(&f, 72));
     let tables_at = n - 40 - 32 - (slices * 64 + blocks * 16);
-    f[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let crc = crc32fast::hash(&f[..124]);
-    f[124..128].copy_from_slice(&crc.to_le_bytes());
-    for (s, h) in hashes.iter().enumerate() {
-        let at = tables_at + s * 64 + 32;
-        f[at..at + 32].copy_from_slice(h);
+    let mut out = f[..128].to_vec();
+    out[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&out[..124]);
+    out[124..128].copy_from_slice(&crc.to_le_bytes());
+    // Blocks of interleaved little-endian values.
+    let mut block_table = Vec::new();
+    for block in stream.chunks(block_values) {
+        let raw: Vec<u8> = block.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let frame = zstd::encode_all(&raw[..], 3).unwrap();
+        block_table.extend_from_slice(&(out.len() as u64).to_le_bytes());
+        block_table.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        block_table.extend_from_slice(&crc32fast::hash(&frame).to_le_bytes());
+        out.extend_from_slice(&frame);
     }
-    let tables_hash = blake3::hash(&f[tables_at..n - 72]);
-    f[n - 72..n - 40].copy_from_slice(tables_hash.as_bytes());
-    let file_hash = blake3::hash(&f[..n - 40]);
-    f[n - 40..n - 8].copy_from_slice(file_hash.as_bytes());
-    std::fs::write(path, f).unwrap();
+    assert_eq!(block_table.len(), blocks * 16);
+    let tables_from = out.len();
+    out.extend_from_slice(&f[tables_at..tables_at + slices * 64]);
+    for (s, h) in hashes.iter().enumerate() {
+        let at = tables_from + s * 64 + 32;
+        out[at..at + 32].copy_from_slice(h);
+    }
+    out.extend_from_slice(&block_table);
+    let tables_hash = blake3::hash(&out[tables_from..]);
+    out.extend_from_slice(tables_hash.as_bytes());
+    let file_hash = blake3::hash(&out);
+    out.extend_from_slice(file_hash.as_bytes());
+    out.extend_from_slice(&f[n - 8..]);
+    std::fs::write(path, out).unwrap();
 }
 
 /// A table of the older format 1 (its slice hashes do not cover the index layout) is read by
 /// `probe` and `verify`, but the coordinator does not take it over as finished (it records the
-/// hashes of what it serves): it builds it again, in format 2, byte-identical to `solve`'s.
+/// hashes of what it serves): it builds it again, in the current format, byte-identical to
+/// `solve`'s.
 #[test]
 fn the_coordinator_builds_a_format_1_table_again() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1481,12 +1502,18 @@ fn the_coordinator_builds_a_format_1_table_again() {
     let after = table_stamps(&dir);
     for (old, new) in before.iter().zip(&after) {
         if old.0 == "KQvK.zmt" {
-            assert!(new.3 == current, "KQvK.zmt built again is not the format-2 table");
+            assert!(
+                new.3 == current,
+                "KQvK.zmt built again is not the current format's table"
+            );
         } else {
             assert!(old == new, "{} was rewritten", old.0);
         }
     }
-    assert_eq!(zermelo_storage::Table::open(&kqk).unwrap().format_version(), 2);
+    assert_eq!(
+        zermelo_storage::Table::open(&kqk).unwrap().format_version(),
+        zermelo_storage::FORMAT_VERSION
+    );
 }
 
 /// `zermelo cluster --tables DIR` skips the tables already complete and valid in DIR, as
