@@ -220,6 +220,55 @@ impl Deferred {
     }
 }
 
+/// Work on random words of bitmaps, done a few steps after it is queued: each word is
+/// prefetched in two bitmaps when queued, so that the reads of the words in flight overlap.
+pub(crate) struct DeferredWords {
+    ring: [(usize, u64); DEFERRED_WORDS],
+    n: usize,
+}
+
+/// Words in flight in a [`DeferredWords`] (a power of two).
+const DEFERRED_WORDS: usize = 16;
+
+impl DeferredWords {
+    pub(crate) fn new() -> DeferredWords {
+        DeferredWords {
+            ring: [(0, 0); DEFERRED_WORDS],
+            n: 0,
+        }
+    }
+
+    /// Queues word `w` with `bits`, prefetching it in `a` and `b`; runs `f` on the oldest word
+    /// queued when the queue is full.
+    #[inline(always)]
+    pub(crate) fn push(
+        &mut self,
+        a: &[AtomicU64],
+        b: &[AtomicU64],
+        w: usize,
+        bits: u64,
+        f: &mut impl FnMut(usize, u64),
+    ) {
+        prefetch(a, w);
+        prefetch(b, w);
+        let slot = &mut self.ring[self.n % DEFERRED_WORDS];
+        if self.n >= DEFERRED_WORDS {
+            f(slot.0, slot.1);
+        }
+        *slot = (w, bits);
+        self.n += 1;
+    }
+
+    /// Runs `f` on every word queued.
+    pub(crate) fn drain(&mut self, f: &mut impl FnMut(usize, u64)) {
+        for k in self.n.saturating_sub(DEFERRED_WORDS)..self.n {
+            let (w, bits) = self.ring[k % DEFERRED_WORDS];
+            f(w, bits);
+        }
+        self.n = 0;
+    }
+}
+
 /// [`Deferred`] for lines, in two stages: work on some of the 64 indices from `base` (a multiple
 /// of 64), queued with the squares (bits) of those indices. The first stage prefetches the
 /// line's word of a bitmap `skip` (a bit per index on which there is nothing to do), the

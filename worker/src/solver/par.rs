@@ -13,11 +13,22 @@ pub fn for_each_chunk<E: Send>(
     threads: usize,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
+    for_each_chunk_on(n, chunk, threads, |_, range| f(range))
+}
+
+/// [`for_each_chunk`], telling `f` which of the threads (`0..threads`) runs it: one thread at a
+/// time calls `f` with a given number.
+pub fn for_each_chunk_on<E: Send>(
+    n: usize,
+    chunk: usize,
+    threads: usize,
+    f: impl Fn(usize, Range<usize>) -> Result<(), E> + Sync,
+) -> Result<(), E> {
     let chunk = chunk.max(1);
     if threads <= 1 || n <= chunk {
         let mut start = 0;
         while start < n {
-            f(start..(start + chunk).min(n))?;
+            f(0, start..(start + chunk).min(n))?;
             start += chunk;
         }
         return Ok(());
@@ -26,8 +37,9 @@ pub fn for_each_chunk<E: Send>(
     let failed = AtomicBool::new(false);
     let error: Mutex<Option<E>> = Mutex::new(None);
     std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
+        for t in 0..threads {
+            let (next, failed, error, f) = (&next, &failed, &error, &f);
+            s.spawn(move || loop {
                 if failed.load(Ordering::Relaxed) {
                     return;
                 }
@@ -35,7 +47,7 @@ pub fn for_each_chunk<E: Send>(
                 if start >= n {
                     return;
                 }
-                if let Err(e) = f(start..(start + chunk).min(n)) {
+                if let Err(e) = f(t, start..(start + chunk).min(n)) {
                     failed.store(true, Ordering::Relaxed);
                     if let Ok(mut slot) = error.lock() {
                         slot.get_or_insert(e);

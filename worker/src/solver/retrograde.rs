@@ -71,9 +71,9 @@ use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
     atomic_u64s, atomic_u8s, equal_mask, for_each_equal, for_each_equal_block, release_bytes, Deferred,
-    DeferredLines,
+    DeferredLines, DeferredWords,
 };
-use super::par::for_each_chunk;
+use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::{SliceValuesRef, SolveError, Successors};
 
@@ -186,6 +186,15 @@ struct State {
     /// is cleared in that phase). Cleared by verification when it clears [`F_CHANGED`]. Empty
     /// otherwise: for pawnless slices, whose tables are large, the memory is not spent.
     quiet: Vec<AtomicU64>,
+    /// For slices that keep [`State::quiet`], the positions a win among their successors
+    /// changed in the pass being run, in place of [`F_CHANGED`] (never set in their bytes): a
+    /// bit per index, a word per line, one bitmap per thread, each written only by its thread in
+    /// the un-moves (plain loads and stores, no bit lost), joined and cleared by the
+    /// verification, each word by the thread that owns its line. A bit is set only where
+    /// [`State::quiet`]'s is clear, so only for a position that may lose (a quiet bit lost by
+    /// two threads storing into one word is one set in that same phase, for a position already
+    /// changed). Empty otherwise.
+    changed_bits: Vec<Vec<AtomicU64>>,
 }
 
 impl State {
@@ -203,17 +212,19 @@ impl State {
             horizon: AtomicU32::new(0),
             won: Vec::new(),
             quiet: Vec::new(),
+            changed_bits: Vec::new(),
         }
     }
 
     /// After init, for a slice solved by lines: the [`State::won`] bitmap, its bits set for the
     /// illegal indices, a line per word; and if `quiet`, the [`State::quiet`] bitmap, its bits
-    /// set for the indices that may not lose.
+    /// set for the indices that may not lose, and the [`State::changed_bits`] of `threads`.
     fn track_won(&mut self, threads: usize, quiet: bool) -> Result<(), SolveError> {
         let n = self.bytes.len();
         self.won = atomic_u64s(n / 64);
         if quiet {
             self.quiet = atomic_u64s(n / 64);
+            self.changed_bits = (0..threads.max(1)).map(|_| atomic_u64s(n / 64)).collect();
         }
         let st = &*self;
         // No byte is written meanwhile: the lines are tested 64 bytes at a time.
@@ -574,10 +585,28 @@ pub fn solve_slice_into(
         } else {
             &st.quiet
         };
-        for_each_chunk(segments, 1, threads, |range| {
+        // After a win, with the changed positions kept as bits: a line's predecessors changed
+        // at once, a word of bits, where their quiet bits are clear.
+        let by_bits = !lost_here && !st.changed_bits.is_empty();
+        for_each_chunk_on(segments, 1, threads, |thread, range| {
             let mut mark = mark;
             let mut queue = Deferred::new();
             let mut lines = DeferredLines::new();
+            let mut words = DeferredWords::new();
+            let mine: &[AtomicU64] = st.changed_bits.get(thread).map_or(&[], |b| &b[..]);
+            let mut mark_word = |w: usize, bits: u64| {
+                let quiet = &st.quiet[w];
+                let q = quiet.load(Relaxed);
+                let new = bits & !q;
+                if new != 0 {
+                    quiet.store(q | new, Relaxed);
+                    mine[w].store(mine[w].load(Relaxed) | new, Relaxed);
+                    let flag = &st.changed[(w * 64) >> CHUNK_SHIFT];
+                    if flag.load(Relaxed) == 0 {
+                        flag.store(1, Relaxed);
+                    }
+                }
+            };
             let mut encoded = Vec::new();
             for s in range {
                 let first = s * SEG_INDICES;
@@ -591,7 +620,11 @@ pub fn solve_slice_into(
                             g.for_each_unmove_line(l, &d, Bitboard(from), |p, squares| {
                                 // Predecessors that no mark changes are skipped: won and illegal
                                 // ones, and after a win the quiet ones.
-                                lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
+                                if by_bits {
+                                    words.push(&st.quiet, mine, p as usize / 64, squares.0, &mut mark_word)
+                                } else {
+                                    lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
+                                }
                             });
                         };
                         let (mut base, mut from) = (usize::MAX, 0u64);
@@ -618,6 +651,7 @@ pub fn solve_slice_into(
             }
             queue.drain(&mut mark);
             lines.drain(skip, &st.bytes, &mut mark);
+            words.drain(&mut mark_word);
             Ok::<(), SolveError>(())
         })?;
         unmove_seconds += phase.elapsed().as_secs_f64();
@@ -634,6 +668,23 @@ pub fn solve_slice_into(
                     let mut result = Ok(());
                     let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
                     match line_man {
+                        // The changed positions as bits: a word of each thread's bitmap, a line.
+                        Some(l) if !st.changed_bits.is_empty() => {
+                            let words = chunk.start / 64..chunk.end / 64;
+                            for w in words {
+                                let mut at = 0;
+                                for bits in &st.changed_bits {
+                                    let b = bits[w].load(Relaxed);
+                                    if b != 0 {
+                                        at |= b;
+                                        bits[w].store(0, Relaxed);
+                                    }
+                                }
+                                if at != 0 && result.is_ok() {
+                                    result = verify_line(&ctx, &st, l, w * 64, at, plies);
+                                }
+                            }
+                        }
                         // By lines of 64: the changed positions of a line verified at once.
                         Some(l) => {
                             let (mut base, mut at) = (usize::MAX, 0u64);
@@ -689,10 +740,11 @@ pub fn solve_slice_into(
         next,
         won,
         quiet,
+        changed_bits,
         ..
     } = st;
     // Only the bytes are read from here on: the rest goes before the values are made.
-    drop((pending, changed, next, won, quiet));
+    drop((pending, changed, next, won, quiet, changed_bits));
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
     for first in (0..segments).step_by(batch) {
@@ -838,14 +890,19 @@ fn verify_line(
             }
         });
     }
-    for q in at {
-        let i = base + q.index();
-        let v = st.get(i);
-        if open.contains(q) {
-            st.set(i, v & !F_CHANGED);
-        } else {
-            set_lost(ctx, st, i, v, plies, &g.line_position(&d, l, q))?;
+    if st.changed_bits.is_empty() {
+        for q in at & open {
+            let i = base + q.index();
+            st.set(i, st.get(i) & !F_CHANGED);
         }
+    }
+    debug_assert!(
+        at.into_iter().all(|q| may_lose(st.get(base + q.index()))),
+        "a changed position may lose"
+    );
+    for q in at & !open {
+        let i = base + q.index();
+        set_lost(ctx, st, i, st.get(i), plies, &g.line_position(&d, l, q))?;
     }
     // The open ones may be changed again; the lost ones are decided.
     st.clear_quiet(base, open.0);
