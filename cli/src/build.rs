@@ -79,7 +79,7 @@ pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool) -> Mem
     } else {
         1
     };
-    let per_thread = thread_bytes(largest) + WRITER_BYTES + READER_BYTES;
+    let per_thread = thread_bytes(largest, mp.material.has_pawns()) + WRITER_BYTES + READER_BYTES;
     MemoryNeed {
         bytes: at_once * slice_state_bytes(largest, mp.material.has_pawns())
             + threads.max(1) as u64 * per_thread,
@@ -672,7 +672,8 @@ mod tests {
     /// of state (the last two bitmaps of slices with pawns solved by lines, counted for every
     /// slice with pawns; pawnless slices keep one) and a
     /// log of plies of at most a byte a position; per thread a segment of values
-    /// (here the whole slice, 2 bytes a position), 1 MiB of writer blocks and 32 cached blocks
+    /// (here the whole slice, 2 bytes a position), with pawns a bitmap of changed positions (an
+    /// eighth of a byte a position), 1 MiB of writer blocks and 32 cached blocks
     /// of 65,536 values. No table's values are held. KQvK alone (pawnless, one slice of
     /// 2 * 462 * 64): one slice's state and log. KPvK one slice at a time: one state.
     #[test]
@@ -686,15 +687,20 @@ mod tests {
         };
         let per_thread = |n: u64| 2 * n + (1 << 20) + 32 * 2 * 65536;
         let n = 2 * 3612;
+        // With pawns, each thread's bitmap of changed positions too.
+        let pawn_thread = |n: u64| per_thread(n) + n / 8;
         let need = material_memory(of("KPvK"), 2, true);
         assert_eq!(
             (need.largest, need.at_once, need.per_thread),
-            (n, 2, per_thread(n))
+            (n, 2, pawn_thread(n))
         );
-        assert_eq!(need.bytes, 2 * (n + n / 64 + 2 * (n / 8) + n) + 2 * per_thread(n));
+        assert_eq!(
+            need.bytes,
+            2 * (n + n / 64 + 2 * (n / 8) + n) + 2 * pawn_thread(n)
+        );
         let need = material_memory(of("KPvK"), 2, false);
         assert_eq!(need.at_once, 1);
-        assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * per_thread(n));
+        assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * pawn_thread(n));
         let n = 2 * 462 * 64;
         let need = material_memory(of("KQvK"), 1, true);
         assert_eq!((need.largest, need.at_once), (n, 1));

@@ -471,7 +471,7 @@ pub fn task_memory(
     };
     let pawns = slices.iter().any(|k| k.material.has_pawns());
     let solver = at_once * (slice_state_bytes(largest, pawns) + ENCODER_BYTES)
-        + threads as u64 * thread_bytes(largest);
+        + threads as u64 * thread_bytes(largest, pawns);
     let (whole, large): (Vec<u64>, Vec<u64>) = successors
         .iter()
         .map(|k| 2 * size(k))
