@@ -59,7 +59,8 @@ const WRITER_BYTES: u64 = 1 << 20;
 const SLICE_CACHE_BYTES: u64 = 64 << 20;
 
 /// What building one material on `threads` threads holds in memory at its peak, in bytes, with
-/// `by_slice` set when its slices may be solved one per thread at once:
+/// `by_slice` set when its slices may be solved one per thread at once, and `changed_bits` when
+/// they are solved with the bitmaps of changed positions ([`solve_slice_into`]):
 /// - the solver's state ([`slice_state_bytes`]) for each slice solved at once: one, or with
 ///   pawns and `by_slice` up to one per thread;
 /// - per thread, the solver's buffers ([`thread_bytes`]), the table writer's blocks
@@ -71,7 +72,7 @@ const SLICE_CACHE_BYTES: u64 = 64 << 20;
 /// block at a time, or whole for small slices in a cache of what the budget leaves over (up to
 /// [`SLICE_CACHE_BYTES`], not counted here). The process's own fixed share (code, thread
 /// stacks: about 32 MiB) is not counted.
-pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool) -> MemoryNeed {
+pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool, changed_bits: bool) -> MemoryNeed {
     let size = |s: &zermelo_chess::SliceKey| SliceIndexer::new(*s).size();
     let largest = mp.slices().map(size).max().unwrap_or(0);
     let at_once = if by_slice && mp.material.has_pawns() {
@@ -79,7 +80,8 @@ pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool) -> Mem
     } else {
         1
     };
-    let per_thread = thread_bytes(largest, mp.material.has_pawns()) + WRITER_BYTES + READER_BYTES;
+    let bits = changed_bits && mp.material.has_pawns();
+    let per_thread = thread_bytes(largest, bits) + WRITER_BYTES + READER_BYTES;
     MemoryNeed {
         bytes: at_once * slice_state_bytes(largest, mp.material.has_pawns())
             + threads.max(1) as u64 * per_thread,
@@ -152,15 +154,15 @@ pub fn build_in(
     let tables = TableDir::new(dir).with_more(more.to_vec()).pread();
     let plan: Plan = plan(targets);
     let complete = complete_tables(&tables, &plan, threads);
-    // Per material: its slices one per thread at once, and the bytes of its cache of whole
-    // successor slices (what the budget leaves, up to SLICE_CACHE_BYTES).
+    // Per material: how its slices are solved, and the bytes of its cache of whole successor
+    // slices (what the budget leaves, up to SLICE_CACHE_BYTES).
     let mut how = Vec::new();
     for (mp, &complete) in plan.materials.iter().zip(&complete) {
         if complete {
-            how.push((false, 0));
+            how.push((Fit::default(), 0));
             continue;
         }
-        let (by_slice, need) = fit(mp, threads, memory);
+        let (way, need) = fit(mp, threads, memory);
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
@@ -171,12 +173,12 @@ pub fn build_in(
                 budget: memory,
             });
         }
-        how.push((by_slice, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
+        how.push((way, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
     }
     let total = plan.positions();
     let mut done = 0u64;
     let mut outcomes = Vec::new();
-    for ((mp, &complete), &(by_slice, cache_bytes)) in plan.materials.iter().zip(&complete).zip(&how) {
+    for ((mp, &complete), &(fit, cache_bytes)) in plan.materials.iter().zip(&complete).zip(&how) {
         let start = Instant::now();
         let _span = info_span!("material", material = %mp.material).entered();
         if complete {
@@ -194,10 +196,11 @@ pub fn build_in(
         info!(
             slices = mp.slice_count(),
             positions = mp.positions,
-            by_slice,
+            by_slice = fit.by_slice,
+            changed_bits = fit.changed_bits,
             "solving"
         );
-        let (summary, parts) = solve_material(&tables, mp, threads, by_slice, cache_bytes, &|d| {
+        let (summary, parts) = solve_material(&tables, mp, threads, fit, cache_bytes, &|d| {
             progress(done + d, total, &mp.material)
         })?;
         if let (Some(kept), Some(parts)) = (keep_parts.as_deref_mut(), parts) {
@@ -224,15 +227,34 @@ pub fn build_in(
     Ok(outcomes)
 }
 
+/// How a material's slices are solved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Fit {
+    /// One slice per thread at once (with pawns), else one at a time with every thread.
+    by_slice: bool,
+    /// With each thread's bitmap of changed positions ([`solve_slice_into`]).
+    changed_bits: bool,
+}
+
 /// How a material is built within `memory` bytes on `threads` threads: its slices one per
-/// thread at once when that fits (true), else one at a time with every thread; with what that
-/// needs (more than `memory` when even one at a time does not fit).
-fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (bool, MemoryNeed) {
-    let need = material_memory(mp, threads, true);
-    if need.bytes <= memory {
-        return (true, need);
+/// thread at once with the bitmaps of changed positions when that fits, else one at a time with
+/// them, else one at a time without; with what that needs (more than `memory` when even the
+/// last does not fit).
+fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
+    let ways = [(true, true), (false, true), (false, false)];
+    let mut need = None;
+    for (by_slice, changed_bits) in ways {
+        let n = material_memory(mp, threads, by_slice, changed_bits);
+        let fit = Fit {
+            by_slice,
+            changed_bits,
+        };
+        if n.bytes <= memory {
+            return (fit, n);
+        }
+        need = Some((fit, n));
     }
-    (false, material_memory(mp, threads, false))
+    need.expect("a way was tried")
 }
 
 /// Positions a thread solves per second, for [`plan_build`]'s estimate: measured on this
@@ -427,10 +449,14 @@ fn solve_material(
     tables: &TableDir,
     mp: &MaterialPlan,
     threads: usize,
-    by_slice: bool,
+    fit: Fit,
     cache_bytes: u64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(TableSummary, Option<tempfile::TempDir>), BuildError> {
+    let Fit {
+        by_slice,
+        changed_bits,
+    } = fit;
     let cache = SuccessorCache::new(cache_bytes);
     let meta = TableMeta {
         material: mp.material.to_string(),
@@ -447,7 +473,7 @@ fn solve_material(
         debug_assert!(mp.slices().eq([&key]), "a pawnless material is one slice");
         let successors = cache.successors_of(&key, &|s| tables.table(&s.material))?;
         let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &options)?;
-        solve_into_writer(&key, &successors, threads, &mut writer, progress)?;
+        solve_into_writer(&key, &successors, (threads, changed_bits), &mut writer, progress)?;
         return Ok((writer.finish()?, None));
     }
 
@@ -506,7 +532,9 @@ fn solve_material(
                 writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
             }
             let before = done.load(Relaxed);
-            solve_into_writer(key, &successors, threads, &mut writer, &|d| progress(before + d))?;
+            solve_into_writer(key, &successors, (threads, changed_bits), &mut writer, &|d| {
+                progress(before + d)
+            })?;
             writer.finish()?;
             progress(done.fetch_add(size, Relaxed) + size);
             Ok::<(), BuildError>(())
@@ -594,18 +622,19 @@ fn limit_arenas(threads: usize) {
     let _ = threads;
 }
 
-/// Solves slice `key` on `threads` threads, its values going into `writer` (as one slice) as
-/// they are written out of the solver's state; `progress` is called with the values written.
+/// Solves slice `key` on `threads` threads (with the bitmaps of changed positions if
+/// `changed_bits`), its values going into `writer` (as one slice) as they are written out of the
+/// solver's state; `progress` is called with the values written.
 fn solve_into_writer(
     key: &SliceKey,
     successors: &SliceMap,
-    threads: usize,
+    (threads, changed_bits): (usize, bool),
     writer: &mut TableWriter,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), BuildError> {
     writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
     let mut written = 0;
-    solve_slice_into(key, successors, threads, &mut |values| {
+    solve_slice_into(key, successors, threads, changed_bits, &mut |values| {
         writer
             .push_values(values)
             .map_err(|e| SolveError::Output(Box::new(e)))?;
@@ -689,7 +718,7 @@ mod tests {
         let n = 2 * 3612;
         // With pawns, each thread's bitmap of changed positions too.
         let pawn_thread = |n: u64| per_thread(n) + n / 8;
-        let need = material_memory(of("KPvK"), 2, true);
+        let need = material_memory(of("KPvK"), 2, true, true);
         assert_eq!(
             (need.largest, need.at_once, need.per_thread),
             (n, 2, pawn_thread(n))
@@ -698,11 +727,14 @@ mod tests {
             need.bytes,
             2 * (n + n / 64 + 2 * (n / 8) + n) + 2 * pawn_thread(n)
         );
-        let need = material_memory(of("KPvK"), 2, false);
+        let need = material_memory(of("KPvK"), 2, false, true);
         assert_eq!(need.at_once, 1);
         assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * pawn_thread(n));
+        // Without the bitmaps of changed positions, as a pawnless slice's threads.
+        let need = material_memory(of("KPvK"), 2, false, false);
+        assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * per_thread(n));
         let n = 2 * 462 * 64;
-        let need = material_memory(of("KQvK"), 1, true);
+        let need = material_memory(of("KQvK"), 1, true, true);
         assert_eq!((need.largest, need.at_once), (n, 1));
         assert_eq!(need.bytes, n + n / 64 + n / 8 + n + per_thread(n));
     }

@@ -452,7 +452,8 @@ fn keep_limit(budget: u64) -> u64 {
 /// What solving `slices` (`threads` threads; one slice per thread when they are many) holds in
 /// memory at its peak, in bytes, reading `successors`: per slice solved at once, the solver's
 /// state ([`slice_state_bytes`]) and its file's encoder ([`ENCODER_BYTES`]); per thread, the
-/// solver's buffers ([`thread_bytes`]); the small successors' values, held whole (2 bytes a
+/// solver's buffers ([`thread_bytes`], with its bitmap of changed positions if `changed_bits`,
+/// see [`solve_slice_into`]); the small successors' values, held whole (2 bytes a
 /// position; small as in [`keep_limit`]), and for the large ones, read a block at a time from
 /// their table form in the cache, each thread's cache of blocks ([`READER_BYTES`]); the solved
 /// slices kept in memory. With a description of the parts, for a refusal.
@@ -461,6 +462,7 @@ pub fn task_memory(
     successors: &BTreeSet<SliceKey>,
     threads: usize,
     budget: u64,
+    changed_bits: bool,
 ) -> (u64, String) {
     let size = |k: &SliceKey| SliceIndexer::new(*k).size();
     let largest = slices.iter().map(size).max().unwrap_or(0);
@@ -471,7 +473,7 @@ pub fn task_memory(
     };
     let pawns = slices.iter().any(|k| k.material.has_pawns());
     let solver = at_once * (slice_state_bytes(largest, pawns) + ENCODER_BYTES)
-        + threads as u64 * thread_bytes(largest, pawns);
+        + threads as u64 * thread_bytes(largest, pawns && changed_bits);
     let (whole, large): (Vec<u64>, Vec<u64>) = successors
         .iter()
         .map(|k| 2 * size(k))
@@ -601,7 +603,13 @@ impl Worker {
 
         let threads = self.config.threads.max(1);
         let budget = self.config.memory;
-        let (needed, what) = task_memory(&slices, &successors, threads, budget);
+        // With each thread's bitmap of changed positions when that fits, else without.
+        let mut changed_bits = true;
+        let (mut needed, mut what) = task_memory(&slices, &successors, threads, budget, true);
+        if needed > budget {
+            changed_bits = false;
+            (needed, what) = task_memory(&slices, &successors, threads, budget, false);
+        }
         if needed > budget {
             let slice = *slices
                 .iter()
@@ -636,7 +644,8 @@ impl Worker {
             let batch = to_solve.clone();
             let cache = self.cache.clone();
             let (memory, outcome) = tokio::task::spawn_blocking(move || {
-                let outcome = solve_all_blocking(&batch, &memory, threads, &cache, keep, tamper);
+                let outcome =
+                    solve_all_blocking(&batch, &memory, (threads, changed_bits), &cache, keep, tamper);
                 (memory, outcome)
             })
             .await?;
@@ -1247,7 +1256,7 @@ async fn heartbeat(mut client: Client, worker_id: u64, lease: u64, every: Durati
 fn solve_all_blocking(
     slices: &[SliceKey],
     memory: &SliceMap,
-    threads: usize,
+    (threads, changed_bits): (usize, bool),
     cache: &SliceCache,
     keep: u64,
     tamper: Option<Tamper>,
@@ -1259,7 +1268,7 @@ fn solve_all_blocking(
         let mut kept = (2 * positions <= keep).then(|| Vec::with_capacity(positions as usize));
         let mut first = 0u64;
         let mut changed = Vec::new();
-        let solved = solve_slice_into(key, memory, threads, &mut |values| {
+        let solved = solve_slice_into(key, memory, threads, changed_bits, &mut |values| {
             let values = match tamper {
                 None => values,
                 Some(tamper) => {

@@ -36,12 +36,12 @@ pub fn slice_state_bytes(positions: u64, pawns: bool) -> u64 {
     positions + positions / 64 + bitmaps * (positions / 8) + log
 }
 
-/// Bytes each solving thread holds for a slice of `positions` positions, with pawns if `pawns`:
-/// the values of one segment being written out of the state (up to [`SEG_INDICES`] values of 2
-/// bytes), and with pawns its bitmap of the positions changed in a pass (a bit a position, for
-/// a slice solved by lines of 64; counted for every slice with pawns).
-pub fn thread_bytes(positions: u64, pawns: bool) -> u64 {
-    let changed = if pawns { positions / 8 } else { 0 };
+/// Bytes each solving thread holds for a slice of `positions` positions: the values of one
+/// segment being written out of the state (up to [`SEG_INDICES`] values of 2 bytes), and if
+/// `changed_bits` (a slice with pawns solved with them, see [`solve_slice_into`]) its bitmap of
+/// the positions changed in a pass (a bit a position; counted for every slice with pawns).
+pub fn thread_bytes(positions: u64, changed_bits: bool) -> u64 {
+    let changed = if changed_bits { positions / 8 } else { 0 };
     2 * positions.min(SEG_INDICES as u64) + changed
 }
 

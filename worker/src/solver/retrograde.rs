@@ -220,13 +220,16 @@ impl State {
 
     /// After init, for a slice solved by lines: the [`State::won`] bitmap, its bits set for the
     /// illegal indices, a line per word; and if `quiet`, the [`State::quiet`] bitmap, its bits
-    /// set for the indices that may not lose, and the [`State::changed_bits`] of `threads`.
-    fn track_won(&mut self, threads: usize, quiet: bool) -> Result<(), SolveError> {
+    /// set for the indices that may not lose, and with `changed_bits` the
+    /// [`State::changed_bits`] of `threads`.
+    fn track_won(&mut self, threads: usize, quiet: bool, changed_bits: bool) -> Result<(), SolveError> {
         let n = self.bytes.len();
         self.won = atomic_u64s(n / 64);
         if quiet {
             self.quiet = atomic_u64s(n / 64);
-            self.changed_bits = (0..threads.max(1)).map(|_| atomic_u64s(n / 64)).collect();
+            if changed_bits {
+                self.changed_bits = (0..threads.max(1)).map(|_| atomic_u64s(n / 64)).collect();
+            }
         }
         let st = &*self;
         // No byte is written meanwhile: the lines are tested 64 bytes at a time.
@@ -417,7 +420,7 @@ fn capture_exits<'a>(
 /// depend on it.
 pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Result<Vec<u16>, SolveError> {
     let mut values = Vec::with_capacity(SliceIndexer::new(*key).size() as usize);
-    solve_slice_into(key, succ, threads, &mut |v| {
+    solve_slice_into(key, succ, threads, true, &mut |v| {
         values.extend_from_slice(v);
         Ok(())
     })?;
@@ -426,11 +429,16 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
 
 /// Solves one slice and hands its values to `sink` in index order, a few million at a time, as
 /// they are written from the solver's state: a slice too big to hold as `u16` values goes
-/// straight to its table file. The state is released as it is written out.
+/// straight to its table file. The state is released as it is written out. With
+/// `changed_bits`, a slice with pawns solved by lines keeps, for each thread, a bitmap of the
+/// positions changed in a pass ([`State::changed_bits`], an eighth of a byte a position a
+/// thread, [`super::thread_bytes`]): faster; without, the flag in their bytes. The values are
+/// the same either way.
 pub fn solve_slice_into(
     key: &SliceKey,
     succ: &dyn Successors,
     threads: usize,
+    changed_bits: bool,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = Geometry::new(key);
@@ -459,7 +467,7 @@ pub fn solve_slice_into(
         })?,
     }
     if line_man.is_some() {
-        st.track_won(threads, !g.pawnless)?;
+        st.track_won(threads, !g.pawnless, changed_bits)?;
     }
     let init_seconds = start.elapsed().as_secs_f64();
 
@@ -573,7 +581,7 @@ pub fn solve_slice_into(
         // costs (KRNvKNN, 524 plies: verification 158 s to 197 s with the bits in every ply).
         // Either way the same positions are changed.
         let hold_won = !lost_here
-            && st.changed_bits.is_empty()
+            && st.quiet.is_empty()
             && !st.won.is_empty()
             && in_frontier.load(Relaxed) >= n as u64 / 128;
         let mark = |p: usize| {
@@ -585,6 +593,7 @@ pub fn solve_slice_into(
                 }
             } else if may_lose(v) && v & F_CHANGED == 0 {
                 st.set(p, v | F_CHANGED);
+                st.set_quiet(p, 1 << (p % 64));
                 if hold_won {
                     let w = &st.won[p / 64];
                     w.store(w.load(Relaxed) | 1 << (p % 64), Relaxed);
@@ -1791,6 +1800,14 @@ mod tests {
                 old[i]
             );
         }
+        // Without the bitmaps of changed positions (a tight memory budget): the same values.
+        let mut flagged = Vec::new();
+        solve_slice_into(&key, &*map, 2, false, &mut |v| {
+            flagged.extend_from_slice(v);
+            Ok(())
+        })
+        .unwrap();
+        assert!(flagged == new, "{key}: without the changed bitmaps");
         *compared += new.len() as u64;
         map.insert(key, new.into());
     }
