@@ -170,12 +170,13 @@ struct State {
     /// For slices solved by lines (with a [`Geometry::line_man`]), a bit per index: set if the
     /// index is [`S_WON`] or [`S_ILLEGAL`], a word per line (and, in slices without a
     /// [`State::quiet`] bitmap, during the un-moves after a win from a large frontier, if it
-    /// was marked [`F_CHANGED`] then: cleared again before the verification). The verification reads a successor
-    /// line's word instead of its bytes, and the un-moves skip such predecessors, which no
-    /// mark can change. Set after init (illegal) and by the frontier scans (won), each word by
-    /// the one thread that owns its line then; read in the other phases. Empty otherwise, and
-    /// during init, which does not read it: allocated after it ([`State::track_won`]), so that
-    /// init's successor slices and the bitmap are not in memory at once.
+    /// was marked [`F_CHANGED`] then: cleared again before the verification). The
+    /// verification reads a successor line's word instead of its bytes, and the un-moves skip
+    /// such predecessors, which no mark can change. Set after init (illegal) and by the
+    /// frontier scans (won), each word by the one thread that owns its line then; read in the
+    /// other phases. Empty otherwise, and during init, which does not read it: allocated after
+    /// it ([`State::track_won`]), so that init's successor slices and the bitmap are not in
+    /// memory at once.
     won: Vec<AtomicU64>,
     /// For slices with pawns solved by lines, a bit per index, a word per line: set only if a
     /// win among the index's successors changes nothing (it is not [`may_lose`], or it is
