@@ -15,7 +15,7 @@ use crate::{Metric, SliceEntry, TableMeta};
 /// hold the values' bytes interleaved, not as two planes) and version 1 (as 2, and its slice
 /// hashes do not cover the index layout): see `FORMAT.md`.
 pub const FORMAT_VERSION: u32 = 3;
-/// The first version whose blocks hold two byte planes ([`values_to_planes`]).
+/// The first version whose blocks hold two byte planes ([`encode_block`]).
 pub(crate) const PLANAR_FROM_VERSION: u32 = 3;
 /// The oldest version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

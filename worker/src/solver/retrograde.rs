@@ -432,7 +432,7 @@ pub fn solve_slice(key: &SliceKey, succ: &dyn Successors, threads: usize) -> Res
 /// they are written from the solver's state: a slice too big to hold as `u16` values goes
 /// straight to its table file. The state is released as it is written out. With
 /// `changed_bits`, a slice with pawns solved by lines keeps, for each thread, a bitmap of the
-/// positions changed in a pass ([`State::changed_bits`], an eighth of a byte a position a
+/// positions changed in a pass (`State::changed_bits`, an eighth of a byte a position a
 /// thread, [`super::thread_bytes`]): faster; without, the flag in their bytes. The values are
 /// the same either way.
 pub fn solve_slice_into(
