@@ -245,28 +245,22 @@ pub(crate) fn decode_slice_entry(b: &[u8; SLICE_ENTRY_LEN as usize]) -> SliceEnt
     }
 }
 
-/// The raw bytes of a block of `values` (what its zstd frame holds) in place of what `out` held:
-/// two planes from format version 3, the low byte of every value then the high byte of every
-/// value; little-endian values one after the other before it.
-pub(crate) fn encode_block(version: u32, values: &[u16], out: &mut Vec<u8>) {
+/// The raw bytes of a block of `values` as this build writes them (what its zstd frame holds),
+/// in place of what `out` held: two planes, the low byte of every value then the high byte of
+/// every value.
+pub(crate) fn encode_block(values: &[u16], out: &mut Vec<u8>) {
     out.clear();
-    if version >= PLANAR_FROM_VERSION {
-        out.resize(values.len() * 2, 0);
-        let (low, high) = out.split_at_mut(values.len());
-        for ((l, h), v) in low.iter_mut().zip(high.iter_mut()).zip(values) {
-            *l = *v as u8;
-            *h = (*v >> 8) as u8;
-        }
-    } else {
-        out.reserve(values.len() * 2);
-        for v in values {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
+    out.resize(values.len() * 2, 0);
+    let (low, high) = out.split_at_mut(values.len());
+    for ((l, h), v) in low.iter_mut().zip(high.iter_mut()).zip(values) {
+        *l = *v as u8;
+        *h = (*v >> 8) as u8;
     }
 }
 
-/// The values of a block's raw bytes (of even length, [`encode_block`] of format `version`) in
-/// place of what `out` held.
+/// The values of a block's raw bytes (of even length) in place of what `out` held: two planes
+/// from format [`PLANAR_FROM_VERSION`] on ([`encode_block`]), little-endian values one after
+/// the other before it.
 pub(crate) fn decode_block(version: u32, bytes: &[u8], out: &mut Vec<u16>) {
     out.clear();
     if version >= PLANAR_FROM_VERSION {

@@ -10,7 +10,7 @@ use crate::format::{
 };
 use crate::hash::SliceHasher;
 use crate::table::BlockScratch;
-use crate::{SliceData, SliceEntry, SliceKey, StorageError, Table, TableMeta, TableSummary, FORMAT_VERSION};
+use crate::{SliceData, SliceEntry, SliceKey, StorageError, Table, TableMeta, TableSummary};
 
 /// How a table is written. The defaults give the canonical bytes that every node of a cluster
 /// writes for the same table; change them only for tests and experiments.
@@ -564,7 +564,7 @@ fn compress_blocks(
     blocks
         .iter()
         .map(|b| {
-            encode_block(FORMAT_VERSION, b, &mut raw);
+            encode_block(b, &mut raw);
             c.compress(&raw)
         })
         .collect()
