@@ -725,14 +725,17 @@ mod tests {
         );
         assert_eq!(
             need.bytes,
-            2 * (n + n / 64 + 2 * (n / 8) + n) + 2 * pawn_thread(n)
+            2 * (n + 2 * (n / 64) + 2 * (n / 8) + n) + 2 * pawn_thread(n)
         );
         let need = material_memory(of("KPvK"), 2, false, true);
         assert_eq!(need.at_once, 1);
-        assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * pawn_thread(n));
+        assert_eq!(
+            need.bytes,
+            n + 2 * (n / 64) + 2 * (n / 8) + n + 2 * pawn_thread(n)
+        );
         // Without the bitmaps of changed positions, as a pawnless slice's threads.
         let need = material_memory(of("KPvK"), 2, false, false);
-        assert_eq!(need.bytes, n + n / 64 + 2 * (n / 8) + n + 2 * per_thread(n));
+        assert_eq!(need.bytes, n + 2 * (n / 64) + 2 * (n / 8) + n + 2 * per_thread(n));
         let n = 2 * 462 * 64;
         let need = material_memory(of("KQvK"), 1, true, true);
         assert_eq!((need.largest, need.at_once), (n, 1));

@@ -90,7 +90,15 @@ pub(crate) fn for_each_equal_block<const N: usize>(
     let bytes = &bytes[range.clone()];
     let blocks = bytes.len() / 64;
     let test = BlockTest::new(codes);
+    // The lines ahead are asked for a few at a time: the hardware's own prefetch starts anew
+    // at each 4 KiB page, and a range is often a page or less.
+    for b in 0..blocks.min(SCAN_AHEAD) {
+        prefetch(bytes, b * 64);
+    }
     for b in 0..blocks {
+        if b + SCAN_AHEAD < blocks {
+            prefetch(bytes, (b + SCAN_AHEAD) * 64);
+        }
         // Safety: `AtomicU8` has the size and layout of `u8`, and the 64 bytes from `b * 64`
         // lie inside `bytes`. The read is not atomic, but no other thread writes these bytes
         // while this runs (the contract above), so it races nothing.
@@ -178,6 +186,9 @@ pub(crate) fn prefetch<T>(bytes: &[T], i: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, i);
 }
+
+/// Blocks of 64 bytes that [`for_each_equal_block`] asks for ahead of the one it tests.
+const SCAN_AHEAD: usize = 16;
 
 /// Work on random indices of a state array, done a few steps after it is queued: each index is
 /// prefetched when queued, so the reads of the indices in the queue overlap instead of each

@@ -23,7 +23,7 @@ pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
 /// from its threads' buffers ([`thread_bytes`]): its state, a byte a position, per-chunk
 /// summaries (1/64 byte) and, for a slice solved by lines of 64, a bit a position (the
 /// won-or-illegal bitmap), and with pawns another (the bitmap of positions a win cannot
-/// change); and the log of its plies when that stays in memory (at most a byte a position, for
+/// change) and finer summaries (another 1/64 byte); and the log of its plies when that stays in memory (at most a byte a position, for
 /// slices under [`SPILL_FROM`] positions; a larger slice's goes to a temporary file). The
 /// bitmaps are counted for every slice, solved by lines or not.
 pub fn slice_state_bytes(positions: u64, pawns: bool) -> u64 {
@@ -32,8 +32,8 @@ pub fn slice_state_bytes(positions: u64, pawns: bool) -> u64 {
     } else {
         0
     };
-    let bitmaps = if pawns { 2 } else { 1 };
-    positions + positions / 64 + bitmaps * (positions / 8) + log
+    let (bitmaps, summaries) = if pawns { (2, 2) } else { (1, 1) };
+    positions + summaries * (positions / 64) + bitmaps * (positions / 8) + log
 }
 
 /// Bytes each solving thread holds for a slice of `positions` positions: the values of one

@@ -143,6 +143,8 @@ fn decided(plies: u32) -> u8 {
 const CHUNK_SHIFT: u32 = 12;
 /// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
 const MASK_LEVELS: u32 = 512;
+/// Indices per block of [`State::fine`].
+const FINE_SHIFT: u32 = 9;
 /// Slices of this many indices or more keep their log of plies in a temporary file (in this
 /// crate's tests, most of those they solve); a smaller slice's log, at most a byte per index,
 /// is in memory.
@@ -159,6 +161,11 @@ struct State {
     pending: Vec<[AtomicU64; (MASK_LEVELS / 64) as usize]>,
     /// Distances of MASK_LEVELS or more that have pending indices (rare: scanned whole).
     far_pending: Mutex<BTreeSet<u32>>,
+    /// In slices with pawns solved by lines, the pending masks again, finer: per block of
+    /// 2^FINE_SHIFT indices, bit `d % 64` set if some index of the block waits for distance
+    /// `d`. The scan of a flagged chunk skips the bytes of its blocks whose bit is clear (in
+    /// KRPvKR, half of them). Empty otherwise.
+    fine: Vec<AtomicU64>,
     /// Plies of [`S_WIN_EXIT_FAR`] and [`S_LATER_FAR`] indices, sharded by chunk.
     far: Vec<Mutex<HashMap<u64, u32>>>,
     /// Per chunk: 1 if it holds a [`F_CHANGED`] index to verify.
@@ -196,13 +203,22 @@ struct State {
     /// verification, each word by the thread that owns its line. A bit is set only where
     /// [`State::quiet`]'s is clear, so only for a position that may lose (a quiet bit lost by
     /// two threads storing into one word is one set in that same phase, for a position already
-    /// changed). Empty otherwise.
+    /// changed).
+    ///
+    /// The same bitmaps hold, between a pass's un-moves or verification and the next pass's
+    /// scan, the positions set [`S_NEXT`] (then no bit is a changed position's): set by the
+    /// un-moves after a loss, each thread in its own bitmap, and by the verification, in the
+    /// first bitmap, by the thread that owns the line; taken and cleared by the scan, which
+    /// finds them there instead of in the bytes, and leaves their bytes [`S_NEXT`] (nothing
+    /// tells that from [`S_WON`] or [`S_LOST`] in such a slice: the won and quiet bitmaps do).
+    /// Empty otherwise.
     changed_bits: Vec<Vec<AtomicU64>>,
 }
 
 impl State {
-    /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet.
-    fn new(n: usize) -> State {
+    /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet,
+    /// and with [`State::fine`] masks if `fine`.
+    fn new(n: usize, fine: bool) -> State {
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
         let flags = || (0..chunks).map(|_| AtomicU8::new(0)).collect();
         State {
@@ -210,6 +226,11 @@ impl State {
             next: flags(),
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
+            fine: if fine {
+                atomic_u64s(n.div_ceil(1 << FINE_SHIFT))
+            } else {
+                Vec::new()
+            },
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
             changed: flags(),
             horizon: AtomicU32::new(0),
@@ -302,10 +323,15 @@ impl State {
             .expect("a far index has its ply")
     }
 
-    /// Sets a position decided in the pass of `plies - 1`: it joins the next frontier.
+    /// Sets a position decided in the pass of `plies - 1`: it joins the next frontier. Its bit
+    /// is set in `bits` too, if that is one of the [`State::changed_bits`] (empty: none), which
+    /// only this thread writes in this phase: the next scan takes them from there.
     #[inline]
-    fn set_next(&self, i: usize, plies: u32) {
+    fn set_next(&self, i: usize, plies: u32, bits: &[AtomicU64]) {
         self.set(i, S_NEXT);
+        if let Some(w) = bits.get(i / 64) {
+            w.store(w.load(Relaxed) | 1 << (i % 64), Relaxed);
+        }
         // Stores to a shared line are dear: skip them when they would change nothing.
         let flag = &self.next[i >> CHUNK_SHIFT];
         if flag.load(Relaxed) == 0 {
@@ -318,6 +344,12 @@ impl State {
 
     /// Flags index `i` to be looked at when the passes reach distance `plies`.
     fn set_pending(&self, i: usize, plies: u32) {
+        if let Some(word) = self.fine.get(i >> FINE_SHIFT) {
+            let bit = 1u64 << (plies % 64);
+            if word.load(Relaxed) & bit == 0 {
+                word.fetch_or(bit, Relaxed);
+            }
+        }
         if plies < MASK_LEVELS {
             let word = &self.pending[i >> CHUNK_SHIFT][(plies / 64) as usize];
             let bit = 1u64 << (plies % 64);
@@ -446,7 +478,7 @@ pub fn solve_slice_into(
     let n = g.ix.size() as usize;
     let start = std::time::Instant::now();
     let line_man = g.line_man();
-    let mut st = State::new(n);
+    let mut st = State::new(n, !g.pawnless && line_man.is_some());
     let chunk = 1 << CHUNK_SHIFT;
     let ctx = Context {
         g: &g,
@@ -507,6 +539,15 @@ pub fn solve_slice_into(
             later.unwrap_or(S_NEXT),
             win_exit.unwrap_or(S_NEXT),
         ];
+        // The same but S_NEXT, when the S_NEXT positions are in bitmaps.
+        let waiting_bytes = [
+            S_LATER_FAR,
+            S_WIN_EXIT_FAR,
+            later.unwrap_or(S_LATER_FAR),
+            win_exit.unwrap_or(S_LATER_FAR),
+        ];
+        let bits = &st.changed_bits;
+        let fine_bit = 1u64 << (plies % 64);
         // A segment is scanned by one thread, which alone writes its bytes meanwhile.
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
@@ -546,10 +587,75 @@ pub fn solve_slice_into(
                             any += u64::from(joined.count_ones());
                         }
                     };
-                    if pending {
-                        for_each_equal_block(&st.bytes, chunk, waiting, &mut join);
-                    } else {
-                        for_each_equal_block(&st.bytes, chunk, [S_NEXT], &mut join);
+                    // Whether the block of [`State::fine`] holding index `b` may hold positions
+                    // that wait for this ply (when the chunk is flagged for it).
+                    let fine_pending = |b: usize| {
+                        scan_all
+                            || st
+                                .fine
+                                .get(b >> FINE_SHIFT)
+                                .is_none_or(|w| w.load(Relaxed) & fine_bit != 0)
+                    };
+                    if bits.is_empty() {
+                        if !pending {
+                            for_each_equal_block(&st.bytes, chunk, [S_NEXT], &mut join);
+                        } else if st.fine.is_empty() {
+                            for_each_equal_block(&st.bytes, chunk, waiting, &mut join);
+                        } else {
+                            for b in chunk.step_by(1 << FINE_SHIFT) {
+                                let block = b..(b + (1 << FINE_SHIFT)).min(n);
+                                if fine_pending(b) {
+                                    for_each_equal_block(&st.bytes, block, waiting, &mut join);
+                                } else if next {
+                                    for_each_equal_block(&st.bytes, block, [S_NEXT], &mut join);
+                                }
+                            }
+                        }
+                        continue;
+                    }
+                    // With the bitmaps of [`State::changed_bits`]: the S_NEXT positions are
+                    // their bits (taken and cleared), and their bytes are left as they are (no
+                    // phase tells S_NEXT from S_WON or S_LOST in such a slice: the won bitmap
+                    // and the quiet one do); only the pending positions are looked for in the
+                    // bytes (a chunk that is only flagged next: none).
+                    debug_assert!(chunk.start.is_multiple_of(64) && chunk.end.is_multiple_of(64));
+                    for b in chunk.step_by(64) {
+                        let w = b / 64;
+                        let mut joined = 0u64;
+                        for bits in bits {
+                            let x = bits[w].load(Relaxed);
+                            if x != 0 {
+                                joined |= x;
+                                bits[w].store(0, Relaxed);
+                            }
+                        }
+                        if pending && fine_pending(b) {
+                            let mut m = equal_mask(&st.bytes, b, waiting_bytes);
+                            while m != 0 {
+                                let i = b + m.trailing_zeros() as usize;
+                                m &= m - 1;
+                                if st.waits_for(i, st.get(i)) == Some(plies) {
+                                    st.set(i, now);
+                                    joined |= 1 << (i - b);
+                                }
+                            }
+                        }
+                        if joined != 0 {
+                            debug_assert!(Bitboard(joined).into_iter().all(|q| {
+                                let v = st.get(b + q.index());
+                                v == S_NEXT || v == now
+                            }));
+                            let mut m = joined;
+                            while m != 0 {
+                                enc.push(b - first + m.trailing_zeros() as usize);
+                                m &= m - 1;
+                            }
+                            if now == S_WON {
+                                st.set_won_bits(b, joined);
+                            }
+                            st.set_quiet(b, joined);
+                            any += u64::from(joined.count_ones());
+                        }
                     }
                 }
                 in_frontier.fetch_add(any, Relaxed);
@@ -585,12 +691,14 @@ pub fn solve_slice_into(
             && st.quiet.is_empty()
             && !st.won.is_empty()
             && in_frontier.load(Relaxed) >= n as u64 / 128;
-        let mark = |p: usize| {
+        // The mark of predecessor `p` by a thread whose bitmap of [`State::changed_bits`] is
+        // `mine` (empty if none are kept).
+        let mark_on = |mine: &'_ [AtomicU64], p: usize| {
             let v = st.get(p);
             if lost_here {
                 // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
                 if undecided(v) {
-                    st.set_next(p, plies + 1);
+                    st.set_next(p, plies + 1, mine);
                 }
             } else if may_lose(v) && v & F_CHANGED == 0 {
                 st.set(p, v | F_CHANGED);
@@ -615,11 +723,11 @@ pub fn solve_slice_into(
         // at once, a word of bits, where their quiet bits are clear.
         let by_bits = !lost_here && !st.changed_bits.is_empty();
         for_each_chunk_on(segments, 1, threads, |thread, range| {
-            let mut mark = mark;
             let mut queue = Deferred::new();
             let mut lines = DeferredLines::new();
             let mut words = DeferredWords::new();
             let mine: &[AtomicU64] = st.changed_bits.get(thread).map_or(&[], |b| &b[..]);
+            let mut mark = |p: usize| mark_on(mine, p);
             let mut mark_word = |w: usize, bits: u64| {
                 let quiet = &st.quiet[w];
                 let q = quiet.load(Relaxed);
@@ -781,7 +889,7 @@ pub fn solve_slice_into(
                     .map(|b| {
                         let b = b.load(Relaxed);
                         debug_assert!(
-                            b <= S_LOST || undecided(b),
+                            b <= S_LOST || undecided(b) || b == S_NEXT,
                             "a position waits for a ply the passes never reached"
                         );
                         if b == S_ILLEGAL {
@@ -976,7 +1084,8 @@ fn set_lost(
         lost_in = lost_in.max(exits(ctx, d)?.slowest_loss as u32);
     }
     if lost_in == plies + 1 {
-        st.set_next(i, plies + 1);
+        // The thread that verifies the position's line alone writes its word meanwhile.
+        st.set_next(i, plies + 1, st.changed_bits.first().map_or(&[], |b| &b[..]));
     } else {
         st.set_later(i, lost_in);
     }
@@ -1173,7 +1282,7 @@ fn init_line(
                     let e = &mut exits[q.index()];
                     if by_pushes.contains(q) {
                         add_line_pushes(pushes, q, e)?;
-                    } else {
+                    } else if g.pawns[us.index()].any() {
                         pe.pawn_move_exits(g, &g.line_position(&line, l, q), ctx.succ, e)?;
                     }
                     let inside = match e.best {
@@ -1684,7 +1793,7 @@ mod tests {
             "the successors are arrays"
         );
         let n = g.ix.size() as usize;
-        let (by_lines, by_index) = (State::new(n), State::new(n));
+        let (by_lines, by_index) = (State::new(n, false), State::new(n, false));
         let mut pushes = LinePushes::default();
         let (mut lines, mut set) = (0, 0);
         for base in (0..n).step_by(64 * step) {
