@@ -447,14 +447,21 @@ impl SliceIndexer {
         } else {
             (Color::White, index)
         };
-        let mut squares = [Square::A1; 8];
+        // The eight squares as the bytes of one word, built in a register: bytes stored into
+        // the array one by one and the array then read whole stalled every call (no store
+        // forwarding; KRPvKR's passes decode a line per frontier line and per changed line).
+        let mut word = 0u64;
         for g in self.groups.iter().rev() {
             if g.len == 1 {
                 // A lone man: 64 values, a 6-bit field.
-                squares[g.first] = Square::new((rest & 63) as u8);
+                word |= (rest & 63) << (8 * g.first);
                 rest >>= 6;
             } else {
-                unrank(rest % g.size, &mut squares[g.first..g.first + g.len]);
+                let mut like = [Square::A1; 8];
+                unrank(rest % g.size, &mut like[..g.len]);
+                for (j, s) in like[..g.len].iter().enumerate() {
+                    word |= u64::from(s.u8()) << (8 * (g.first + j));
+                }
                 rest /= g.size;
             }
         }
@@ -463,8 +470,8 @@ impl SliceIndexer {
         } else {
             KING_PAIRS_PAWNFUL[rest as usize]
         };
-        squares[0] = wk;
-        squares[self.black_king] = bk;
+        word |= u64::from(wk.u8()) | u64::from(bk.u8()) << (8 * self.black_king);
+        let squares = word.to_le_bytes().map(Square::new);
         Placement { squares, turn }
     }
 

@@ -343,6 +343,7 @@ impl State {
     }
 
     /// Flags index `i` to be looked at when the passes reach distance `plies`.
+    #[inline(always)]
     fn set_pending(&self, i: usize, plies: u32) {
         if let Some(word) = self.fine.get(i >> FINE_SHIFT) {
             let bit = 1u64 << (plies % 64);
@@ -366,6 +367,7 @@ impl State {
 
     /// Sets a position decided at `plies`, a ply the passes have not reached: it joins the
     /// frontier when they do.
+    #[inline]
     fn set_later(&self, i: usize, plies: u32) {
         if plies < LATER_DIRECT {
             self.set(i, S_LATER + plies as u8);
@@ -385,6 +387,7 @@ impl State {
     }
 
     /// Sets an undecided position that cannot be lost and has a winning exit in `plies` (odd).
+    #[inline]
     fn set_win_exit(&self, i: usize, plies: u32) {
         let code = plies.div_ceil(2);
         if code < WIN_EXIT_DIRECT {
