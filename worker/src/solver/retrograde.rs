@@ -268,6 +268,21 @@ impl State {
         })
     }
 
+    /// Word `w` of every thread's bitmap of [`State::changed_bits`], joined, the words cleared:
+    /// only by the thread that owns its line.
+    #[inline]
+    fn take_bits(&self, w: usize) -> u64 {
+        let mut joined = 0;
+        for bits in &self.changed_bits {
+            let b = bits[w].load(Relaxed);
+            if b != 0 {
+                joined |= b;
+                bits[w].store(0, Relaxed);
+            }
+        }
+        joined
+    }
+
     /// Sets the bits `bits` of [`State::quiet`] in the word of index `i`, if it is kept.
     #[inline]
     fn set_quiet(&self, i: usize, bits: u64) {
@@ -549,7 +564,6 @@ pub fn solve_slice_into(
             later.unwrap_or(S_LATER_FAR),
             win_exit.unwrap_or(S_LATER_FAR),
         ];
-        let bits = &st.changed_bits;
         let fine_bit = 1u64 << (plies % 64);
         // A segment is scanned by one thread, which alone writes its bytes meanwhile.
         for_each_chunk(segments, 1, threads, |range| {
@@ -567,10 +581,27 @@ pub fn solve_slice_into(
                     }
                     // Only S_NEXT, and when pending the codes that wait for this ply, can join.
                     let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                    // A block of 64 indices from `b` (a multiple of 64: chunks start on one) at a
-                    // time, the indices of `m` tested: the words of the bitmaps set once.
-                    let mut join = |b: usize, mut m: u64| {
+                    // The positions `joined` of the 64 from `b` (a multiple of 64: chunks start on
+                    // one) join the frontier: recorded in the log, the words of the bitmaps set
+                    // once. Their bytes are set by the caller.
+                    let mut record = |b: usize, joined: u64| {
                         debug_assert!(b.is_multiple_of(64));
+                        if joined == 0 {
+                            return;
+                        }
+                        let mut m = joined;
+                        while m != 0 {
+                            enc.push(b - first + m.trailing_zeros() as usize);
+                            m &= m - 1;
+                        }
+                        if now == S_WON && line_man.is_some() {
+                            st.set_won_bits(b, joined);
+                        }
+                        st.set_quiet(b, joined);
+                        any += u64::from(joined.count_ones());
+                    };
+                    // A block of 64 indices from `b` at a time, the indices of `m` tested.
+                    let mut join = |b: usize, mut m: u64| {
                         let mut joined = 0u64;
                         while m != 0 {
                             let i = b + m.trailing_zeros() as usize;
@@ -578,17 +609,10 @@ pub fn solve_slice_into(
                             let v = st.get(i);
                             if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
                                 st.set(i, now);
-                                enc.push(i - first);
                                 joined |= 1 << (i - b);
                             }
                         }
-                        if joined != 0 {
-                            if now == S_WON && line_man.is_some() {
-                                st.set_won_bits(b, joined);
-                            }
-                            st.set_quiet(b, joined);
-                            any += u64::from(joined.count_ones());
-                        }
+                        record(b, joined);
                     };
                     // Whether the block of [`State::fine`] holding index `b` may hold positions
                     // that wait for this ply (when the chunk is flagged for it).
@@ -599,7 +623,7 @@ pub fn solve_slice_into(
                                 .get(b >> FINE_SHIFT)
                                 .is_none_or(|w| w.load(Relaxed) & fine_bit != 0)
                     };
-                    if bits.is_empty() {
+                    if st.changed_bits.is_empty() {
                         if !pending {
                             for_each_equal_block(&st.bytes, chunk, [S_NEXT], &mut join);
                         } else if st.fine.is_empty() {
@@ -623,15 +647,7 @@ pub fn solve_slice_into(
                     // bytes (a chunk that is only flagged next: none).
                     debug_assert!(chunk.start.is_multiple_of(64) && chunk.end.is_multiple_of(64));
                     for b in chunk.step_by(64) {
-                        let w = b / 64;
-                        let mut joined = 0u64;
-                        for bits in bits {
-                            let x = bits[w].load(Relaxed);
-                            if x != 0 {
-                                joined |= x;
-                                bits[w].store(0, Relaxed);
-                            }
-                        }
+                        let mut joined = st.take_bits(b / 64);
                         if pending && fine_pending(b) {
                             let mut m = equal_mask(&st.bytes, b, waiting_bytes);
                             while m != 0 {
@@ -643,22 +659,11 @@ pub fn solve_slice_into(
                                 }
                             }
                         }
-                        if joined != 0 {
-                            debug_assert!(Bitboard(joined).into_iter().all(|q| {
-                                let v = st.get(b + q.index());
-                                v == S_NEXT || v == now
-                            }));
-                            let mut m = joined;
-                            while m != 0 {
-                                enc.push(b - first + m.trailing_zeros() as usize);
-                                m &= m - 1;
-                            }
-                            if now == S_WON {
-                                st.set_won_bits(b, joined);
-                            }
-                            st.set_quiet(b, joined);
-                            any += u64::from(joined.count_ones());
-                        }
+                        debug_assert!(Bitboard(joined).into_iter().all(|q| {
+                            let v = st.get(b + q.index());
+                            v == S_NEXT || v == now
+                        }));
+                        record(b, joined);
                     }
                 }
                 in_frontier.fetch_add(any, Relaxed);
@@ -805,14 +810,7 @@ pub fn solve_slice_into(
                         Some(l) if !st.changed_bits.is_empty() => {
                             let words = chunk.start / 64..chunk.end / 64;
                             for w in words {
-                                let mut at = 0;
-                                for bits in &st.changed_bits {
-                                    let b = bits[w].load(Relaxed);
-                                    if b != 0 {
-                                        at |= b;
-                                        bits[w].store(0, Relaxed);
-                                    }
-                                }
+                                let at = st.take_bits(w);
                                 if at != 0 && result.is_ok() {
                                     result = verify_line(&ctx, &st, l, w * 64, at, plies);
                                 }
