@@ -17,17 +17,39 @@ use zermelo_storage::advise_huge_pages;
 
 /// `n` bytes set to 0, on huge pages when large.
 pub(crate) fn atomic_u8s(n: usize) -> Vec<AtomicU8> {
-    let mut v = Vec::with_capacity(n);
-    advise_huge_pages(&v);
-    v.extend((0..n).map(|_| AtomicU8::new(0)));
-    v
+    // SAFETY: an `AtomicU8` of all-zero bytes is 0.
+    unsafe { zeroed(n) }
 }
 
 /// `n` words set to 0, on huge pages when large.
 pub(crate) fn atomic_u64s(n: usize) -> Vec<AtomicU64> {
-    let mut v = Vec::with_capacity(n);
+    // SAFETY: an `AtomicU64` of all-zero bytes is 0.
+    unsafe { zeroed(n) }
+}
+
+/// `n` values of all-zero bytes, taken zeroed from the allocator and not touched here: a large
+/// array comes from the system as pages not yet mapped, which the threads of the phase that
+/// first writes them fault in, in parallel (written here, by one thread, they took 0.55 s of a
+/// 2-thread KQRvKR build of 7.2 s, the kernel clearing 300 MB of pages before the solver's
+/// threads started), and are advised onto huge pages first.
+///
+/// # Safety
+/// All-zero bytes must be a valid `T`.
+unsafe fn zeroed<T>(n: usize) -> Vec<T> {
+    let layout = std::alloc::Layout::array::<T>(n).expect("an array that fits the address space");
+    if layout.size() == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the layout's size is not 0.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `p` was allocated by the global allocator with the layout of `n` values of `T`
+    // (what a `Vec<T>` of capacity `n` deallocates with), and its `n` values are zeroed, which
+    // the caller guarantees is a valid `T`.
+    let v = unsafe { Vec::from_raw_parts(p, n, n) };
     advise_huge_pages(&v);
-    v.extend((0..n).map(|_| AtomicU64::new(0)));
     v
 }
 
