@@ -230,16 +230,34 @@ impl TableWriter {
     /// Appends values to the open slice.
     pub fn push_values(&mut self, values: &[u16]) -> Result<(), StorageError> {
         self.check_usable()?;
-        let Some(open) = self.open.as_mut() else {
+        let Some(open) = self.open.as_ref() else {
             return Err(self.invalid("values pushed with no slice open"));
         };
         if open.first + open.count - self.values_pushed < values.len() as u64 {
             let count = open.count;
             return Err(self.invalid(&format!("more values than the {count} declared for the slice")));
         }
-        open.hasher.update(values);
         self.values_pushed += values.len() as u64;
-        self.buffer(values)
+        // With several compressors, the whole blocks of many values are compressed from
+        // `values` as they are, while this thread hashes them; the rest waits in the blocks
+        // being filled. The frames are the same either way (a block is compressed on its own).
+        let bv = self.header.block_values as usize;
+        let fill = (bv - self.pending.len() % bv) % bv;
+        let (head, rest) = values.split_at(fill.min(values.len()));
+        let whole = rest.len() / bv * bv;
+        if self.compressors.len() == 1 || whole < bv * self.batch {
+            self.open.as_mut().expect("a slice is open").hasher.update(values);
+            return self.buffer(values);
+        }
+        self.buffer(head)?;
+        if !self.pending.is_empty() {
+            self.flush_blocks()?;
+        }
+        let hasher = &mut self.open.as_mut().expect("a slice is open").hasher;
+        let blocks: Vec<&[u16]> = rest[..whole].chunks(bv).collect();
+        let compressed = compress_in_parallel(&mut self.compressors, &blocks, || hasher.update(values));
+        self.write_frames(compressed)?;
+        self.buffer(&rest[whole..])
     }
 
     /// Adds values to the blocks being filled, compressing and writing those filled.
@@ -486,35 +504,23 @@ impl TableWriter {
     /// when there are several compressors), and writes the blocks in order.
     fn flush_blocks(&mut self) -> Result<(), StorageError> {
         let bv = self.header.block_values as usize;
-        let blocks: Vec<&[u16]> = self.pending.chunks(bv).collect();
-        let workers = self.compressors.len().min(blocks.len()).max(1);
-        let per = blocks.len().div_ceil(workers);
-        let results: Vec<std::io::Result<Vec<Vec<u8>>>> = if workers == 1 {
-            vec![compress_blocks(&mut self.compressors[0], &blocks)]
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = self
-                    .compressors
-                    .iter_mut()
-                    .zip(blocks.chunks(per))
-                    .map(|(c, part)| s.spawn(move || compress_blocks(c, part)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("compression thread"))
-                    .collect()
-            })
-        };
-        let mut frames = Vec::with_capacity(blocks.len());
-        for r in results {
-            match r {
-                Ok(f) => frames.extend(f),
-                Err(e) => {
-                    self.failed = true;
-                    return Err(StorageError::io(&self.target, e));
-                }
+        let pending = std::mem::take(&mut self.pending);
+        let blocks: Vec<&[u16]> = pending.chunks(bv).collect();
+        let compressed = compress_in_parallel(&mut self.compressors, &blocks, || ());
+        self.pending = pending;
+        self.pending.clear();
+        self.write_frames(compressed)
+    }
+
+    /// Writes the frames of blocks compressed in order ([`compress_in_parallel`]).
+    fn write_frames(&mut self, compressed: std::io::Result<Vec<Vec<u8>>>) -> Result<(), StorageError> {
+        let frames = match compressed {
+            Ok(frames) => frames,
+            Err(e) => {
+                self.failed = true;
+                return Err(StorageError::io(&self.target, e));
             }
-        }
+        };
         for frame in frames {
             let entry = BlockEntry {
                 offset: self.written,
@@ -524,7 +530,6 @@ impl TableWriter {
             self.write(&frame)?;
             self.blocks.push(entry);
         }
-        self.pending.clear();
         Ok(())
     }
 
@@ -552,6 +557,35 @@ fn new_compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>
     c.include_contentsize(true)?;
     c.include_dictid(false)?;
     Ok(c)
+}
+
+/// The frames of `blocks`, in order: contiguous runs of them compressed each on a thread of its
+/// own, one per compressor (with one compressor, on this thread), while this thread runs
+/// `meanwhile`.
+fn compress_in_parallel(
+    compressors: &mut [zstd::bulk::Compressor<'static>],
+    blocks: &[&[u16]],
+    meanwhile: impl FnOnce(),
+) -> std::io::Result<Vec<Vec<u8>>> {
+    let workers = compressors.len().min(blocks.len()).max(1);
+    if workers == 1 {
+        meanwhile();
+        return compress_blocks(&mut compressors[0], blocks);
+    }
+    let per = blocks.len().div_ceil(workers);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = compressors
+            .iter_mut()
+            .zip(blocks.chunks(per))
+            .map(|(c, part)| s.spawn(move || compress_blocks(c, part)))
+            .collect();
+        meanwhile();
+        let mut frames = Vec::with_capacity(blocks.len());
+        for h in handles {
+            frames.extend(h.join().expect("compression thread")?);
+        }
+        Ok(frames)
+    })
 }
 
 /// Compresses each block (its bytes as this build writes them, [`encode_block`]) into its own

@@ -280,6 +280,50 @@ fn compression_threads_do_not_change_the_bytes() {
     }
 }
 
+/// Values pushed in pieces of every kind (within a block, across blocks, many whole blocks at
+/// once from the middle of a block, which several compressors take straight from the piece
+/// while the content hash is made) give the bytes the values pushed whole on one thread give.
+#[test]
+fn pieces_of_any_size_on_any_threads_give_the_same_bytes() {
+    let slices = slices_of(&[40_000, 23_456]);
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.zmt");
+    write_table_with(&whole, &meta("KPvK"), &as_data(&slices), &small_blocks()).unwrap();
+    let expected = fs::read(&whole).unwrap();
+    let cuts: [&[usize]; 3] = [
+        &[1, 1500, 20_000, 18_499],
+        &[999, 1, 39_000],
+        &[8000, 8000, 24_000],
+    ];
+    for threads in [2, 3] {
+        for (c, cut) in cuts.iter().enumerate() {
+            let path = dir.path().join(format!("t{threads}-{c}.zmt"));
+            let options = WriteOptions {
+                threads,
+                ..small_blocks()
+            };
+            let total = slices.iter().map(|(_, v)| v.len() as u64).sum();
+            let mut w = TableWriter::create(&path, &meta("KPvK"), 2, total, &options).unwrap();
+            let (k0, v0) = &slices[0];
+            w.begin_slice(*k0, v0.len() as u64).unwrap();
+            let mut at = 0;
+            for &n in cut.iter() {
+                w.push_values(&v0[at..at + n]).unwrap();
+                at += n;
+            }
+            assert_eq!(at, v0.len());
+            w.end_slice().unwrap();
+            let (k1, v1) = &slices[1];
+            w.push_slice(*k1, v1).unwrap();
+            w.finish().unwrap();
+            assert!(
+                fs::read(&path).unwrap() == expected,
+                "{threads} threads, cut {cut:?}"
+            );
+        }
+    }
+}
+
 /// A table written from files of one slice each, laid on the table's grid of blocks (padding
 /// values before the slice, a slice of their own), its whole blocks copied as they are
 /// (`copy_slice`) and the others pushed as values: the same bytes as written from the values,
