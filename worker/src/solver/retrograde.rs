@@ -70,8 +70,8 @@ use zermelo_chess::{Bitboard, Color, Square};
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
-    atomic_u64s, atomic_u8s, equal_mask, for_each_equal, for_each_equal_block, release_bytes, Deferred,
-    DeferredLines, DeferredWords,
+    atomic_u64s, atomic_u8s, equal_mask, for_each_equal, for_each_equal_block, prefetch, release_bytes,
+    Deferred, DeferredLines, DeferredWords,
 };
 use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
@@ -646,6 +646,20 @@ pub fn solve_slice_into(
                     // and the quiet one do); only the pending positions are looked for in the
                     // bytes (a chunk that is only flagged next: none).
                     debug_assert!(chunk.start.is_multiple_of(64) && chunk.end.is_multiple_of(64));
+                    // The bytes to test asked for at once, so that their reads overlap (a
+                    // chunk is a page: the hardware's prefetch would start afresh in it).
+                    // KRPvKR's scans on 1 thread: 4.2-4.3 s -> 4.0-4.1 s.
+                    if pending {
+                        for b in chunk
+                            .clone()
+                            .step_by(1 << FINE_SHIFT)
+                            .filter(|&b| fine_pending(b))
+                        {
+                            for line in (b..(b + (1 << FINE_SHIFT)).min(chunk.end)).step_by(64) {
+                                prefetch(&st.bytes, line);
+                            }
+                        }
+                    }
                     for b in chunk.step_by(64) {
                         let mut joined = st.take_bits(b / 64);
                         if pending && fine_pending(b) {
