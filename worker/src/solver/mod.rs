@@ -23,9 +23,10 @@ pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
 /// from its threads' buffers ([`thread_bytes`]): its state, a byte a position, per-chunk
 /// summaries (1/64 byte) and, for a slice solved by lines of 64, a bit a position (the
 /// won-or-illegal bitmap), and with pawns another (the bitmap of positions a win cannot
-/// change) and finer summaries (another 1/64 byte); and the log of its plies when that stays in memory (at most a byte a position, for
-/// slices under [`SPILL_FROM`] positions; a larger slice's goes to a temporary file). The
-/// bitmaps are counted for every slice, solved by lines or not.
+/// change) and finer summaries (another 1/64 byte); and the log of its plies when that stays
+/// in memory (at most a byte a position, for slices under [`SPILL_FROM`] positions; a larger
+/// slice's goes to a temporary file). The bitmaps are counted for every slice, solved by lines
+/// or not.
 pub fn slice_state_bytes(positions: u64, pawns: bool) -> u64 {
     let log = if positions < SPILL_FROM as u64 {
         positions

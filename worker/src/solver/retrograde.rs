@@ -145,6 +145,8 @@ const CHUNK_SHIFT: u32 = 12;
 const MASK_LEVELS: u32 = 512;
 /// Indices per block of [`State::fine`].
 const FINE_SHIFT: u32 = 9;
+// The scan keeps a chunk's fine blocks as the bits of a word.
+const _: () = assert!(CHUNK_SHIFT - FINE_SHIFT <= 6);
 /// Slices of this many indices or more keep their log of plies in a temporary file (in this
 /// crate's tests, most of those they solve); a smaller slice's log, at most a byte per index,
 /// is in memory.
@@ -646,23 +648,28 @@ pub fn solve_slice_into(
                     // and the quiet one do); only the pending positions are looked for in the
                     // bytes (a chunk that is only flagged next: none).
                     debug_assert!(chunk.start.is_multiple_of(64) && chunk.end.is_multiple_of(64));
-                    // The bytes to test asked for at once, so that their reads overlap (a
-                    // chunk is a page: the hardware's prefetch would start afresh in it).
-                    // KRPvKR's scans on 1 thread: 4.2-4.3 s -> 4.0-4.1 s.
+                    // The chunk's fine blocks whose bytes are tested, a bit each (none unless
+                    // the chunk is flagged for this ply).
+                    let mut tested = 0u64;
                     if pending {
-                        for b in chunk
-                            .clone()
-                            .step_by(1 << FINE_SHIFT)
-                            .filter(|&b| fine_pending(b))
-                        {
-                            for line in (b..(b + (1 << FINE_SHIFT)).min(chunk.end)).step_by(64) {
-                                prefetch(&st.bytes, line);
+                        for (k, b) in chunk.clone().step_by(1 << FINE_SHIFT).enumerate() {
+                            if fine_pending(b) {
+                                tested |= 1 << k;
                             }
                         }
                     }
-                    for b in chunk.step_by(64) {
+                    // Their bytes asked for at once, so that the reads overlap (a chunk is a
+                    // page: the hardware's prefetch would start afresh in it). KRPvKR's scans
+                    // on 1 thread: 4.2-4.3 s -> 4.0-4.1 s.
+                    for k in Bitboard(tested) {
+                        let b = chunk.start + (k.index() << FINE_SHIFT);
+                        for line in (b..(b + (1 << FINE_SHIFT)).min(chunk.end)).step_by(64) {
+                            prefetch(&st.bytes, line);
+                        }
+                    }
+                    for b in chunk.clone().step_by(64) {
                         let mut joined = st.take_bits(b / 64);
-                        if pending && fine_pending(b) {
+                        if tested >> ((b - chunk.start) >> FINE_SHIFT) & 1 != 0 {
                             let mut m = equal_mask(&st.bytes, b, waiting_bytes);
                             while m != 0 {
                                 let i = b + m.trailing_zeros() as usize;
