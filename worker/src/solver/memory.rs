@@ -1,10 +1,16 @@
-//! Large arrays for the solver, backed by huge pages where the system offers them.
+//! Large arrays for the solver, backed by huge pages where that pays.
 //!
 //! The passes read and write a slice's values at random: a king move jumps by the stride of the
 //! king-pair field, hundreds of kilobytes away. With 4 KiB pages nearly every such access misses
 //! the TLB; with 2 MiB pages (Linux transparent huge pages, which this machine kind grants on
-//! `madvise`) far fewer do. The measured gain is in the commit that brought this file (KQRvKR
-//! passes); the advice itself is `zermelo_storage::advise_huge_pages`.
+//! `madvise`) far fewer do. But a huge page costs more to fault in the first time: on this
+//! machine kind (a virtual machine whose free 2 MiB blocks are handed back to its host) touching
+//! 300 MB of fresh huge pages takes 0.7-0.8 s, of 4 KiB pages 0.1 s. For a slice of a few
+//! hundred megabytes that outweighs what the TLB saves (KQRvKR, 242 M indices, 5 runs each:
+//! 2 threads 7.32-7.73 s on small pages against 7.51-7.82 s on huge ones; 1 thread 14.5-14.7 s
+//! against 15.0-15.3 s, its init 2.0-2.1 s against 2.6-2.8 s, its passes 0.1 s slower). Only
+//! arrays of [`HUGE_FROM_BYTES`] or more (6-man slices: KRNvKNN's state is 7.6 GB) are advised
+//! onto huge pages; the advice itself is `zermelo_storage::advise_huge_pages`.
 //!
 //! Also the two ways the passes go over the state faster: scans that test 64 bytes at a time
 //! for a few codes ([`for_each_equal`]), and random work queued a few steps behind a prefetch
@@ -15,13 +21,18 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use zermelo_storage::advise_huge_pages;
 
-/// `n` bytes set to 0, on huge pages when large.
+/// Arrays of the solver this large or larger are advised onto huge pages (see the module
+/// comment): far past the TLB's reach with small pages, where the passes' misses outweigh the
+/// dearer first touch.
+const HUGE_FROM_BYTES: usize = 512 << 20;
+
+/// `n` bytes set to 0, on huge pages when very large.
 pub(crate) fn atomic_u8s(n: usize) -> Vec<AtomicU8> {
     // SAFETY: an `AtomicU8` of all-zero bytes is 0.
     unsafe { zeroed(n) }
 }
 
-/// `n` words set to 0, on huge pages when large.
+/// `n` words set to 0, on huge pages when very large.
 pub(crate) fn atomic_u64s(n: usize) -> Vec<AtomicU64> {
     // SAFETY: an `AtomicU64` of all-zero bytes is 0.
     unsafe { zeroed(n) }
@@ -31,7 +42,8 @@ pub(crate) fn atomic_u64s(n: usize) -> Vec<AtomicU64> {
 /// array comes from the system as pages not yet mapped, which the threads of the phase that
 /// first writes them fault in, in parallel (written here, by one thread, they took 0.55 s of a
 /// 2-thread KQRvKR build of 7.2 s, the kernel clearing 300 MB of pages before the solver's
-/// threads started), and are advised onto huge pages first.
+/// threads started), and are advised onto huge pages first when of [`HUGE_FROM_BYTES`] or
+/// more.
 ///
 /// # Safety
 /// All-zero bytes must be a valid `T`.
@@ -49,7 +61,9 @@ unsafe fn zeroed<T>(n: usize) -> Vec<T> {
     // (what a `Vec<T>` of capacity `n` deallocates with), and its `n` values are zeroed, which
     // the caller guarantees is a valid `T`.
     let v = unsafe { Vec::from_raw_parts(p, n, n) };
-    advise_huge_pages(&v);
+    if layout.size() >= HUGE_FROM_BYTES {
+        advise_huge_pages(&v);
+    }
     v
 }
 
