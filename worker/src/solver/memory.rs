@@ -4,13 +4,14 @@
 //! king-pair field, hundreds of kilobytes away. With 4 KiB pages nearly every such access misses
 //! the TLB; with 2 MiB pages (Linux transparent huge pages, which this machine kind grants on
 //! `madvise`) far fewer do. But a huge page costs more to fault in the first time: on this
-//! machine kind (a virtual machine whose free 2 MiB blocks are handed back to its host) touching
-//! 300 MB of fresh huge pages takes 0.7-0.8 s, of 4 KiB pages 0.1 s. For a slice of a few
-//! hundred megabytes that outweighs what the TLB saves (KQRvKR, 242 M indices, 5 runs each:
-//! 2 threads 7.32-7.73 s on small pages against 7.51-7.82 s on huge ones; 1 thread 14.5-14.7 s
-//! against 15.0-15.3 s, its init 2.0-2.1 s against 2.6-2.8 s, its passes 0.1 s slower). Only
-//! arrays of [`HUGE_FROM_BYTES`] or more (6-man slices: KRNvKNN's state is 7.6 GB) are advised
-//! onto huge pages; the advice itself is `zermelo_storage::advise_huge_pages`.
+//! machine kind (a virtual machine, whose host seems to back fresh memory as it is touched)
+//! touching 300 MB of fresh huge pages takes 0.7-0.8 s, of 4 KiB pages 0.1 s. For a slice of a
+//! few hundred megabytes that outweighs what the TLB saves (KQRvKR, 242 M indices: 2 threads
+//! 7.32-7.73 s on small pages against 7.51-7.82 s on huge ones, five runs each; 1 thread
+//! 14.5-14.7 s against 15.0-15.3 s, three each, its init 2.0-2.1 s against 2.6-2.8 s, its
+//! passes 0.1-0.2 s slower). Only arrays of [`HUGE_FROM_BYTES`] or more (6-man slices: KRNvKNN's
+//! state is 7.6 GB) are advised onto huge pages; the advice itself is
+//! `zermelo_storage::advise_huge_pages`.
 //!
 //! Also the two ways the passes go over the state faster: scans that test 64 bytes at a time
 //! for a few codes ([`for_each_equal`]), and random work queued a few steps behind a prefetch
