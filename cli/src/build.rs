@@ -18,7 +18,7 @@ use zermelo_worker::solver::par::for_each_chunk;
 use zermelo_worker::solver::{slice_state_bytes, thread_bytes};
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
-use zermelo_worker::{solve_slice_into, SolveError};
+use zermelo_worker::{init_together, solve_slice_into, solve_slices_into, Sink, SolveError};
 
 use crate::memory::human_bytes;
 
@@ -59,10 +59,12 @@ const WRITER_BYTES: u64 = 1 << 20;
 const SLICE_CACHE_BYTES: u64 = 64 << 20;
 
 /// What building one material on `threads` threads holds in memory at its peak, in bytes, with
-/// `by_slice` set when its slices may be solved one per thread at once, and `changed_bits` when
-/// they are solved with the bitmaps of changed positions ([`solve_slice_into`]):
+/// `by_slice` set when its slices may be solved one per thread at once, `changed_bits` when
+/// they are solved with the bitmaps of changed positions ([`solve_slice_into`]), and `together`
+/// when the slices of a wave whose pawns promote are solved together ([`solve_slices_into`]):
 /// - the solver's state ([`slice_state_bytes`]) for each slice solved at once: one, or with
-///   pawns and `by_slice` up to one per thread;
+///   pawns and `by_slice` up to one per thread, or with `together` every slice of the largest
+///   such wave;
 /// - per thread, the solver's buffers ([`thread_bytes`]), the table writer's blocks
 ///   ([`WRITER_BYTES`]) and the cache of blocks it reads successor tables through
 ///   ([`READER_BYTES`]).
@@ -72,14 +74,24 @@ const SLICE_CACHE_BYTES: u64 = 64 << 20;
 /// block at a time, or whole for small slices in a cache of what the budget leaves over (up to
 /// [`SLICE_CACHE_BYTES`], not counted here). The process's own fixed share (code, thread
 /// stacks: about 32 MiB) is not counted.
-pub fn material_memory(mp: &MaterialPlan, threads: usize, by_slice: bool, changed_bits: bool) -> MemoryNeed {
+pub fn material_memory(
+    mp: &MaterialPlan,
+    threads: usize,
+    by_slice: bool,
+    changed_bits: bool,
+    together: bool,
+) -> MemoryNeed {
     let size = |s: &zermelo_chess::SliceKey| SliceIndexer::new(*s).size();
     let largest = mp.slices().map(size).max().unwrap_or(0);
-    let at_once = if by_slice && mp.material.has_pawns() {
+    let mut at_once = if by_slice && mp.material.has_pawns() {
         (threads.max(1) as u64).min(mp.slice_count() as u64)
     } else {
         1
     };
+    if together {
+        let waves = mp.waves.iter().filter(|w| init_together(w));
+        at_once = at_once.max(waves.map(|w| w.len() as u64).max().unwrap_or(0));
+    }
     let bits = changed_bits && mp.material.has_pawns();
     let per_thread = thread_bytes(largest, bits) + WRITER_BYTES + READER_BYTES;
     MemoryNeed {
@@ -198,6 +210,7 @@ pub fn build_in(
             positions = mp.positions,
             by_slice = fit.by_slice,
             changed_bits = fit.changed_bits,
+            together = fit.together,
             "solving"
         );
         let (summary, parts) = solve_material(&tables, mp, threads, fit, cache_bytes, &|d| {
@@ -234,20 +247,28 @@ struct Fit {
     by_slice: bool,
     /// With each thread's bitmap of changed positions ([`solve_slice_into`]).
     changed_bits: bool,
+    /// The slices of a wave whose pawns promote inited together ([`solve_slices_into`]).
+    together: bool,
 }
 
 /// How a material is built within `memory` bytes on `threads` threads: its slices one per
-/// thread at once with the bitmaps of changed positions when that fits, else one at a time with
-/// them, else one at a time without; with what that needs (more than `memory` when even the
-/// last does not fit).
+/// thread at once with the bitmaps of changed positions and its promoting waves together when
+/// that fits, else without the waves together, else one at a time with the bitmaps, else one at
+/// a time without; with what that needs (more than `memory` when even the last does not fit).
 fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
-    let ways = [(true, true), (false, true), (false, false)];
+    let ways = [
+        (true, true, true),
+        (true, true, false),
+        (false, true, false),
+        (false, false, false),
+    ];
     let mut need = None;
-    for (by_slice, changed_bits) in ways {
-        let n = material_memory(mp, threads, by_slice, changed_bits);
+    for (by_slice, changed_bits, together) in ways {
+        let n = material_memory(mp, threads, by_slice, changed_bits, together);
         let fit = Fit {
             by_slice,
             changed_bits,
+            together,
         };
         if n.bytes <= memory {
             return (fit, n);
@@ -456,6 +477,7 @@ fn solve_material(
     let Fit {
         by_slice,
         changed_bits,
+        together,
     } = fit;
     let cache = SuccessorCache::new(cache_bytes);
     let meta = TableMeta {
@@ -522,6 +544,54 @@ fn solve_material(
                 tables.table(&s.material)
             }
         };
+        if together && init_together(wave) {
+            // The slices' files and successors first, then the slices solved together.
+            let mut writers = Vec::with_capacity(wave.len());
+            let mut successors = Vec::with_capacity(wave.len());
+            for key in wave {
+                successors.push(cache.successors_of(key, &table_of)?);
+                let size = SliceIndexer::new(*key).size();
+                let pad = first_in_table[key] % block;
+                let slices = if pad > 0 { 2 } else { 1 };
+                let mut writer =
+                    TableWriter::create(&part_path(key), &meta, slices, pad + size, &part_options)?;
+                if pad > 0 {
+                    writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
+                }
+                writer.begin_slice(key.raw(), size)?;
+                writers.push(writer);
+            }
+            let slices: Vec<(SliceKey, &dyn zermelo_worker::Successors)> = wave
+                .iter()
+                .zip(&successors)
+                .map(|(key, s)| (*key, s as &dyn zermelo_worker::Successors))
+                .collect();
+            let mut sinks: Vec<_> = writers
+                .iter_mut()
+                .map(|writer| {
+                    let done = &done;
+                    move |values: &[u16]| {
+                        writer
+                            .push_values(values)
+                            .map_err(|e| SolveError::Output(Box::new(e)))?;
+                        let n = values.len() as u64;
+                        progress(done.fetch_add(n, Relaxed) + n);
+                        Ok(())
+                    }
+                })
+                .collect();
+            let sinks: Vec<Sink<'_>> = sinks.iter_mut().map(|f| f as Sink<'_>).collect();
+            solve_slices_into(&slices, threads, by_slice, changed_bits, sinks)?;
+            drop(slices);
+            for mut writer in writers {
+                writer.end_slice()?;
+                writer.finish()?;
+            }
+            drop(successors);
+            trim_arenas();
+            solved.extend(wave);
+            continue;
+        }
         for_each_slice(wave, threads, by_slice, |key, threads| {
             let successors = cache.successors_of(key, &table_of)?;
             let size = SliceIndexer::new(*key).size();
@@ -734,7 +804,7 @@ mod tests {
         let n = 2 * 3612;
         // With pawns, each thread's bitmap of changed positions too.
         let pawn_thread = |n: u64| per_thread(n) + n / 8;
-        let need = material_memory(of("KPvK"), 2, true, true);
+        let need = material_memory(of("KPvK"), 2, true, true, false);
         assert_eq!(
             (need.largest, need.at_once, need.per_thread),
             (n, 2, pawn_thread(n))
@@ -743,17 +813,24 @@ mod tests {
             need.bytes,
             2 * (n + 2 * (n / 64) + 2 * (n / 8) + n) + 2 * pawn_thread(n)
         );
-        let need = material_memory(of("KPvK"), 2, false, true);
+        // With a promoting wave's slices together: the four of a pawn on the 7th rank at once.
+        let need = material_memory(of("KPvK"), 2, true, true, true);
+        assert_eq!(need.at_once, 4);
+        assert_eq!(
+            need.bytes,
+            4 * (n + 2 * (n / 64) + 2 * (n / 8) + n) + 2 * pawn_thread(n)
+        );
+        let need = material_memory(of("KPvK"), 2, false, true, false);
         assert_eq!(need.at_once, 1);
         assert_eq!(
             need.bytes,
             n + 2 * (n / 64) + 2 * (n / 8) + n + 2 * pawn_thread(n)
         );
         // Without the bitmaps of changed positions, as a pawnless slice's threads.
-        let need = material_memory(of("KPvK"), 2, false, false);
+        let need = material_memory(of("KPvK"), 2, false, false, false);
         assert_eq!(need.bytes, n + 2 * (n / 64) + 2 * (n / 8) + n + 2 * per_thread(n));
         let n = 2 * 462 * 64;
-        let need = material_memory(of("KQvK"), 1, true, true);
+        let need = material_memory(of("KQvK"), 1, true, true, false);
         assert_eq!((need.largest, need.at_once), (n, 1));
         assert_eq!(need.bytes, n + n / 64 + n / 8 + n + per_thread(n));
     }

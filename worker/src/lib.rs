@@ -17,5 +17,7 @@ pub mod solver;
 pub mod tables;
 pub mod waves;
 
-pub use solver::{solve_slice, solve_slice_into, SolveError, Successors};
+pub use solver::{
+    init_together, solve_slice, solve_slice_into, solve_slices_into, Sink, SolveError, Successors,
+};
 pub use tables::{TableDir, TableError};

@@ -17,7 +17,7 @@ use zermelo_chess::value::MAX_PLIES;
 use zermelo_chess::{Position, Value};
 
 pub use dtm_log::SEG_INDICES;
-pub use retrograde::{solve_slice, solve_slice_into, SPILL_FROM};
+pub use retrograde::{init_together, solve_slice, solve_slice_into, solve_slices_into, Sink, SPILL_FROM};
 
 /// Bytes the solver holds for one slice of `positions` positions, with pawns if `pawns`, apart
 /// from its threads' buffers ([`thread_bytes`]): its state, a byte a position, per-chunk

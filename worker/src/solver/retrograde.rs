@@ -495,34 +495,139 @@ pub fn solve_slice_into(
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = Geometry::new(key);
-    let n = g.ix.size() as usize;
     let start = std::time::Instant::now();
-    let line_man = g.line_man();
-    let mut st = State::new(n, !g.pawnless && line_man.is_some());
-    let chunk = 1 << CHUNK_SHIFT;
-    let ctx = Context {
-        g: &g,
-        key: *key,
-        succ,
-        captures: capture_exits(&g, key, succ),
-        pawn_exits: PawnExits::new(&g, key, succ),
-    };
+    let st = State::new(g.ix.size() as usize, !g.pawnless && g.line_man().is_some());
+    let ctx = Context::new(&g, key, succ);
 
     // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
     // does not change the result.
     match promotion_order(&g) {
-        None => for_each_chunk(n, chunk, threads, |range| init_range(&ctx, &st, range))?,
-        Some(units) => for_each_chunk(units.len(), 1, threads, |range| {
+        None => for_each_chunk(st.bytes.len(), 1 << CHUNK_SHIFT, threads, |range| {
+            init_range(&ctx, &st, range)
+        })?,
+        Some(units) => for_each_chunk(units.len(), UNITS_A_THREAD, threads, |range| {
             for u in &units[range] {
                 init_range(&ctx, &st, u.clone())?;
             }
             Ok::<(), SolveError>(())
         })?,
     }
+    let init_seconds = start.elapsed().as_secs_f64();
+    solve_initialised(&ctx, st, (threads, changed_bits), (start, init_seconds), sink)
+}
+
+/// True if slices `keys` are worth solving with [`solve_slices_into`]: two or more slices with
+/// pawns whose pawns can promote (their inits read the same blocks of the same pawnless
+/// tables).
+pub fn init_together(keys: &[SliceKey]) -> bool {
+    keys.len() >= 2 && keys.iter().all(|k| promotion_order(&Geometry::new(k)).is_some())
+}
+
+/// A slice's sink of values for [`solve_slices_into`].
+pub type Sink<'s> = &'s mut (dyn FnMut(&[u16]) -> Result<(), SolveError> + Send);
+
+/// Solves the slices `slices` (each with its successors) as [`solve_slice_into`] does each into
+/// its sink (the same values), but with their inits together on `threads` threads: unit by unit
+/// of their promotion orders ([`promotion_order`]), each unit of every slice in turn. Slices
+/// whose pawns promote read, unit by unit, the same blocks of the same pawnless tables (the
+/// promoted position keeps its kings): one after the other, each slice read them all again
+/// (KRPvKR's four promoting slices decoded each block four times); together a block is decoded
+/// once, while it is in the thread's cache, for all of them. Every slice's state is held from the
+/// start. Then each slice is solved on: one per thread at once if `by_slice` (and `threads` > 1),
+/// else one after the other on every thread.
+pub fn solve_slices_into(
+    slices: &[(SliceKey, &dyn Successors)],
+    threads: usize,
+    by_slice: bool,
+    changed_bits: bool,
+    sinks: Vec<Sink<'_>>,
+) -> Result<(), SolveError> {
+    assert_eq!(slices.len(), sinks.len(), "a sink per slice");
+    let start = std::time::Instant::now();
+    let geometries: Vec<Geometry> = slices.iter().map(|(key, _)| Geometry::new(key)).collect();
+    let orders: Vec<Vec<std::ops::Range<usize>>> = geometries
+        .iter()
+        .map(|g| promotion_order(g).expect("slices inited together promote"))
+        .collect();
+    let states: Vec<State> = geometries
+        .iter()
+        .map(|g| State::new(g.ix.size() as usize, !g.pawnless && g.line_man().is_some()))
+        .collect();
+    let contexts: Vec<Context<'_>> = slices
+        .iter()
+        .zip(&geometries)
+        .map(|((key, succ), g)| Context::new(g, key, *succ))
+        .collect();
+    let units = orders.iter().map(Vec::len).max().unwrap_or(0);
+    for_each_chunk(units, UNITS_A_THREAD, threads, |range| {
+        for u in range {
+            for ((ctx, st), order) in contexts.iter().zip(&states).zip(&orders) {
+                if let Some(unit) = order.get(u) {
+                    init_range(ctx, st, unit.clone())?;
+                }
+            }
+        }
+        Ok::<(), SolveError>(())
+    })?;
+    // The init's time is shared out among the slices in their logs.
+    let init_seconds = start.elapsed().as_secs_f64() / slices.len().max(1) as f64;
+    debug!(
+        slices = slices.len(),
+        seconds = start.elapsed().as_secs_f64(),
+        "slices initialised together"
+    );
+    let parallel = by_slice && threads > 1 && slices.len() > 1;
+    let per_slice = if parallel { 1 } else { threads };
+    // Each slice's state and sink, taken by the thread that solves it on.
+    let work: Vec<Mutex<Option<(State, Sink<'_>)>>> = states
+        .into_iter()
+        .zip(sinks)
+        .map(|w| Mutex::new(Some(w)))
+        .collect();
+    let solve = |j: usize| {
+        let (st, sink) = work[j]
+            .lock()
+            .expect("slice lock")
+            .take()
+            .expect("each slice solved once");
+        let start = std::time::Instant::now();
+        let started = start - std::time::Duration::from_secs_f64(init_seconds);
+        solve_initialised(
+            &contexts[j],
+            st,
+            (per_slice, changed_bits),
+            (started, init_seconds),
+            sink,
+        )
+    };
+    if parallel {
+        for_each_chunk(slices.len(), 1, threads, |range| {
+            range.into_iter().try_for_each(solve)
+        })
+    } else {
+        (0..slices.len()).try_for_each(solve)
+    }
+}
+
+/// The rest of [`solve_slice_into`] once the slice's state is inited: the passes, on `threads`
+/// threads, and the values out into `sink`. `started` is when the slice's solving began for its
+/// log (its init took `init_seconds`).
+fn solve_initialised(
+    ctx: &Context<'_>,
+    mut st: State,
+    (threads, changed_bits): (usize, bool),
+    (start, init_seconds): (std::time::Instant, f64),
+    sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
+) -> Result<(), SolveError> {
+    let g = ctx.g;
+    let key = &ctx.key;
+    let n = g.ix.size() as usize;
+    let line_man = g.line_man();
+    let tracked = std::time::Instant::now();
     if line_man.is_some() {
         st.track_won(threads, !g.pawnless, changed_bits)?;
     }
-    let init_seconds = start.elapsed().as_secs_f64();
+    let init_seconds = init_seconds + tracked.elapsed().as_secs_f64();
 
     // 2. Retrograde passes, one per ply.
     let mut log = DtmLog::new(n >= SPILL_FROM);
@@ -779,10 +884,10 @@ pub fn solve_slice_into(
                 // that no mark changes are skipped: won and illegal ones, and after a win the
                 // quiet ones.
                 match line_man {
-                    Some(l) if by_bits => unmove_lines(&g, l, first, &encoded, |p, squares| {
+                    Some(l) if by_bits => unmove_lines(g, l, first, &encoded, |p, squares| {
                         words.push(&st.quiet, mine, p as usize / 64, squares.0, &mut mark_word)
                     }),
-                    Some(l) => unmove_lines(&g, l, first, &encoded, |p, squares| {
+                    Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| {
                         lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
                     }),
                     None => for_each_offset(&encoded, |o| {
@@ -833,7 +938,7 @@ pub fn solve_slice_into(
                             for w in words {
                                 let at = st.take_bits(w);
                                 if at != 0 && result.is_ok() {
-                                    result = verify_line(&ctx, &st, l, w * 64, at, plies);
+                                    result = verify_line(ctx, &st, l, w * 64, at, plies);
                                 }
                             }
                         }
@@ -845,7 +950,7 @@ pub fn solve_slice_into(
                                 if may_lose(v) && v & F_CHANGED != 0 {
                                     if i & !63 != base {
                                         if at != 0 && result.is_ok() {
-                                            result = verify_line(&ctx, &st, l, base, at, plies);
+                                            result = verify_line(ctx, &st, l, base, at, plies);
                                         }
                                         (base, at) = (i & !63, 0);
                                     }
@@ -853,13 +958,13 @@ pub fn solve_slice_into(
                                 }
                             });
                             if at != 0 && result.is_ok() {
-                                result = verify_line(&ctx, &st, l, base, at, plies);
+                                result = verify_line(ctx, &st, l, base, at, plies);
                             }
                         }
                         None => for_each_equal(&st.bytes, chunk, changed, |i| {
                             let v = st.get(i);
                             if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
-                                result = verify(&ctx, &st, i, v, plies);
+                                result = verify(ctx, &st, i, v, plies);
                             }
                         }),
                     }
@@ -997,6 +1102,11 @@ fn promotion_order(g: &Geometry) -> Option<Vec<std::ops::Range<usize>>> {
     )
 }
 
+/// Units of a promotion order ([`promotion_order`]) a thread inits in a row: a run of king-pair
+/// groups, whose promotions read the same blocks, so that another thread does not decode them
+/// again (a group is at most 16 units: eight king pairs, two sides to move).
+const UNITS_A_THREAD: usize = 32;
+
 /// What the init and the verification need besides the state.
 struct Context<'a> {
     g: &'a Geometry,
@@ -1006,6 +1116,18 @@ struct Context<'a> {
     captures: Option<Vec<Option<CaptureExit<'a>>>>,
     /// Exits read by index (slices with pawns).
     pawn_exits: Option<PawnExits<'a>>,
+}
+
+impl<'a> Context<'a> {
+    fn new(g: &'a Geometry, key: &SliceKey, succ: &'a dyn Successors) -> Context<'a> {
+        Context {
+            g,
+            key: *key,
+            succ,
+            captures: capture_exits(g, key, succ),
+            pawn_exits: PawnExits::new(g, key, succ),
+        }
+    }
 }
 
 /// A changed position `i` (state `v`) in the pass of `plies` (a win for the opponent was found
@@ -1946,6 +2068,62 @@ mod tests {
 
     /// The same with pawns: every slice of KPvKP, KPPvK and KRvKP, and of every material they
     /// convert into (promotions to Q, R, B, N included), solved by both solvers.
+    /// Solves `key` into `map`, its successors first.
+    fn solve_into(key: SliceKey, map: &mut SliceMap) {
+        if map.contains(&key) {
+            return;
+        }
+        for s in key.successors() {
+            solve_into(s, map);
+        }
+        let values = solve_slice(&key, &*map, 2).unwrap();
+        map.insert(key, values.into());
+    }
+
+    /// The promoting slices of KPvK (no line man) and of KRPvK (by lines), solved together on
+    /// 1 and 2 threads, one per thread or one after the other, with and without the bitmaps of
+    /// changed positions: each gets the values it gets alone.
+    #[test]
+    fn slices_solved_together_get_their_own_values() {
+        let mut map = SliceMap::new();
+        for name in ["KPvK", "KRPvK"] {
+            let keys: Vec<SliceKey> = SliceKey::all_of(name.parse().unwrap())
+                .into_iter()
+                .filter(|k| init_together(&[*k, *k]))
+                .collect();
+            assert_eq!(keys.len(), 4, "{name}: a pawn on the 7th rank, files a-d");
+            assert!(init_together(&keys));
+            for k in &keys {
+                for s in k.successors() {
+                    solve_into(s, &mut map);
+                }
+            }
+            let alone: Vec<Vec<u16>> = keys.iter().map(|k| solve_slice(k, &map, 1).unwrap()).collect();
+            for (threads, by_slice, changed_bits) in [(1, true, true), (2, true, true), (2, false, false)] {
+                let slices: Vec<(SliceKey, &dyn Successors)> =
+                    keys.iter().map(|k| (*k, &map as &dyn Successors)).collect();
+                let mut got: Vec<Vec<u16>> = vec![Vec::new(); keys.len()];
+                let mut sinks: Vec<_> = got
+                    .iter_mut()
+                    .map(|out| {
+                        move |v: &[u16]| {
+                            out.extend_from_slice(v);
+                            Ok(())
+                        }
+                    })
+                    .collect();
+                let sinks: Vec<Sink<'_>> = sinks.iter_mut().map(|f| f as Sink<'_>).collect();
+                solve_slices_into(&slices, threads, by_slice, changed_bits, sinks).unwrap();
+                for ((k, values), alone) in keys.iter().zip(&got).zip(&alone) {
+                    assert!(
+                        values == alone,
+                        "{k} on {threads} thread(s), by slice {by_slice}: not its values alone"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn agrees_with_the_reference_solver_with_pawns() {
         let mut map = SliceMap::new();
