@@ -590,8 +590,10 @@ pub fn solve_slices_into(
             .expect("slice lock")
             .take()
             .expect("each slice solved once");
-        let start = std::time::Instant::now();
-        let started = start - std::time::Duration::from_secs_f64(init_seconds);
+        let now = std::time::Instant::now();
+        let started = now
+            .checked_sub(std::time::Duration::from_secs_f64(init_seconds))
+            .unwrap_or(now);
         solve_initialised(
             &contexts[j],
             st,
@@ -610,7 +612,7 @@ pub fn solve_slices_into(
 }
 
 /// The rest of [`solve_slice_into`] once the slice's state is inited: the passes, on `threads`
-/// threads, and the values out into `sink`. `started` is when the slice's solving began for its
+/// threads, and the values out into `sink`. `start` is when the slice's solving began, for its
 /// log (its init took `init_seconds`).
 fn solve_initialised(
     ctx: &Context<'_>,
