@@ -532,6 +532,17 @@ fn solve_material(
         first += SliceIndexer::new(*key).size();
     }
     let block = u64::from(part_options.block_values);
+    // The file of a solved slice, its padding pushed.
+    let open_part = |key: &SliceKey| -> Result<TableWriter, BuildError> {
+        let size = SliceIndexer::new(*key).size();
+        let pad = first_in_table[key] % block;
+        let slices = if pad > 0 { 2 } else { 1 };
+        let mut writer = TableWriter::create(&part_path(key), &meta, slices, pad + size, &part_options)?;
+        if pad > 0 {
+            writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
+        }
+        Ok(writer)
+    };
     // The slices of this material solved so far, each in its own file, opened when read (a
     // material may have tens of thousands of slices: more than a process may keep open).
     let mut solved: HashSet<SliceKey> = HashSet::new();
@@ -550,15 +561,8 @@ fn solve_material(
             let mut successors = Vec::with_capacity(wave.len());
             for key in wave {
                 successors.push(cache.successors_of(key, &table_of)?);
-                let size = SliceIndexer::new(*key).size();
-                let pad = first_in_table[key] % block;
-                let slices = if pad > 0 { 2 } else { 1 };
-                let mut writer =
-                    TableWriter::create(&part_path(key), &meta, slices, pad + size, &part_options)?;
-                if pad > 0 {
-                    writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
-                }
-                writer.begin_slice(key.raw(), size)?;
+                let mut writer = open_part(key)?;
+                writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
                 writers.push(writer);
             }
             let slices: Vec<(SliceKey, &dyn zermelo_worker::Successors)> = wave
@@ -595,12 +599,7 @@ fn solve_material(
         for_each_slice(wave, threads, by_slice, |key, threads| {
             let successors = cache.successors_of(key, &table_of)?;
             let size = SliceIndexer::new(*key).size();
-            let pad = first_in_table[key] % block;
-            let slices = if pad > 0 { 2 } else { 1 };
-            let mut writer = TableWriter::create(&part_path(key), &meta, slices, pad + size, &part_options)?;
-            if pad > 0 {
-                writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
-            }
+            let mut writer = open_part(key)?;
             let before = done.load(Relaxed);
             solve_into_writer(key, &successors, (threads, changed_bits), &mut writer, &|d| {
                 progress(before + d)
