@@ -586,7 +586,6 @@ fn solve_material(
                 .collect();
             let sinks: Vec<Sink<'_>> = sinks.iter_mut().map(|f| f as Sink<'_>).collect();
             solve_slices_into(&slices, threads, by_slice, changed_bits, sinks)?;
-            drop(slices);
             for mut writer in writers {
                 writer.end_slice()?;
                 writer.finish()?;

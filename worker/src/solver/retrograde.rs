@@ -218,6 +218,12 @@ struct State {
 }
 
 impl State {
+    /// The state of the slice of `g` before its init: with [`State::fine`] masks if it has
+    /// pawns and is solved by lines.
+    fn of(g: &Geometry) -> State {
+        State::new(g.ix.size() as usize, !g.pawnless && g.line_man().is_some())
+    }
+
     /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet,
     /// and with [`State::fine`] masks if `fine`.
     fn new(n: usize, fine: bool) -> State {
@@ -496,7 +502,7 @@ pub fn solve_slice_into(
 ) -> Result<(), SolveError> {
     let g = Geometry::new(key);
     let start = std::time::Instant::now();
-    let st = State::new(g.ix.size() as usize, !g.pawnless && g.line_man().is_some());
+    let st = State::of(&g);
     let ctx = Context::new(&g, key, succ);
 
     // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
@@ -520,7 +526,7 @@ pub fn solve_slice_into(
 /// pawns whose pawns can promote (their inits read the same blocks of the same pawnless
 /// tables).
 pub fn init_together(keys: &[SliceKey]) -> bool {
-    keys.len() >= 2 && keys.iter().all(|k| promotion_order(&Geometry::new(k)).is_some())
+    keys.len() >= 2 && keys.iter().all(|k| promotes(&Geometry::new(k)))
 }
 
 /// A slice's sink of values for [`solve_slices_into`].
@@ -549,10 +555,7 @@ pub fn solve_slices_into(
         .iter()
         .map(|g| promotion_order(g).expect("slices inited together promote"))
         .collect();
-    let states: Vec<State> = geometries
-        .iter()
-        .map(|g| State::new(g.ix.size() as usize, !g.pawnless && g.line_man().is_some()))
-        .collect();
+    let states: Vec<State> = geometries.iter().map(State::of).collect();
     let contexts: Vec<Context<'_>> = slices
         .iter()
         .zip(&geometries)
@@ -1070,6 +1073,12 @@ fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: imp
     }
 }
 
+/// True if the slice has pawns and one of them can promote (it stands on its 7th rank).
+fn promotes(g: &Geometry) -> bool {
+    let on_7th = |c: Color| g.pawns[c.index()].into_iter().any(|p| p.relative_rank(c) == 6);
+    !g.pawnless && (on_7th(Color::White) || on_7th(Color::Black))
+}
+
 /// The order in which to init a slice whose pawns can promote: its king pairs' ranges of
 /// indices, grouped by the pawnless king pair they become in table form (the eight images of a
 /// king pair under the board's symmetries, both sides to move, in a row). A promotion leads
@@ -1078,8 +1087,7 @@ fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: imp
 /// the reader's cache (in index order they come thousands of king pairs apart, and the block is
 /// read again for each). `None` (index order) for other slices.
 fn promotion_order(g: &Geometry) -> Option<Vec<std::ops::Range<usize>>> {
-    let promotes = |c: Color| g.pawns[c.index()].into_iter().any(|p| p.relative_rank(c) == 6);
-    if g.pawnless || !(promotes(Color::White) || promotes(Color::Black)) {
+    if !promotes(g) {
         return None;
     }
     let stride = g.ix.fields()[0].stride as usize;
