@@ -525,7 +525,10 @@ impl Geometry {
         let occ = d.occupied;
         let side = self.side(us);
         let king = side.start;
-        for k in side.skip(1).chain([king]) {
+        // The king first (unlike `for_each_move`): the verification stops at the first move
+        // to a position not won, and a king's is found sooner (KRPvKR on 1 thread, the
+        // verification 7.2-7.3 s -> 6.9 s in three pairs; KQRvKR unchanged).
+        for k in [king].into_iter().chain(side.skip(1)) {
             if k == l {
                 continue;
             }

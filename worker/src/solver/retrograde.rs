@@ -1179,6 +1179,9 @@ fn verify_line(
     plies: u32,
 ) -> Result<(), SolveError> {
     let g = ctx.g;
+    // The line's bytes are read if a position of it is lost: asked for now, so that the read
+    // overlaps the moves looked at below.
+    prefetch(&st.bytes, base);
     let d = g.decode_line(base as u64, l).expect("a changed line is placed");
     let at = Bitboard(at);
     // An illegal successor is not a move: won or illegal, the bits of `st.won`.
