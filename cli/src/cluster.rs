@@ -37,28 +37,39 @@ fn runtime() -> Result<tokio::runtime::Runtime, ClusterFailure> {
         .map_err(|e| fail(2, format!("starting the async runtime: {e}")))
 }
 
-/// Resolves on ctrl-c or SIGTERM.
-pub async fn shutdown_signal() {
+/// Resolves on ctrl-c or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled: a server that spawns the future (axum's graceful shutdown does) may
+/// answer requests before that task first runs, and a SIGTERM then would kill the process
+/// unhandled (a test that stopped the server right after its first answer failed so under load).
+/// Call it in the runtime, before the process says it is ready.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Some(mut interrupt), Some(mut term)) => {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
+                    _ = interrupt.recv() => {}
                     _ = term.recv() => {}
                 }
             }
-            Err(_) => {
+            _ => {
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        info!("stop signal received");
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    info!("stop signal received");
 }
 
 /// Reads a PEM file named by a flag (one clear line if it cannot be read).

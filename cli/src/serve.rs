@@ -406,10 +406,12 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
+    // Before it says it is ready: a SIGTERM from then on stops it cleanly.
+    let stop = crate::cluster::shutdown_signal();
     info!(%addr, tables = %tables.search_list().display(), "serving");
     ready(addr);
     axum::serve(listener, router(tables))
-        .with_graceful_shutdown(crate::cluster::shutdown_signal())
+        .with_graceful_shutdown(stop)
         .await?;
     info!("stopped");
     Ok(())
