@@ -53,6 +53,8 @@ trap 'rm -rf "$work"' EXIT
 # folder, and the merged profile named by its digest (cargo does not look into the file: a
 # profile of other content must be another path to rebuild with it).
 raw="$ROOT/target/pgo-instrumented/profiles"
+# RUSTFLAGS is split at whitespace: a path with a space would be cut in two.
+[[ "$ROOT" != *[[:space:]]* ]] || fail "the repository's path has whitespace ($ROOT): move it"
 
 echo "== 1/3 instrumented build (target/pgo-instrumented)"
 RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$raw" \
