@@ -60,6 +60,12 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
                     _ = term.recv() => {}
                 }
             }
+            (None, Some(mut term)) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
             _ => {
                 let _ = tokio::signal::ctrl_c().await;
             }
