@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use zermelo_chess::Material;
 
-use crate::build::{build, build_in};
+use crate::build::{build, build_in, BuildOptions};
 use crate::memory;
 
 /// Peak resident memory of this process so far, in bytes (Linux: VmHWM), if known.
@@ -194,16 +194,9 @@ fn compare_once(
     let quiet = |_: u64, _: u64, _: &Material| {};
 
     let (cpu0, start) = (cpu_seconds(libc::RUSAGE_SELF), Instant::now());
-    let outcomes = build_in(
-        materials,
-        &solve_dir,
-        &[],
-        threads,
-        memory::default_budget(),
-        &quiet,
-        Some(kept),
-    )
-    .map_err(|e| e.to_string())?;
+    let options = BuildOptions::new(threads, memory::default_budget());
+    let outcomes =
+        build_in(materials, &solve_dir, &[], &options, &quiet, Some(kept)).map_err(|e| e.to_string())?;
     let solve = Side {
         wall: start.elapsed().as_secs_f64(),
         cpu: cpu_seconds(libc::RUSAGE_SELF) - cpu0,

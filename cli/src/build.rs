@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tracing::{info, info_span};
@@ -15,10 +15,12 @@ use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::par::for_each_chunk;
-use zermelo_worker::solver::{slice_state_bytes, thread_bytes};
+use zermelo_worker::solver::{slice_state_bytes, thread_bytes, SPILL_FROM};
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
-use zermelo_worker::{init_together, solve_slice_into, solve_slices_into, Sink, SolveError};
+use zermelo_worker::{
+    init_together, solve_slice_resumable, solve_slices_into, Checkpoints, Sink, SolveError,
+};
 
 use crate::memory::human_bytes;
 
@@ -32,7 +34,7 @@ pub enum BuildError {
     Storage(#[from] zermelo_storage::StorageError),
     #[error("cannot create the tables directory {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
-    #[error("cannot create a folder for {material}'s solved slices in {dir}: {source}")]
+    #[error("cannot use the build folder of {material} ({dir}): {source}")]
     Scratch {
         material: Material,
         dir: String,
@@ -127,6 +129,43 @@ pub struct MaterialOutcome {
 /// Reports progress: called with (positions done, positions in the plan, current material).
 pub type Progress<'a> = &'a (dyn Fn(u64, u64, &Material) + Sync);
 
+/// How a build runs: its threads, its memory budget, how often a large slice is checkpointed,
+/// and the flag that stops it.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildOptions<'a> {
+    /// Solver threads (the tables do not depend on it).
+    pub threads: usize,
+    /// Memory budget in bytes (see [`material_memory`]).
+    pub memory: u64,
+    /// A slice solved with checkpoints (every pawnless slice, and the slices with pawns of
+    /// [`SPILL_FROM`] positions or more) is checkpointed at the first ply boundary this long
+    /// after the last checkpoint ([`Checkpoints::every`]).
+    pub checkpoint_every: Duration,
+    /// When set, the build stops at the next safe point: a slice with checkpoints after writing
+    /// one, a smaller slice abandoned (its material's solved slices are kept), and returns
+    /// [`SolveError::Interrupted`]. The same build run again resumes from there.
+    pub stop: Option<&'a AtomicBool>,
+}
+
+/// How often a build checkpoints a large slice by default.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(300);
+
+impl BuildOptions<'_> {
+    /// `threads` threads, `memory` bytes, checkpoints every [`CHECKPOINT_EVERY`], no stop flag.
+    pub fn new(threads: usize, memory: u64) -> BuildOptions<'static> {
+        BuildOptions {
+            threads,
+            memory,
+            checkpoint_every: CHECKPOINT_EVERY,
+            stop: None,
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Relaxed))
+    }
+}
+
 /// Builds the tables of `targets` and of every material they convert into, skipping tables that
 /// are already complete and valid in `dir`. Before any work, every material to build is checked
 /// against the memory budget `memory` (bytes, see [`material_memory`]): its slices are solved
@@ -139,11 +178,24 @@ pub fn build(
     memory: u64,
     progress: Progress<'_>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
-    build_in(targets, dir, &[], threads, memory, progress, None)
+    build_in(
+        targets,
+        dir,
+        &[],
+        &BuildOptions::new(threads, memory),
+        progress,
+        None,
+    )
 }
 
-/// [`build`] into `dir`, reusing the complete tables found in `more` (searched after `dir`):
-/// a table is written to `dir` only when no directory has it complete.
+/// [`build`] into `dir` as `options` say, reusing the complete tables found in `more`
+/// (searched after `dir`): a table is written to `dir` only when no directory has it complete.
+///
+/// A material is built in a folder of its own in `dir` (hidden, [`build_folder`]), locked
+/// while a build uses it: its solved slices (with pawns) and the checkpoints of its large
+/// slices wait there, and a build of the same material run again after a stop, a kill or a
+/// power cut takes them up (each checked first: a solved slice by its file hash, a checkpoint
+/// by its own) instead of solving them again. The folder is removed once the table is written.
 ///
 /// With `keep_parts`, the folders of solved slices of the materials with pawns are handed over
 /// there instead of deleted once their tables are written (the caller deletes them when it
@@ -153,11 +205,11 @@ pub fn build_in(
     targets: &[Material],
     dir: &Path,
     more: &[PathBuf],
-    threads: usize,
-    memory: u64,
+    options: &BuildOptions<'_>,
     progress: Progress<'_>,
     mut keep_parts: Option<&mut Vec<tempfile::TempDir>>,
 ) -> Result<Vec<MaterialOutcome>, BuildError> {
+    let (threads, memory) = (options.threads, options.memory);
     std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
         path: dir.display().to_string(),
         source,
@@ -193,6 +245,9 @@ pub fn build_in(
     for ((mp, &complete), &(fit, cache_bytes)) in plan.materials.iter().zip(&complete).zip(&how) {
         let start = Instant::now();
         let _span = info_span!("material", material = %mp.material).entered();
+        if options.stopped() {
+            return Err(SolveError::Interrupted.into());
+        }
         if complete {
             info!(positions = mp.positions, "table complete and valid, skipped");
             done += mp.positions;
@@ -213,10 +268,29 @@ pub fn build_in(
             together = fit.together,
             "solving"
         );
-        let (summary, parts) = solve_material(&tables, mp, threads, fit, cache_bytes, &|d| {
+        let folder = BuildFolder::open(tables.dir(), &mp.material, &|| options.stopped())?;
+        // Another build may have written the table while this one waited for its folder.
+        tables.forget(&mp.material);
+        if is_complete(&tables, mp) {
+            folder.discard();
+            info!(
+                positions = mp.positions,
+                "table written meanwhile by another build, skipped"
+            );
+            done += mp.positions;
+            progress(done, total, &mp.material);
+            outcomes.push(MaterialOutcome {
+                material: mp.material,
+                skipped: true,
+                positions: mp.positions,
+                seconds: 0.0,
+            });
+            continue;
+        }
+        let (summary, parts) = solve_material(&tables, mp, folder, options, fit, cache_bytes, &|d| {
             progress(done + d, total, &mp.material)
         })?;
-        if let (Some(kept), Some(parts)) = (keep_parts.as_deref_mut(), parts) {
+        if let Some(kept) = keep_parts.as_deref_mut() {
             kept.push(parts);
         }
         tables.forget(&mp.material);
@@ -463,17 +537,20 @@ fn complete_tables(tables: &TableDir, plan: &Plan, threads: usize) -> Vec<bool> 
 /// the others a block at a time ([`SuccessorCache`]). A material of one slice (pawnless)
 /// goes to its table file as it is written out of the solver's state. The slices of a material
 /// with pawns are solved wave by wave (one per thread at once if `by_slice`), each written to a
-/// file of its own as it is written out of the state (a pawn push of a later wave reads it
-/// there); the table is then written from those files, sorted by key, and their folder
-/// returned (deleted when dropped).
+/// file of its own in the material's build folder as it is written out of the state (a pawn
+/// push of a later wave reads it there); a slice whose file is already there and whole (a build
+/// stopped before) is not solved again. The table is then written from those files, sorted by
+/// key, and the folder returned in a temporary folder of its own (deleted when dropped).
 fn solve_material(
     tables: &TableDir,
     mp: &MaterialPlan,
-    threads: usize,
+    folder: BuildFolder,
+    options: &BuildOptions<'_>,
     fit: Fit,
     cache_bytes: u64,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<(TableSummary, Option<tempfile::TempDir>), BuildError> {
+) -> Result<(TableSummary, tempfile::TempDir), BuildError> {
+    let threads = options.threads;
     let Fit {
         by_slice,
         changed_bits,
@@ -485,32 +562,33 @@ fn solve_material(
         metric: Metric::Dtm,
         index_layout: INDEX_LAYOUT,
     };
-    let options = WriteOptions {
+    let table_options = WriteOptions {
         threads,
         ..WriteOptions::default()
     };
     let path = tables.write_path_of(&mp.material);
+    let never = AtomicBool::new(false);
+    let checkpoints = Checkpoints {
+        dir: folder.path(),
+        every: options.checkpoint_every,
+        stop: options.stop.unwrap_or(&never),
+    };
+    let stopped = || checkpoints.stopped();
     if !mp.material.has_pawns() {
         let key = SliceKey::pawnless(mp.material);
         debug_assert!(mp.slices().eq([&key]), "a pawnless material is one slice");
         let successors = cache.successors_of(&key, &|s| tables.table(&s.material))?;
-        let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &options)?;
-        solve_into_writer(&key, &successors, (threads, changed_bits), &mut writer, progress)?;
-        return Ok((writer.finish()?, None));
+        let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &table_options)?;
+        let how = (threads, changed_bits);
+        solve_into_writer(&key, &successors, how, Some(&checkpoints), &mut writer, progress)?;
+        let summary = writer.finish()?;
+        checkpoints.remove(&key);
+        return Ok((summary, folder.close()?));
     }
 
-    remove_stale_parts(tables.dir(), &mp.material);
-    let parts = tempfile::Builder::new()
-        .prefix(&format!("{}{}-", parts_prefix(&mp.material), std::process::id()))
-        .tempdir_in(tables.dir())
-        .map_err(|source| BuildError::Scratch {
-            material: mp.material,
-            dir: tables.dir().display().to_string(),
-            source,
-        })?;
     let part_path = |key: &SliceKey| {
         let [w, b] = key.raw();
-        parts.path().join(format!("{w:016x}-{b:016x}.zmt"))
+        folder.path().join(format!("{w:016x}-{b:016x}.zmt"))
     };
     // A solved slice waits in a file of its own, compressed as the table will be (block size,
     // zstd level) and on the table's grid of blocks: its values start at their place in the
@@ -518,8 +596,8 @@ fn solve_material(
     // PAD_KEY), so that each block of the file inside the slice is a block of the table, and is
     // copied into it as it is when the table is written.
     let part_options = WriteOptions {
-        block_values: options.block_values,
-        zstd_level: options.zstd_level,
+        block_values: table_options.block_values,
+        zstd_level: table_options.zstd_level,
         durable: false,
         ..WriteOptions::default()
     };
@@ -547,7 +625,21 @@ fn solve_material(
     // material may have tens of thousands of slices: more than a process may keep open).
     let mut solved: HashSet<SliceKey> = HashSet::new();
     let done = AtomicU64::new(0);
+    let mut resumed = 0usize;
     for wave in &mp.waves {
+        if stopped() {
+            return Err(SolveError::Interrupted.into());
+        }
+        // The slices a build stopped before left whole: not solved again.
+        let (kept, wave): (Vec<SliceKey>, Vec<SliceKey>) =
+            wave.iter().partition(|key| part_is_whole(&part_path(key), key));
+        for key in &kept {
+            let n = SliceIndexer::new(*key).size();
+            progress(done.fetch_add(n, Relaxed) + n);
+        }
+        resumed += kept.len();
+        solved.extend(kept);
+        let wave = &wave[..];
         let table_of = |s: &SliceKey| {
             if solved.contains(s) {
                 Ok(Arc::new(Table::open_pread(&part_path(s))?))
@@ -596,14 +688,25 @@ fn solve_material(
             continue;
         }
         for_each_slice(wave, threads, by_slice, |key, threads| {
+            if stopped() {
+                return Err(SolveError::Interrupted.into());
+            }
             let successors = cache.successors_of(key, &table_of)?;
             let size = SliceIndexer::new(*key).size();
             let mut writer = open_part(key)?;
             let before = done.load(Relaxed);
-            solve_into_writer(key, &successors, (threads, changed_bits), &mut writer, &|d| {
-                progress(before + d)
-            })?;
+            // Slices too small to be worth a checkpoint are solved again after a stop.
+            let ckpt = (size >= SPILL_FROM as u64).then_some(&checkpoints);
+            solve_into_writer(
+                key,
+                &successors,
+                (threads, changed_bits),
+                ckpt,
+                &mut writer,
+                &|d| progress(before + d),
+            )?;
             writer.finish()?;
+            checkpoints.remove(key);
             drop(successors);
             trim_arenas();
             progress(done.fetch_add(size, Relaxed) + size);
@@ -611,8 +714,14 @@ fn solve_material(
         })?;
         solved.extend(wave);
     }
+    if resumed > 0 {
+        info!(
+            slices = resumed,
+            "solved slices of a build stopped before taken up"
+        );
+    }
 
-    let mut writer = TableWriter::create(&path, &meta, keys.len() as u64, mp.positions, &options)?;
+    let mut writer = TableWriter::create(&path, &meta, keys.len() as u64, mp.positions, &table_options)?;
     for key in &keys {
         let part = Table::open_pread(&part_path(key))?;
         let slice = part.find_slice(key.raw()).ok_or_else(|| {
@@ -624,56 +733,154 @@ fn solve_material(
         // A whole block of the file is a whole block of the table (the grids agree): copied.
         writer.copy_slice(&part, slice)?;
     }
-    Ok((writer.finish()?, Some(parts)))
+    Ok((writer.finish()?, folder.close()?))
+}
+
+/// True if the file of a solved slice at `path` holds slice `key` and every byte of it is as it
+/// was written (its file hash): a build stopped before left it whole.
+fn part_is_whole(path: &Path, key: &SliceKey) -> bool {
+    match Table::open_pread(path) {
+        Ok(part) => part.find_slice(key.raw()).is_some() && part.verify_file_hash().is_ok(),
+        Err(_) => false,
+    }
 }
 
 /// The key of the padding slice before a solved slice in its file (see `solve_material`): below
 /// every key of a material with pawns, which has a pawn.
 const PAD_KEY: zermelo_storage::SliceKey = [0, 0];
 
-/// The start of the name of the folder where a build of `material` keeps its solved slices
-/// (hidden; followed by the building process's id).
-fn parts_prefix(material: &Material) -> String {
-    format!(".{material}-slices-")
+/// The folder in `dir` where a build of `material` keeps its solved slices and checkpoints until
+/// its table is written (hidden).
+pub fn build_folder(dir: &Path, material: &Material) -> PathBuf {
+    dir.join(format!(".{material}-build"))
 }
 
-/// Removes the folders of solved slices that builds of `material` killed midway left in `dir`
-/// (their process is gone); those of a build still running are left alone.
-fn remove_stale_parts(dir: &Path, material: &Material) {
-    let prefix = parts_prefix(material);
+/// A material's build folder ([`build_folder`]), locked by this process while it is held: a
+/// second build of the same material in the same directory is refused, and the lock goes with
+/// the process however it ends.
+struct BuildFolder {
+    path: PathBuf,
+    material: Material,
+    _lock: std::fs::File,
+}
+
+impl BuildFolder {
+    /// The build folder of `material` in `dir`, locked: if another build holds it, waits (with
+    /// a line in the log) until that build ends, or until `stopped`.
+    fn open(dir: &Path, material: &Material, stopped: &dyn Fn() -> bool) -> Result<BuildFolder, BuildError> {
+        let path = build_folder(dir, material);
+        let failed = |source| BuildError::Scratch {
+            material: *material,
+            dir: path.display().to_string(),
+            source,
+        };
+        let lock_path = path.join("lock");
+        let mut waiting = false;
+        loop {
+            std::fs::create_dir_all(&path).map_err(failed)?;
+            let lock = match std::fs::File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+            {
+                Ok(lock) => lock,
+                // The folder was moved away (a build finished) between the two calls.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(failed(e)),
+            };
+            if !try_lock(&lock).map_err(failed)? {
+                if !waiting {
+                    info!(lock = %lock_path.display(), "another build of this material is running here: waiting for it");
+                    waiting = true;
+                }
+                if stopped() {
+                    return Err(SolveError::Interrupted.into());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            // The lock is this folder's only if the folder was not moved away meanwhile (by
+            // the build that held it, done): else take the lock of the folder now there.
+            if !same_file(&lock, &lock_path) {
+                continue;
+            }
+            remove_stale_table_temps(dir, material);
+            return Ok(BuildFolder {
+                path,
+                material: *material,
+                _lock: lock,
+            });
+        }
+    }
+
+    /// Removes the folder (nothing in it is wanted: the table was complete).
+    fn discard(self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder once its table is written: moved into a temporary folder of the tables
+    /// directory (deleted when dropped), so that no later build takes it up.
+    fn close(self) -> Result<tempfile::TempDir, BuildError> {
+        let failed = |source| BuildError::Scratch {
+            material: self.material,
+            dir: self.path.display().to_string(),
+            source,
+        };
+        let parent = self.path.parent().unwrap_or(Path::new("."));
+        let done = tempfile::Builder::new()
+            .prefix(&format!(".{}-built-", self.material))
+            .tempdir_in(parent)
+            .map_err(failed)?;
+        std::fs::rename(&self.path, done.path().join("build")).map_err(failed)?;
+        Ok(done)
+    }
+}
+
+/// Removes the temporary files of `material`'s table in `dir` that a build killed while writing
+/// it left (the table writer's `.M.zmt.XXXXXX.tmp`): only while its build folder is locked, so
+/// that no other build of the material is writing one.
+fn remove_stale_table_temps(dir: &Path, material: &Material) {
+    let prefix = format!(".{material}.zmt.");
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !process_alive(pid) {
-            match std::fs::remove_dir_all(entry.path()) {
-                Ok(()) => {
-                    info!(folder = %entry.path().display(), "removed the solved slices of a build that did not finish")
-                }
-                Err(e) => {
-                    tracing::warn!(folder = %entry.path().display(), error = %e, "cannot remove the solved slices of a build that did not finish")
-                }
-            }
+        if name.starts_with(&prefix) && name.ends_with(".tmp") && std::fs::remove_file(entry.path()).is_ok() {
+            info!(file = %entry.path().display(), "removed the unfinished table file of a build that was killed");
         }
     }
 }
 
-/// True unless no process `pid` exists (a process of another user counts as alive).
-fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return true;
-    };
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+/// True if `file` is the file at `path` now.
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Takes an exclusive lock on `file` if no other process holds one: false if one does.
+fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock only locks the open file description of a descriptor this process owns
+    // (kept open by `file` for as long as the lock is wanted).
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
 }
 
 /// Lets the allocator keep at most one arena per solver thread. glibc gives each new thread an
@@ -707,18 +914,19 @@ fn trim_arenas() {
 }
 
 /// Solves slice `key` on `threads` threads (with the bitmaps of changed positions if
-/// `changed_bits`), its values going into `writer` (as one slice) as they are written out of the
-/// solver's state; `progress` is called with the values written.
+/// `changed_bits`, with `checkpoints` if any), its values going into `writer` (as one slice) as
+/// they are written out of the solver's state; `progress` is called with the values written.
 fn solve_into_writer(
     key: &SliceKey,
     successors: &SliceMap,
-    (threads, changed_bits): (usize, bool),
+    how: (usize, bool),
+    checkpoints: Option<&Checkpoints<'_>>,
     writer: &mut TableWriter,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), BuildError> {
     writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
     let mut written = 0;
-    solve_slice_into(key, successors, threads, changed_bits, &mut |values| {
+    solve_slice_resumable(key, successors, how, checkpoints, &mut |values| {
         writer
             .push_values(values)
             .map_err(|e| SolveError::Output(Box::new(e)))?;

@@ -12,6 +12,7 @@ pub mod progress;
 pub mod serve;
 pub mod squares;
 pub mod stats;
+pub mod stop;
 pub use zermelo_verify as verify;
 
 /// The most men this build solves.

@@ -11,7 +11,7 @@ use tracing::debug;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
 use zermelo_cli::analyse::{analyse, analyse_coord, describe_plan, AnalyseOptions, PlanSummary, Remote};
-use zermelo_cli::build::build_in;
+use zermelo_cli::build::{build_in, BuildError, BuildOptions};
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::memory::{self, human_bytes};
 use zermelo_cli::probe::probe_fen;
@@ -23,6 +23,7 @@ use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
 use zermelo_worker::node::cache::{ByteSize, DEFAULT_CACHE_BYTES};
 use zermelo_worker::tables::{dir_list, list_text, TableDir};
+use zermelo_worker::SolveError;
 
 /// Zermelo builds exact chess endgame tables (win/draw/loss and depth to mate) by retrograde
 /// analysis, probes them and verifies them independently.
@@ -81,6 +82,14 @@ enum Command {
         /// stdout, a summary on stderr, and stop. Exit 0 if it fits the budget, 1 if not.
         #[arg(long)]
         plan_only: bool,
+        /// How often a large slice's state is checkpointed to disk (every pawnless table, and
+        /// slices with pawns of 16 M positions or more): at the first ply boundary this long
+        /// after the last checkpoint, e.g. 90s, 5m, 1h (0: every ply). SIGINT or SIGTERM stops
+        /// the build at the next ply boundary with a checkpoint (exit 130); after that, kill -9
+        /// or a power cut, the same command resumes from the last checkpoint and keeps every
+        /// slice already solved.
+        #[arg(long, value_name = "TIME", default_value = "5m")]
+        checkpoint_every: zermelo_cli::stop::Interval,
     },
     /// Print the value of each FEN's position and of its every move, as JSON lines.
     ///
@@ -673,6 +682,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             threads: t,
             memory,
             plan_only,
+            checkpoint_every,
         } => {
             let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
@@ -694,20 +704,31 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 progress.update(done, total);
             };
             let start = Instant::now();
-            let budget = memory::budget(memory.map(|m| m.0));
-            let outcomes = build_in(
-                &materials,
-                tables.first(),
-                tables.more(),
-                threads,
-                budget,
-                &report,
-                None,
-            )
-            .map_err(|e| Failure {
-                code: 2,
-                message: e.to_string(),
-            })?;
+            let options = BuildOptions {
+                checkpoint_every: checkpoint_every.0,
+                stop: Some(zermelo_cli::stop::install()),
+                ..BuildOptions::new(threads, memory::budget(memory.map(|m| m.0)))
+            };
+            let built = build_in(&materials, tables.first(), tables.more(), &options, &report, None);
+            let outcomes = match built {
+                Ok(outcomes) => outcomes,
+                Err(BuildError::Solve(SolveError::Interrupted)) => {
+                    progress.finish();
+                    return Err(Failure {
+                        code: zermelo_cli::stop::STOPPED_EXIT,
+                        message: format!(
+                            "stopped after {:.1} s; run the same command again to resume",
+                            start.elapsed().as_secs_f64()
+                        ),
+                    });
+                }
+                Err(e) => {
+                    return Err(Failure {
+                        code: 2,
+                        message: e.to_string(),
+                    })
+                }
+            };
             progress.finish();
             let built = outcomes.iter().filter(|o| !o.skipped).count();
             let skipped = outcomes.len() - built;

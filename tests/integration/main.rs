@@ -16,6 +16,7 @@ mod kpk;
 mod materials;
 mod memory;
 mod probe_json;
+mod resume;
 mod serve;
 mod six_men;
 mod squares;

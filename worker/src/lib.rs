@@ -18,6 +18,7 @@ pub mod tables;
 pub mod waves;
 
 pub use solver::{
-    init_together, solve_slice, solve_slice_into, solve_slices_into, Sink, SolveError, Successors,
+    init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Checkpoints,
+    Sink, SolveError, Successors,
 };
 pub use tables::{TableDir, TableError};

@@ -9,12 +9,18 @@
 //!
 //! The log holds about a byte per decided position. For a large slice it goes to an unnamed
 //! temporary file (in `TMPDIR`, removed by the system when closed), so that it takes no memory:
-//! it is written once, ply by ply, and read once, segment by segment.
+//! it is written once, ply by ply, and read once, segment by segment. A slice solved with
+//! checkpoints keeps it in a named file beside them instead ([`DtmLog::in_file`]), its bytes
+//! hashed as they are written, so that a checkpoint can name the log as it stood
+//! ([`DtmLog::mark`]) and a resumed build take it up from there ([`DtmLog::resume`]).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::Mutex;
+
+use super::checkpoint::{get_len, get_u32, get_u64};
 
 /// Indices per segment (a multiple of the solver's chunk). This crate's tests make it small, so
 /// that they solve slices of many segments.
@@ -42,6 +48,58 @@ struct Out {
     store: Store,
     bytes: u64,
     current: Vec<(u64, u64)>,
+    /// For a log in a named file: the hash of its bytes so far.
+    hasher: Option<blake3::Hasher>,
+}
+
+/// A log as a checkpoint names it: its plies, and the length and hash of its bytes then.
+pub(super) struct LogMark {
+    plies: Vec<Ply>,
+    bytes: u64,
+    hash: [u8; 32],
+}
+
+impl LogMark {
+    pub(super) fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
+        w.write_all(&self.bytes.to_le_bytes())?;
+        w.write_all(&self.hash)?;
+        w.write_all(&(self.plies.len() as u64).to_le_bytes())?;
+        for p in &self.plies {
+            w.write_all(&p.ply.to_le_bytes())?;
+            w.write_all(&(p.segments.len() as u64).to_le_bytes())?;
+            for &(at, len) in &p.segments {
+                w.write_all(&at.to_le_bytes())?;
+                w.write_all(&len.to_le_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What [`LogMark::write_to`] wrote; a place past the log's bytes is refused.
+    pub(super) fn read_from(r: &mut impl Read) -> std::io::Result<LogMark> {
+        let bytes = get_u64(r)?;
+        let mut hash = [0u8; 32];
+        r.read_exact(&mut hash)?;
+        let count = get_len(r, 1 << 20)?;
+        let mut plies = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let ply = get_u32(r)?;
+            let n = get_len(r, 1 << 32)?;
+            let mut segments = Vec::with_capacity(n.min(1 << 20) as usize);
+            for _ in 0..n {
+                let (at, len) = (get_u64(r)?, get_u64(r)?);
+                if at.checked_add(len).is_none_or(|end| end > bytes) {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("a segment of the log at {at}+{len}, past its {bytes} bytes"),
+                    ));
+                }
+                segments.push((at, len));
+            }
+            plies.push(Ply { ply, segments });
+        }
+        Ok(LogMark { plies, bytes, hash })
+    }
 }
 
 /// The decided positions of a slice, by ply.
@@ -63,8 +121,93 @@ impl DtmLog {
                 },
                 bytes: 0,
                 current: Vec::new(),
+                hasher: None,
             }),
         }
+    }
+
+    /// A log in the file `path`, created or emptied, its bytes hashed as they are written.
+    pub(super) fn in_file(path: &Path) -> std::io::Result<DtmLog> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(DtmLog::of_file(file, Vec::new(), 0, blake3::Hasher::new()))
+    }
+
+    fn of_file(file: File, plies: Vec<Ply>, bytes: u64, hasher: blake3::Hasher) -> DtmLog {
+        DtmLog {
+            plies,
+            out: Mutex::new(Out {
+                store: Store::File(Some(file)),
+                bytes,
+                current: Vec::new(),
+                hasher: Some(hasher),
+            }),
+        }
+    }
+
+    /// The log in the file `path` as `mark` names it: the file cut back to the mark's bytes
+    /// once their hash is checked (refused if they are fewer, or hash otherwise).
+    pub(super) fn resume(path: &Path, mark: LogMark) -> std::io::Result<DtmLog> {
+        let file = File::options().read(true).write(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len < mark.bytes {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{len} bytes where the checkpoint names {}", mark.bytes),
+            ));
+        }
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        while at < mark.bytes {
+            let k = (mark.bytes - at).min(buf.len() as u64) as usize;
+            file.read_exact_at(&mut buf[..k], at)?;
+            hasher.update(&buf[..k]);
+            at += k as u64;
+        }
+        if *hasher.clone().finalize().as_bytes() != mark.hash {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "its bytes do not hash as the checkpoint says",
+            ));
+        }
+        file.set_len(mark.bytes)?;
+        let mut file = file;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))?;
+        Ok(DtmLog::of_file(file, mark.plies, mark.bytes, hasher))
+    }
+
+    /// The log's mark for a checkpoint, its bytes made durable first. Only for a log in a
+    /// named file ([`DtmLog::in_file`]), between plies.
+    pub(super) fn mark(&self) -> std::io::Result<LogMark> {
+        let out = self.out();
+        let hash = match (&out.store, &out.hasher) {
+            (Store::File(Some(file)), Some(hasher)) => {
+                file.sync_data()?;
+                *hasher.clone().finalize().as_bytes()
+            }
+            _ => {
+                return Err(std::io::Error::other(
+                    "a log kept in memory or in an unnamed file cannot be checkpointed",
+                ))
+            }
+        };
+        Ok(LogMark {
+            plies: self
+                .plies
+                .iter()
+                .map(|p| Ply {
+                    ply: p.ply,
+                    segments: p.segments.clone(),
+                })
+                .collect(),
+            bytes: out.bytes,
+            hash,
+        })
     }
 
     fn out(&self) -> std::sync::MutexGuard<'_, Out> {
@@ -96,6 +239,9 @@ impl DtmLog {
                 };
                 file.write_all(encoded)?;
             }
+        }
+        if let Some(h) = &mut out.hasher {
+            h.update(encoded);
         }
         out.bytes += encoded.len() as u64;
         out.current[s] = (at, encoded.len() as u64);

@@ -4,6 +4,7 @@
 //! solver, kept as a second path for tests), on a few threads ([`par`]). It knows nothing of
 //! table files, the cluster or async code.
 
+mod checkpoint;
 mod dtm_log;
 mod geometry;
 mod memory;
@@ -11,13 +12,18 @@ pub mod par;
 mod pawn_exits;
 pub mod reference;
 pub mod retrograde;
+mod state;
 
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::MAX_PLIES;
 use zermelo_chess::{Position, Value};
 
+pub use checkpoint::Checkpoints;
 pub use dtm_log::SEG_INDICES;
-pub use retrograde::{init_together, solve_slice, solve_slice_into, solve_slices_into, Sink, SPILL_FROM};
+pub use retrograde::{
+    init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Sink,
+};
+pub use state::SPILL_FROM;
 
 /// Bytes the solver holds for one slice of `positions` positions, with pawns if `pawns`, apart
 /// from its threads' buffers ([`thread_bytes`]): its state, a byte a position, per-chunk
@@ -218,10 +224,21 @@ pub enum SolveError {
     #[error("writing the slice's values: {0}")]
     Output(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The temporary file of a large slice's plies (see `dtm_log`) could not be written or read.
-    #[error("the solver's temporary file of plies (in TMPDIR) failed: {0}")]
+    #[error("the solver's file of plies failed: {0}")]
     Scratch(#[source] std::io::Error),
     #[error("slice {0} has a mate distance over {MAX_PLIES} plies")]
     TooDeep(SliceKey),
+    /// A checkpoint could not be written (see [`Checkpoints`]).
+    #[error("writing the checkpoint {path}: {source}")]
+    Checkpoint {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stopped as [`Checkpoints::stop`] asked, after writing a checkpoint if the slice was past
+    /// its init.
+    #[error("stopped by request")]
+    Interrupted,
 }
 
 #[cfg(test)]

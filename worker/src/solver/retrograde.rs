@@ -53,12 +53,11 @@
 //! 16 bytes at a time (not as atomics), over chunks whose bytes only the scanning thread writes
 //! during that phase (see `memory::for_each_equal`), so the wide reads never race a write.
 
-use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use tracing::debug;
+use tracing::{debug, info, warn};
 use zermelo_chess::attacks::{attacks, attacks_from_set, between, pawn_attacks};
 use zermelo_chess::index::{
     king_pair_field, pawnless_symmetry, SliceIndexer, KING_PAIRS_PAWNFUL, SYMMETRY_TABLE,
@@ -67,372 +66,21 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Square};
 
+use super::checkpoint::{self, Checkpoints, Progress};
 use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
-    atomic_u64s, atomic_u8s, equal_mask, for_each_equal, for_each_equal_block, prefetch, release_bytes,
-    Deferred, DeferredLines, DeferredWords,
+    equal_mask, for_each_equal, for_each_equal_block, prefetch, release_bytes, Deferred, DeferredLines,
+    DeferredWords,
 };
 use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
+use super::state::{
+    decided, may_lose, undecided, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
+    MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE, S_NEXT, S_NO_LOSS,
+    S_WIN_EXIT_FAR, S_WON, WIN_EXIT_DIRECT,
+};
 use super::{SliceValuesRef, SolveError, Successors};
-
-// The state byte of an index.
-/// Not a position (left so by init).
-const S_ILLEGAL: u8 = 0;
-/// A draw, final.
-const S_DRAW: u8 = 1;
-/// Won for the side to move, final (its ply is in the log).
-const S_WON: u8 = 2;
-/// Lost for the side to move, final (its ply is in the log).
-const S_LOST: u8 = 3;
-/// Decided at the ply after the pass being run: the next frontier.
-const S_NEXT: u8 = 5;
-/// `8..=11`: undecided and may still be lost, with the two flags below.
-const S_MAY_LOSE: u8 = 8;
-/// Flag of [`S_MAY_LOSE`]: a move of it was found to lead to a win for the opponent in this
-/// ply; it is verified at the end of the ply.
-const F_CHANGED: u8 = 1;
-/// Flag of [`S_MAY_LOSE`]: it has a losing exit (looked up again if it is lost).
-const F_LOSS_EXIT: u8 = 2;
-/// `12`: undecided and cannot be lost (an exit holds the draw), no winning exit.
-/// `13..=126`: the same with a winning exit in `2 (code - 12) - 1` plies: it wins then unless
-/// it wins faster inside. `127`: the same, the exit's ply in the side map.
-const S_NO_LOSS: u8 = 12;
-const S_WIN_EXIT_FAR: u8 = 127;
-/// `128..=254`: decided at ply `code - 128` (won if odd, lost if even), not yet reached by the
-/// passes. `255`: the same, the ply in the side map.
-const S_LATER: u8 = 128;
-const S_LATER_FAR: u8 = 255;
-/// Plies below this are held in the byte of a position decided later; the others in the side
-/// map. This crate's tests make it small, so that they go through the side map too.
-const LATER_DIRECT: u32 = if cfg!(test) {
-    6
-} else {
-    (S_LATER_FAR - S_LATER) as u32
-};
-/// The same for winning exits, counted in exit codes (`(plies + 1) / 2`).
-const WIN_EXIT_DIRECT: u32 = if cfg!(test) {
-    3
-} else {
-    (S_WIN_EXIT_FAR - S_NO_LOSS) as u32
-};
-
-/// True if the position is undecided (may lose, or cannot lose).
-#[inline]
-fn undecided(v: u8) -> bool {
-    (S_MAY_LOSE..S_LATER).contains(&v)
-}
-
-#[inline]
-fn may_lose(v: u8) -> bool {
-    v & !3 == S_MAY_LOSE
-}
-
-/// The final state of a position decided at `plies`.
-#[inline]
-fn decided(plies: u32) -> u8 {
-    if plies % 2 == 1 {
-        S_WON
-    } else {
-        S_LOST
-    }
-}
-
-/// Indices per chunk of the per-chunk summaries.
-const CHUNK_SHIFT: u32 = 12;
-/// Distances a chunk's pending mask can flag; beyond, the whole slice is scanned at that distance.
-const MASK_LEVELS: u32 = 512;
-/// Indices per block of [`State::fine`].
-const FINE_SHIFT: u32 = 9;
-// The scan keeps a chunk's fine blocks as the bits of a word.
-const _: () = assert!(CHUNK_SHIFT - FINE_SHIFT <= 6);
-/// Slices of this many indices or more keep their log of plies in a temporary file (in this
-/// crate's tests, most of those they solve); a smaller slice's log, at most a byte per index,
-/// is in memory.
-pub const SPILL_FROM: usize = if cfg!(test) { 1 << 16 } else { 1 << 24 };
-/// Shards of the side map of plies too large for a byte.
-const FAR_SHARDS: usize = 64;
-
-/// The state of a slice being solved, with the summaries the passes need.
-struct State {
-    bytes: Vec<AtomicU8>,
-    /// Per chunk of 2^CHUNK_SHIFT indices, a bit per distance at which some index of the chunk
-    /// is decided other than through the pass before (mates, positions with only exits,
-    /// winning exits, losses slowed by an exit): those chunks are scanned at that distance.
-    pending: Vec<[AtomicU64; (MASK_LEVELS / 64) as usize]>,
-    /// Distances of MASK_LEVELS or more that have pending indices (rare: scanned whole).
-    far_pending: Mutex<BTreeSet<u32>>,
-    /// In slices with pawns solved by lines, the pending masks again, finer: per block of
-    /// 2^FINE_SHIFT indices, bit `d % 64` set if some index of the block waits for distance
-    /// `d`. The scan of a flagged chunk skips the bytes of its blocks whose bit is clear (in
-    /// KRPvKR, half of them). Empty otherwise.
-    fine: Vec<AtomicU64>,
-    /// Plies of [`S_WIN_EXIT_FAR`] and [`S_LATER_FAR`] indices, sharded by chunk.
-    far: Vec<Mutex<HashMap<u64, u32>>>,
-    /// Per chunk: 1 if it holds a [`F_CHANGED`] index to verify.
-    changed: Vec<AtomicU8>,
-    /// Per chunk: 1 if it holds an [`S_NEXT`] index.
-    next: Vec<AtomicU8>,
-    /// Largest distance assigned so far (final or pending): the passes run up to it.
-    horizon: AtomicU32,
-    /// For slices solved by lines (with a [`Geometry::line_man`]), a bit per index: set if the
-    /// index is [`S_WON`] or [`S_ILLEGAL`], a word per line (and, in slices without a
-    /// [`State::quiet`] bitmap, during the un-moves after a win from a large frontier, if it
-    /// was marked [`F_CHANGED`] then: cleared again before the verification). The
-    /// verification reads a successor line's word instead of its bytes, and the un-moves skip
-    /// such predecessors, which no mark can change. Set after init (illegal) and by the
-    /// frontier scans (won), each word by the one thread that owns its line then; read in the
-    /// other phases. Empty otherwise, and during init, which does not read it: allocated after
-    /// it ([`State::track_won`]), so that init's successor slices and the bitmap are not in
-    /// memory at once.
-    won: Vec<AtomicU64>,
-    /// For slices with pawns solved by lines, a bit per index, a word per line: set only if a
-    /// win among the index's successors changes nothing (it is not [`may_lose`], or it is
-    /// already [`F_CHANGED`]), so that the un-moves from a won frontier skip it before touching
-    /// its byte (most of their predecessors: those that cannot lose, those already changed).
-    /// A hint: a clear bit only costs that read. Bits are set after init, by the frontier
-    /// scans, by verification (each word by the thread that owns its line then) and by the
-    /// marks of changed positions, from any thread, as a plain load and store: two threads
-    /// storing into one word may lose one's bit, never set a bit that should be clear (no bit
-    /// is cleared in that phase). Cleared by verification when it clears [`F_CHANGED`]. Empty
-    /// otherwise: for pawnless slices, whose tables are large, the memory is not spent.
-    quiet: Vec<AtomicU64>,
-    /// For slices that keep [`State::quiet`], the positions a win among their successors
-    /// changed in the pass being run, in place of [`F_CHANGED`] (never set in their bytes): a
-    /// bit per index, a word per line, one bitmap per thread, each written only by its thread in
-    /// the un-moves (plain loads and stores, no bit lost), joined and cleared by the
-    /// verification, each word by the thread that owns its line. A bit is set only where
-    /// [`State::quiet`]'s is clear, so only for a position that may lose (a quiet bit lost by
-    /// two threads storing into one word is one set in that same phase, for a position already
-    /// changed).
-    ///
-    /// The same bitmaps hold, between a pass's un-moves or verification and the next pass's
-    /// scan, the positions set [`S_NEXT`] (then no bit is a changed position's): set by the
-    /// un-moves after a loss, each thread in its own bitmap, and by the verification, in the
-    /// first bitmap, by the thread that owns the line; taken and cleared by the scan, which
-    /// finds them there instead of in the bytes, and leaves their bytes [`S_NEXT`] (nothing
-    /// tells that from [`S_WON`] or [`S_LOST`] in such a slice: the won and quiet bitmaps do).
-    /// Empty otherwise.
-    changed_bits: Vec<Vec<AtomicU64>>,
-}
-
-impl State {
-    /// The state of the slice of `g` before its init: with [`State::fine`] masks if it has
-    /// pawns and is solved by lines.
-    fn of(g: &Geometry) -> State {
-        State::new(g.ix.size() as usize, !g.pawnless && g.line_man().is_some())
-    }
-
-    /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet,
-    /// and with [`State::fine`] masks if `fine`.
-    fn new(n: usize, fine: bool) -> State {
-        let chunks = n.div_ceil(1 << CHUNK_SHIFT);
-        let flags = || (0..chunks).map(|_| AtomicU8::new(0)).collect();
-        State {
-            bytes: atomic_u8s(n),
-            next: flags(),
-            pending: (0..chunks).map(|_| Default::default()).collect(),
-            far_pending: Default::default(),
-            fine: if fine {
-                atomic_u64s(n.div_ceil(1 << FINE_SHIFT))
-            } else {
-                Vec::new()
-            },
-            far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
-            changed: flags(),
-            horizon: AtomicU32::new(0),
-            won: Vec::new(),
-            quiet: Vec::new(),
-            changed_bits: Vec::new(),
-        }
-    }
-
-    /// After init, for a slice solved by lines: the [`State::won`] bitmap, its bits set for the
-    /// illegal indices, a line per word; and if `quiet`, the [`State::quiet`] bitmap, its bits
-    /// set for the indices that may not lose, and with `changed_bits` the
-    /// [`State::changed_bits`] of `threads`.
-    fn track_won(&mut self, threads: usize, quiet: bool, changed_bits: bool) -> Result<(), SolveError> {
-        let n = self.bytes.len();
-        self.won = atomic_u64s(n / 64);
-        if quiet {
-            self.quiet = atomic_u64s(n / 64);
-            if changed_bits {
-                self.changed_bits = (0..threads.max(1)).map(|_| atomic_u64s(n / 64)).collect();
-            }
-        }
-        let st = &*self;
-        // No byte is written meanwhile: the lines are tested 64 bytes at a time.
-        let may_lose_codes = [S_MAY_LOSE, S_MAY_LOSE + 1, S_MAY_LOSE + 2, S_MAY_LOSE + 3];
-        debug_assert!((0..=255).all(|v| may_lose(v) == may_lose_codes.contains(&v)));
-        for_each_chunk(n / 64, 1 << 12, threads, |words| {
-            for w in words {
-                st.won[w].store(equal_mask(&st.bytes, w * 64, [S_ILLEGAL]), Relaxed);
-                if quiet {
-                    st.quiet[w].store(!equal_mask(&st.bytes, w * 64, may_lose_codes), Relaxed);
-                }
-            }
-            Ok::<(), SolveError>(())
-        })
-    }
-
-    /// Word `w` of every thread's bitmap of [`State::changed_bits`], joined, the words cleared:
-    /// only by the thread that owns its line.
-    #[inline]
-    fn take_bits(&self, w: usize) -> u64 {
-        let mut joined = 0;
-        for bits in &self.changed_bits {
-            let b = bits[w].load(Relaxed);
-            if b != 0 {
-                joined |= b;
-                bits[w].store(0, Relaxed);
-            }
-        }
-        joined
-    }
-
-    /// Sets the bits `bits` of [`State::quiet`] in the word of index `i`, if it is kept.
-    #[inline]
-    fn set_quiet(&self, i: usize, bits: u64) {
-        if let Some(w) = self.quiet.get(i / 64) {
-            w.store(w.load(Relaxed) | bits, Relaxed);
-        }
-    }
-
-    /// Clears the bits `bits` of [`State::quiet`] in the word of index `i`, if it is kept: only
-    /// by the thread that owns its line.
-    #[inline]
-    fn clear_quiet(&self, i: usize, bits: u64) {
-        if let Some(w) = self.quiet.get(i / 64) {
-            w.store(w.load(Relaxed) & !bits, Relaxed);
-        }
-    }
-
-    /// The bits of [`State::won`] of the line from `base`.
-    #[inline]
-    fn won_line(&self, base: u64) -> Bitboard {
-        Bitboard(self.won[(base / 64) as usize].load(Relaxed))
-    }
-
-    /// Sets the bits `bits` of [`State::won`] in the word of index `i`: only by the thread that
-    /// owns its line.
-    #[inline]
-    fn set_won_bits(&self, i: usize, bits: u64) {
-        let w = &self.won[i / 64];
-        w.store(w.load(Relaxed) | bits, Relaxed);
-    }
-
-    #[inline]
-    fn get(&self, i: usize) -> u8 {
-        self.bytes[i].load(Relaxed)
-    }
-
-    #[inline]
-    fn set(&self, i: usize, v: u8) {
-        self.bytes[i].store(v, Relaxed);
-    }
-
-    fn far_shard(&self, i: usize) -> &Mutex<HashMap<u64, u32>> {
-        &self.far[(i >> CHUNK_SHIFT) % FAR_SHARDS]
-    }
-
-    /// The ply a `*_FAR` index waits for.
-    fn far_ply(&self, i: usize) -> u32 {
-        *self
-            .far_shard(i)
-            .lock()
-            .expect("far lock")
-            .get(&(i as u64))
-            .expect("a far index has its ply")
-    }
-
-    /// Sets a position decided in the pass of `plies - 1`: it joins the next frontier. Its bit
-    /// is set in `bits` too, if that is one of the [`State::changed_bits`] (empty: none), which
-    /// only this thread writes in this phase: the next scan takes them from there.
-    #[inline]
-    fn set_next(&self, i: usize, plies: u32, bits: &[AtomicU64]) {
-        self.set(i, S_NEXT);
-        if let Some(w) = bits.get(i / 64) {
-            w.store(w.load(Relaxed) | 1 << (i % 64), Relaxed);
-        }
-        // Stores to a shared line are dear: skip them when they would change nothing.
-        let flag = &self.next[i >> CHUNK_SHIFT];
-        if flag.load(Relaxed) == 0 {
-            flag.store(1, Relaxed);
-        }
-        if self.horizon.load(Relaxed) < plies {
-            self.horizon.fetch_max(plies, Relaxed);
-        }
-    }
-
-    /// Flags index `i` to be looked at when the passes reach distance `plies`.
-    #[inline(always)]
-    fn set_pending(&self, i: usize, plies: u32) {
-        if let Some(word) = self.fine.get(i >> FINE_SHIFT) {
-            let bit = 1u64 << (plies % 64);
-            if word.load(Relaxed) & bit == 0 {
-                word.fetch_or(bit, Relaxed);
-            }
-        }
-        if plies < MASK_LEVELS {
-            let word = &self.pending[i >> CHUNK_SHIFT][(plies / 64) as usize];
-            let bit = 1u64 << (plies % 64);
-            if word.load(Relaxed) & bit == 0 {
-                word.fetch_or(bit, Relaxed);
-            }
-        } else {
-            self.far_pending.lock().expect("far pending lock").insert(plies);
-        }
-        if self.horizon.load(Relaxed) < plies {
-            self.horizon.fetch_max(plies, Relaxed);
-        }
-    }
-
-    /// Sets a position decided at `plies`, a ply the passes have not reached: it joins the
-    /// frontier when they do.
-    #[inline]
-    fn set_later(&self, i: usize, plies: u32) {
-        if plies < LATER_DIRECT {
-            self.set(i, S_LATER + plies as u8);
-        } else {
-            self.set_far(i, S_LATER_FAR, plies);
-        }
-        self.set_pending(i, plies);
-    }
-
-    /// Sets code `far` at `i`, its ply kept in the side map.
-    fn set_far(&self, i: usize, far: u8, plies: u32) {
-        self.far_shard(i)
-            .lock()
-            .expect("far lock")
-            .insert(i as u64, plies);
-        self.set(i, far);
-    }
-
-    /// Sets an undecided position that cannot be lost and has a winning exit in `plies` (odd).
-    #[inline]
-    fn set_win_exit(&self, i: usize, plies: u32) {
-        let code = plies.div_ceil(2);
-        if code < WIN_EXIT_DIRECT {
-            self.set(i, S_NO_LOSS + code as u8);
-        } else {
-            self.set_far(i, S_WIN_EXIT_FAR, plies);
-        }
-        self.set_pending(i, plies);
-    }
-
-    /// The ply at which an index waiting in the pending masks is decided, if it still waits:
-    /// a position decided later, or a winning exit not overtaken.
-    #[inline]
-    fn waits_for(&self, i: usize, v: u8) -> Option<u32> {
-        match v {
-            S_LATER_FAR | S_WIN_EXIT_FAR => Some(self.far_ply(i)),
-            S_LATER.. => Some((v - S_LATER) as u32),
-            13..S_WIN_EXIT_FAR => Some(2 * (v - S_NO_LOSS) as u32 - 1),
-            _ => None,
-        }
-    }
-}
 
 /// Where a capture of one man of a pawnless slice leads: the successor slice and how this
 /// slice's men map onto its men.
@@ -500,18 +148,69 @@ pub fn solve_slice_into(
     changed_bits: bool,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
+    solve_slice_resumable(key, succ, (threads, changed_bits), None, sink)
+}
+
+/// [`solve_slice_into`] with `checkpoints`: the slice's state is written to a checkpoint in
+/// their folder at ply boundaries (see [`Checkpoints`]), and a slice that has a checkpoint there
+/// is resumed from it instead of solved from the start (a damaged one is discarded with a
+/// warning, and the slice solved from the start). The values are the same either way; the
+/// caller removes the slice's files ([`Checkpoints::remove`]) once its values are safe.
+pub fn solve_slice_resumable(
+    key: &SliceKey,
+    succ: &dyn Successors,
+    (threads, changed_bits): (usize, bool),
+    checkpoints: Option<&Checkpoints<'_>>,
+    sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
+) -> Result<(), SolveError> {
     let g = Geometry::new(key);
     let start = std::time::Instant::now();
-    let st = State::of(&g);
     let ctx = Context::new(&g, key, succ);
+    if let Some(c) = checkpoints {
+        match checkpoint::load(c, key, &g, threads, changed_bits) {
+            Ok(Some(resumed)) => {
+                info!(
+                    slice = %key,
+                    plies = resumed.at.plies,
+                    bytes = resumed.bytes,
+                    seconds = start.elapsed().as_secs_f64(),
+                    "resumed from its checkpoint"
+                );
+                let run = Run {
+                    threads,
+                    start,
+                    checkpoints,
+                };
+                return solve_passes(&ctx, resumed.state, resumed.log, resumed.at, &run, sink);
+            }
+            Ok(None) => {}
+            Err(why) => {
+                warn!(
+                    slice = %key,
+                    checkpoint = %c.checkpoint_path(key).display(),
+                    why,
+                    "discarded a damaged checkpoint: the slice is solved from the start"
+                );
+                c.remove(key);
+            }
+        }
+    }
+    let st = State::of(&g);
+    let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
 
     // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
-    // does not change the result.
+    // does not change the result. A stop asked for meanwhile ends it (nothing to checkpoint).
     match promotion_order(&g) {
         None => for_each_chunk(st.bytes.len(), 1 << CHUNK_SHIFT, threads, |range| {
+            if stopped() {
+                return Err(SolveError::Interrupted);
+            }
             init_range(&ctx, &st, range)
         })?,
         Some(units) => for_each_chunk(units.len(), UNITS_A_THREAD, threads, |range| {
+            if stopped() {
+                return Err(SolveError::Interrupted);
+            }
             for u in &units[range] {
                 init_range(&ctx, &st, u.clone())?;
             }
@@ -519,7 +218,14 @@ pub fn solve_slice_into(
         })?,
     }
     let init_seconds = start.elapsed().as_secs_f64();
-    solve_initialised(&ctx, st, (threads, changed_bits), (start, init_seconds), sink)
+    solve_initialised(
+        &ctx,
+        st,
+        (threads, changed_bits),
+        (start, init_seconds),
+        checkpoints,
+        sink,
+    )
 }
 
 /// True if slices `keys` are worth solving with [`solve_slices_into`]: two or more slices with
@@ -602,6 +308,7 @@ pub fn solve_slices_into(
             st,
             (per_slice, changed_bits),
             (started, init_seconds),
+            None,
             sink,
         )
     };
@@ -616,29 +323,76 @@ pub fn solve_slices_into(
 
 /// The rest of [`solve_slice_into`] once the slice's state is inited: the passes, on `threads`
 /// threads, and the values out into `sink`. `start` is when the slice's solving began, for its
-/// log (its init took `init_seconds`).
+/// log (its init took `init_seconds`). With `checkpoints`, the log of plies is kept in their
+/// folder and checkpoints are written ([`Checkpoints`]).
 fn solve_initialised(
     ctx: &Context<'_>,
     mut st: State,
     (threads, changed_bits): (usize, bool),
     (start, init_seconds): (std::time::Instant, f64),
+    checkpoints: Option<&Checkpoints<'_>>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
+    let g = ctx.g;
+    let n = g.ix.size() as usize;
+    let tracked = std::time::Instant::now();
+    if g.line_man().is_some() {
+        st.track_won(threads, !g.pawnless, changed_bits)?;
+    }
+    let init_seconds = init_seconds + tracked.elapsed().as_secs_f64();
+    let log = match checkpoints {
+        Some(c) => DtmLog::in_file(&c.log_path(&ctx.key)).map_err(SolveError::Scratch)?,
+        None => DtmLog::new(n >= SPILL_FROM),
+    };
+    let at = Progress {
+        init_seconds,
+        ..Progress::default()
+    };
+    let run = Run {
+        threads,
+        start,
+        checkpoints,
+    };
+    solve_passes(ctx, st, log, at, &run, sink)
+}
+
+/// How a slice's passes are run: on `threads` threads, begun at `start` (for its log), with
+/// `checkpoints` if any.
+struct Run<'a> {
+    threads: usize,
+    start: std::time::Instant,
+    checkpoints: Option<&'a Checkpoints<'a>>,
+}
+
+/// The retrograde passes of a slice from its state `st` and log of plies `log` as they stand
+/// at `at` (after its init, or at a checkpoint), then its values out into `sink`.
+fn solve_passes(
+    ctx: &Context<'_>,
+    mut st: State,
+    mut log: DtmLog,
+    at: Progress,
+    run: &Run<'_>,
+    sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
+) -> Result<(), SolveError> {
+    let Run {
+        threads,
+        start,
+        checkpoints,
+    } = *run;
     let g = ctx.g;
     let key = &ctx.key;
     let n = g.ix.size() as usize;
     let line_man = g.line_man();
-    let tracked = std::time::Instant::now();
-    if line_man.is_some() {
-        st.track_won(threads, !g.pawnless, changed_bits)?;
-    }
-    let init_seconds = init_seconds + tracked.elapsed().as_secs_f64();
+    let Progress {
+        mut plies,
+        init_seconds,
+        mut scan_seconds,
+        mut unmove_seconds,
+        mut verify_seconds,
+    } = at;
+    let mut last_checkpoint = std::time::Instant::now();
 
     // 2. Retrograde passes, one per ply.
-    let mut log = DtmLog::new(n >= SPILL_FROM);
-    let mut plies: u32 = 0;
-    // Seconds spent finding the frontiers, un-moving from them and verifying changed positions.
-    let (mut scan_seconds, mut unmove_seconds, mut verify_seconds) = (0.0, 0.0, 0.0);
     let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
     debug_assert!(chunks_per_segment << CHUNK_SHIFT == SEG_INDICES);
     while plies <= st.horizon.load(Relaxed) {
@@ -980,6 +734,31 @@ fn solve_initialised(
         }
         verify_seconds += phase.elapsed().as_secs_f64();
         plies += 1;
+        if let Some(c) = checkpoints {
+            let stop = c.stopped();
+            if stop || last_checkpoint.elapsed() >= c.every {
+                let at = Progress {
+                    plies,
+                    init_seconds,
+                    scan_seconds,
+                    unmove_seconds,
+                    verify_seconds,
+                };
+                let phase = std::time::Instant::now();
+                let bytes = checkpoint::save(c, key, &mut st, &log, &at, threads)?;
+                info!(
+                    slice = %key,
+                    plies,
+                    bytes,
+                    seconds = phase.elapsed().as_secs_f64(),
+                    "checkpoint written"
+                );
+                last_checkpoint = std::time::Instant::now();
+                if stop {
+                    return Err(SolveError::Interrupted);
+                }
+            }
+        }
     }
     debug!(
         slice = %key,
@@ -1832,6 +1611,7 @@ mod tests {
     use super::*;
     use crate::solver::reference::solve_slice_reference;
     use crate::tables::SliceMap;
+    use std::sync::atomic::AtomicBool;
 
     fn max_plies(values: &[u16], side: usize) -> u16 {
         let half = values.len() / 2;
@@ -2135,6 +1915,169 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Solves `key` (its successors in `map`) with a checkpoint at every ply: the first run is
+    /// stopped once its first checkpoint is on disk, and every run after it is asked to stop
+    /// from its start, so that it resumes from the last checkpoint, runs one ply and writes
+    /// the next; the runs alternate between 1 and 2 threads. Returns the values and the runs.
+    fn solve_resumed_at_every_ply(key: SliceKey, map: &SliceMap, changed_bits: bool) -> (Vec<u16>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let c = Checkpoints {
+            dir: dir.path(),
+            every: std::time::Duration::ZERO,
+            stop: &stop,
+        };
+        let mut runs = 0;
+        loop {
+            let mut values = Vec::new();
+            let threads = 1 + runs % 2;
+            let solved = std::thread::scope(|s| {
+                if runs == 0 {
+                    let (path, stop) = (c.checkpoint_path(&key), &stop);
+                    s.spawn(move || {
+                        let start = std::time::Instant::now();
+                        while !path.exists() && start.elapsed().as_secs() < 60 {
+                            std::thread::sleep(std::time::Duration::from_micros(100));
+                        }
+                        stop.store(true, Relaxed);
+                    });
+                }
+                solve_slice_resumable(&key, map, (threads, changed_bits), Some(&c), &mut |v| {
+                    values.extend_from_slice(v);
+                    Ok(())
+                })
+            });
+            runs += 1;
+            match solved {
+                Ok(()) => return (values, runs),
+                Err(SolveError::Interrupted) => {
+                    assert!(values.is_empty(), "{key}: values out of a stopped run");
+                    assert!(
+                        c.checkpoint_path(&key).exists(),
+                        "{key}: stopped without a checkpoint"
+                    );
+                    stop.store(true, Relaxed);
+                }
+                Err(e) => panic!("{key}: {e}"),
+            }
+            assert!(runs < 2000, "{key}: no end");
+        }
+    }
+
+    /// A slice stopped at every ply and resumed from its checkpoint each time, on 1 and 2
+    /// threads in turn, gets the values it gets solved in one go: pawnless by lines (the won
+    /// bitmap), without a line man, and with pawns by lines with and without the bitmaps of
+    /// changed positions (joined into one in the checkpoint).
+    #[test]
+    fn slices_resumed_from_a_checkpoint_at_every_ply_get_their_values() {
+        let mut map = SliceMap::new();
+        for name in ["KQvK", "KRvK", "KBvK", "KNvK", "KPvK", "KBBvK", "KRPvK"] {
+            for key in SliceKey::all_of(name.parse().unwrap()) {
+                solve_into(key, &mut map);
+            }
+        }
+        let pawnless = SliceKey::pawnless("KRvK".parse().unwrap());
+        assert!(Geometry::new(&pawnless).line_man().is_some());
+        let no_line = SliceKey::pawnless("KBBvK".parse().unwrap());
+        assert!(Geometry::new(&no_line).line_man().is_none());
+        let with_pawns = SliceKey::all_of("KRPvK".parse().unwrap())
+            .into_iter()
+            .max_by_key(|k| SliceIndexer::new(*k).size())
+            .unwrap();
+        assert!(Geometry::new(&with_pawns).line_man().is_some());
+        for (key, changed_bits) in [
+            (pawnless, true),
+            (no_line, true),
+            (with_pawns, true),
+            (with_pawns, false),
+        ] {
+            let whole = solve_slice(&key, &map, 2).unwrap();
+            let (resumed, runs) = solve_resumed_at_every_ply(key, &map, changed_bits);
+            assert!(runs >= 8, "{key}: only {runs} runs");
+            assert!(
+                resumed == whole,
+                "{key} (changed bits {changed_bits}): resumed {runs} times, other values"
+            );
+        }
+    }
+
+    /// A checkpoint is trusted only whole: a flipped byte, a cut file, a log of plies cut
+    /// short, or another slice's checkpoint are refused with the reason, and the slice is then
+    /// solved from the start to the same values.
+    #[test]
+    fn damaged_or_foreign_checkpoints_are_refused() {
+        let map = SliceMap::new();
+        let key = SliceKey::pawnless("KQvK".parse().unwrap());
+        let g = Geometry::new(&key);
+        let whole = solve_slice(&key, &map, 2).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let c = Checkpoints {
+            dir: dir.path(),
+            every: std::time::Duration::ZERO,
+            stop: &stop,
+        };
+        // A checkpoint after the first ply: the second run of a stopped build.
+        let (_, _) = solve_resumed_at_every_ply(key, &map, true);
+        let stopped_after_a_ply = || {
+            c.remove(&key);
+            stop.store(false, Relaxed);
+            let path = c.checkpoint_path(&key);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !path.exists() {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                    stop.store(true, Relaxed);
+                });
+                let r = solve_slice_resumable(&key, &map, (2, true), Some(&c), &mut |_| Ok(()));
+                assert!(matches!(r, Err(SolveError::Interrupted)), "{r:?}");
+            });
+            std::fs::read(&path).unwrap()
+        };
+        let good = stopped_after_a_ply();
+        assert!(checkpoint::load(&c, &key, &g, 2, true).unwrap().is_some());
+        let reason = |c: &Checkpoints<'_>| match checkpoint::load(c, &key, &g, 1, true) {
+            Err(why) => why,
+            Ok(r) => panic!("accepted: {:?}", r.map(|r| r.at)),
+        };
+        let path = c.checkpoint_path(&key);
+        let mut flipped = good.clone();
+        flipped[good.len() / 2] ^= 0x10;
+        std::fs::write(&path, &flipped).unwrap();
+        assert!(reason(&c).contains("hash"), "{}", reason(&c));
+        std::fs::write(&path, &good[..good.len() - 100]).unwrap();
+        assert!(reason(&c).contains("hash"), "{}", reason(&c));
+        std::fs::write(&path, &good[..10]).unwrap();
+        assert!(reason(&c).contains("hash"), "{}", reason(&c));
+        std::fs::write(&path, &good).unwrap();
+        let log = std::fs::read(c.log_path(&key)).unwrap();
+        std::fs::write(c.log_path(&key), &log[..log.len() / 2]).unwrap();
+        assert!(reason(&c).contains("log"), "{}", reason(&c));
+        std::fs::write(c.log_path(&key), &log).unwrap();
+        // Another slice's checkpoint under this slice's name.
+        let other = SliceKey::pawnless("KRvK".parse().unwrap());
+        std::fs::rename(&path, c.checkpoint_path(&other)).unwrap();
+        std::fs::rename(c.log_path(&key), c.log_path(&other)).unwrap();
+        match checkpoint::load(&c, &other, &Geometry::new(&other), 1, true) {
+            Err(why) => assert!(why.contains("another slice"), "{why}"),
+            Ok(r) => panic!("another slice's checkpoint accepted: {:?}", r.map(|r| r.at)),
+        }
+        std::fs::rename(c.checkpoint_path(&other), &path).unwrap();
+        std::fs::rename(c.log_path(&other), c.log_path(&key)).unwrap();
+        assert!(checkpoint::load(&c, &key, &g, 1, true).unwrap().is_some());
+        // Damaged, then solved from the start: its values.
+        std::fs::write(&path, &flipped).unwrap();
+        stop.store(false, Relaxed);
+        let mut values = Vec::new();
+        solve_slice_resumable(&key, &map, (2, true), Some(&c), &mut |v| {
+            values.extend_from_slice(v);
+            Ok(())
+        })
+        .unwrap();
+        assert!(values == whole);
     }
 
     #[test]
