@@ -366,6 +366,11 @@ pub const LARGE_SLICE: u64 = 1 << 28;
 /// tables at the default compression (0.27 and 0.33).
 pub const TABLE_BYTES_PER_POSITION: f64 = 0.33;
 
+/// Bytes of a build folder per position of the largest slice solved with checkpoints, for
+/// [`plan_build`]'s estimate: KRNvKNN's log of plies (2.52 GB, 0.33 a position) and a checkpoint
+/// of its state (925 MB at ply 137, 0.12 a position; two at once while one replaces the other).
+pub const SCRATCH_BYTES_PER_POSITION: f64 = 0.33 + 2.0 * 0.12;
+
 /// One material of [`BuildPlan`].
 #[derive(Clone, Debug, Serialize)]
 pub struct PlannedMaterial {
@@ -399,6 +404,10 @@ pub struct BuildPlan {
     pub fits: bool,
     /// Estimated bytes of the table files to write ([`TABLE_BYTES_PER_POSITION`]).
     pub disk_bytes: u64,
+    /// Estimated bytes the build's folders hold at most besides the tables: a log of plies and
+    /// checkpoints of the largest slice ([`SCRATCH_BYTES_PER_POSITION`]), deleted as each table
+    /// is written.
+    pub scratch_bytes: u64,
     /// Estimated seconds ([`POSITIONS_PER_THREAD_SECOND`] a thread, or
     /// [`LARGE_POSITIONS_PER_THREAD_SECOND`] for a material of large slices).
     pub seconds: f64,
@@ -450,6 +459,8 @@ pub fn plan_build(
         budget_bytes: memory,
         fits: materials.iter().all(|m| m.fits),
         disk_bytes: (positions as f64 * TABLE_BYTES_PER_POSITION) as u64,
+        scratch_bytes: (to_build().map(|m| m.largest_slice).max().unwrap_or(0) as f64
+            * SCRATCH_BYTES_PER_POSITION) as u64,
         seconds: thread_seconds / threads.max(1) as f64,
         threads,
         materials,
@@ -476,11 +487,12 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
         );
     }
     out += &format!(
-        "estimate: memory {} (budget {}{}), disk {}, about {} on {} thread(s)\n",
+        "estimate: memory {} (budget {}{}), disk {} (and up to {} of checkpoints while building), about {} on {} thread(s)\n",
         human_bytes(p.memory_bytes),
         human_bytes(p.budget_bytes),
         if p.fits { "" } else { ", NOT enough" },
         human_bytes(p.disk_bytes),
+        human_bytes(p.scratch_bytes),
         human_seconds(p.seconds),
         p.threads
     );

@@ -42,7 +42,8 @@ pub struct Checkpoints<'a> {
     /// checkpoints): the build's folder of the material.
     pub dir: &'a Path,
     /// A checkpoint is written at the first ply boundary at least this long after the last
-    /// one, or after the slice's init (`Duration::ZERO`: at every ply boundary).
+    /// one, or after the slice's start (or its resumption): `Duration::ZERO`, at every ply
+    /// boundary.
     pub every: Duration,
     /// When set (by a signal handler, say), the solver writes a checkpoint at the next ply
     /// boundary and returns [`SolveError::Interrupted`]; during the init, which cannot be

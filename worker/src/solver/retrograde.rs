@@ -382,7 +382,6 @@ fn solve_passes(
     let g = ctx.g;
     let key = &ctx.key;
     let n = g.ix.size() as usize;
-    let line_man = g.line_man();
     let Progress {
         mut plies,
         init_seconds,
@@ -390,11 +389,10 @@ fn solve_passes(
         mut unmove_seconds,
         mut verify_seconds,
     } = at;
-    let mut last_checkpoint = std::time::Instant::now();
+    // The first checkpoint counts from the slice's start: a long init is covered too.
+    let mut last_checkpoint = start;
 
     // 2. Retrograde passes, one per ply.
-    let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
-    debug_assert!(chunks_per_segment << CHUNK_SHIFT == SEG_INDICES);
     while plies <= st.horizon.load(Relaxed) {
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
@@ -403,334 +401,23 @@ fn solve_passes(
         // other than through it (scan the chunks flagged for it), set final here. Recorded in
         // the log, and un-moved from below.
         let phase = std::time::Instant::now();
-        let scan_all =
-            plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
-        let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
-        let segments = n.div_ceil(SEG_INDICES);
-        log.begin_ply(segments);
-        let in_frontier = AtomicU64::new(0);
-        let now = decided(plies);
-        // The codes of the positions that wait for this ply (see `State::waits_for`): decided
-        // later at it, or with a winning exit at it, in the byte or in the side map. Other
-        // pending positions of a flagged chunk wait for other plies: not looked at.
-        let later = (plies < LATER_DIRECT).then(|| S_LATER + plies as u8);
-        let win_exit = (plies % 2 == 1 && plies.div_ceil(2) < WIN_EXIT_DIRECT)
-            .then(|| S_NO_LOSS + plies.div_ceil(2) as u8);
-        let waiting = [
-            S_NEXT,
-            S_LATER_FAR,
-            S_WIN_EXIT_FAR,
-            later.unwrap_or(S_NEXT),
-            win_exit.unwrap_or(S_NEXT),
-        ];
-        // The same but S_NEXT, when the S_NEXT positions are in bitmaps.
-        let waiting_bytes = [
-            S_LATER_FAR,
-            S_WIN_EXIT_FAR,
-            later.unwrap_or(S_LATER_FAR),
-            win_exit.unwrap_or(S_LATER_FAR),
-        ];
-        let fine_bit = 1u64 << (plies % 64);
-        // A segment is scanned by one thread, which alone writes its bytes meanwhile.
-        for_each_chunk(segments, 1, threads, |range| {
-            for s in range {
-                let first = s * SEG_INDICES;
-                let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
-                let chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
-                let mut any = 0u64;
-                for c in chunks {
-                    let pending = scan_all
-                        || plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
-                    let next = st.next[c].swap(0, Relaxed) != 0;
-                    if !pending && !next {
-                        continue;
-                    }
-                    // Only S_NEXT, and when pending the codes that wait for this ply, can join.
-                    let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                    // The positions `joined` of the 64 from `b` (a multiple of 64: chunks start on
-                    // one) join the frontier: recorded in the log, the words of the bitmaps set
-                    // once. Their bytes are set by the caller.
-                    let mut record = |b: usize, joined: u64| {
-                        debug_assert!(b.is_multiple_of(64));
-                        if joined == 0 {
-                            return;
-                        }
-                        let mut m = joined;
-                        while m != 0 {
-                            enc.push(b - first + m.trailing_zeros() as usize);
-                            m &= m - 1;
-                        }
-                        if now == S_WON && line_man.is_some() {
-                            st.set_won_bits(b, joined);
-                        }
-                        st.set_quiet(b, joined);
-                        any += u64::from(joined.count_ones());
-                    };
-                    // A block of 64 indices from `b` at a time, the indices of `m` tested.
-                    let mut join = |b: usize, mut m: u64| {
-                        let mut joined = 0u64;
-                        while m != 0 {
-                            let i = b + m.trailing_zeros() as usize;
-                            m &= m - 1;
-                            let v = st.get(i);
-                            if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
-                                st.set(i, now);
-                                joined |= 1 << (i - b);
-                            }
-                        }
-                        record(b, joined);
-                    };
-                    // Whether the block of [`State::fine`] holding index `b` may hold positions
-                    // that wait for this ply (when the chunk is flagged for it).
-                    let fine_pending = |b: usize| {
-                        scan_all
-                            || st
-                                .fine
-                                .get(b >> FINE_SHIFT)
-                                .is_none_or(|w| w.load(Relaxed) & fine_bit != 0)
-                    };
-                    if st.changed_bits.is_empty() {
-                        if !pending {
-                            for_each_equal_block(&st.bytes, chunk, [S_NEXT], &mut join);
-                        } else if st.fine.is_empty() {
-                            for_each_equal_block(&st.bytes, chunk, waiting, &mut join);
-                        } else {
-                            for b in chunk.step_by(1 << FINE_SHIFT) {
-                                let block = b..(b + (1 << FINE_SHIFT)).min(n);
-                                if fine_pending(b) {
-                                    for_each_equal_block(&st.bytes, block, waiting, &mut join);
-                                } else if next {
-                                    for_each_equal_block(&st.bytes, block, [S_NEXT], &mut join);
-                                }
-                            }
-                        }
-                        continue;
-                    }
-                    // With the bitmaps of [`State::changed_bits`]: the S_NEXT positions are
-                    // their bits (taken and cleared), and their bytes are left as they are (no
-                    // phase tells S_NEXT from S_WON or S_LOST in such a slice: the won bitmap
-                    // and the quiet one do); only the pending positions are looked for in the
-                    // bytes (a chunk that is only flagged next: none).
-                    debug_assert!(chunk.start.is_multiple_of(64) && chunk.end.is_multiple_of(64));
-                    // The chunk's fine blocks whose bytes are tested, a bit each (none unless
-                    // the chunk is flagged for this ply).
-                    let mut tested = 0u64;
-                    if pending {
-                        for (k, b) in chunk.clone().step_by(1 << FINE_SHIFT).enumerate() {
-                            if fine_pending(b) {
-                                tested |= 1 << k;
-                            }
-                        }
-                    }
-                    // Their bytes asked for at once, so that the reads overlap (a chunk is a
-                    // page: the hardware's prefetch would start afresh in it). KRPvKR's scans
-                    // on 1 thread: 4.2-4.3 s -> 4.0-4.1 s.
-                    for k in Bitboard(tested) {
-                        let b = chunk.start + (k.index() << FINE_SHIFT);
-                        for line in (b..(b + (1 << FINE_SHIFT)).min(chunk.end)).step_by(64) {
-                            prefetch(&st.bytes, line);
-                        }
-                    }
-                    for b in chunk.clone().step_by(64) {
-                        let mut joined = st.take_bits(b / 64);
-                        if tested >> ((b - chunk.start) >> FINE_SHIFT) & 1 != 0 {
-                            let mut m = equal_mask(&st.bytes, b, waiting_bytes);
-                            while m != 0 {
-                                let i = b + m.trailing_zeros() as usize;
-                                m &= m - 1;
-                                if st.waits_for(i, st.get(i)) == Some(plies) {
-                                    st.set(i, now);
-                                    joined |= 1 << (i - b);
-                                }
-                            }
-                        }
-                        debug_assert!(Bitboard(joined).into_iter().all(|q| {
-                            let v = st.get(b + q.index());
-                            v == S_NEXT || v == now
-                        }));
-                        record(b, joined);
-                    }
-                }
-                in_frontier.fetch_add(any, Relaxed);
-                log.record_segment(s, &enc.finish())
-                    .map_err(SolveError::Scratch)?;
-            }
-            Ok::<(), SolveError>(())
-        })?;
-        log.end_ply(plies);
+        let frontier = scan_frontier(ctx, &st, &mut log, plies, threads)?;
         scan_seconds += phase.elapsed().as_secs_f64();
-        let phase = std::time::Instant::now();
         if n >= SPILL_FROM {
             debug!(
                 slice = %key,
                 plies,
-                frontier = in_frontier.load(Relaxed),
+                frontier,
                 seconds = start.elapsed().as_secs_f64(),
                 "pass"
             );
         }
-        // Un-move from the frontier, read back from its encoding. What an un-move does to its
-        // predecessor does not depend on the order: predecessors are queued and prefetched a
-        // few at a time, so that their reads overlap.
-        let lost_here = plies.is_multiple_of(2);
-        // Slices with a won bitmap but no quiet one (pawnless, by lines), after a win: a changed
-        // position's won bit stands in for a quiet bit until the verification, so that the
-        // un-moves skip it from then on; the bits are cleared before the verification by a scan
-        // of the chunks with changed positions. Only in a ply whose frontier is large for the
-        // slice (a position per 128 indices): a small frontier saves fewer reads than that scan
-        // costs (KRNvKNN, 524 plies: verification 158 s to 197 s with the bits in every ply).
-        // Either way the same positions are changed.
-        let hold_won = !lost_here
-            && st.quiet.is_empty()
-            && !st.won.is_empty()
-            && in_frontier.load(Relaxed) >= n as u64 / 128;
-        // The mark of predecessor `p` by a thread whose bitmap of [`State::changed_bits`] is
-        // `mine` (empty if none are kept).
-        let mark_on = |mine: &'_ [AtomicU64], p: usize| {
-            let v = st.get(p);
-            if lost_here {
-                // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
-                if undecided(v) {
-                    st.set_next(p, plies + 1, mine);
-                }
-            } else if may_lose(v) && v & F_CHANGED == 0 {
-                st.set(p, v | F_CHANGED);
-                st.set_quiet(p, 1 << (p % 64));
-                if hold_won {
-                    let w = &st.won[p / 64];
-                    w.store(w.load(Relaxed) | 1 << (p % 64), Relaxed);
-                }
-                // As in `set_next`: no store to a shared line that would change nothing.
-                let flag = &st.changed[p >> CHUNK_SHIFT];
-                if flag.load(Relaxed) == 0 {
-                    flag.store(1, Relaxed);
-                }
-            }
-        };
-        let skip = if lost_here || st.quiet.is_empty() {
-            &st.won
-        } else {
-            &st.quiet
-        };
-        // After a win, with the changed positions kept as bits: a line's predecessors changed
-        // at once, a word of bits, where their quiet bits are clear.
-        let by_bits = !lost_here && !st.changed_bits.is_empty();
-        for_each_chunk_on(segments, 1, threads, |thread, range| {
-            let mut queue = Deferred::new();
-            let mut lines = DeferredLines::new();
-            let mut words = DeferredWords::new();
-            let mine: &[AtomicU64] = st.changed_bits.get(thread).map_or(&[], |b| &b[..]);
-            let mut mark = |p: usize| mark_on(mine, p);
-            let mut mark_word = |w: usize, bits: u64| {
-                let quiet = &st.quiet[w];
-                let q = quiet.load(Relaxed);
-                let new = bits & !q;
-                if new != 0 {
-                    quiet.store(q | new, Relaxed);
-                    mine[w].store(mine[w].load(Relaxed) | new, Relaxed);
-                    let flag = &st.changed[(w * 64) >> CHUNK_SHIFT];
-                    if flag.load(Relaxed) == 0 {
-                        flag.store(1, Relaxed);
-                    }
-                }
-            };
-            let mut encoded = Vec::new();
-            for s in range {
-                let first = s * SEG_INDICES;
-                log.read_segment(plies, s, &mut encoded)
-                    .map_err(SolveError::Scratch)?;
-                // By lines of 64: the frontier positions of a line un-moved at once. Predecessors
-                // that no mark changes are skipped: won and illegal ones, and after a win the
-                // quiet ones.
-                match line_man {
-                    Some(l) if by_bits => unmove_lines(g, l, first, &encoded, |p, squares| {
-                        words.push(&st.quiet, mine, p as usize / 64, squares.0, &mut mark_word)
-                    }),
-                    Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| {
-                        lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
-                    }),
-                    None => for_each_offset(&encoded, |o| {
-                        let j = (first + o) as u64;
-                        let d = g.decode(j).expect("a decided index is a position");
-                        g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
-                    }),
-                }
-            }
-            queue.drain(&mut mark);
-            lines.drain(skip, &st.bytes, &mut mark);
-            words.drain(&mut mark_word);
-            Ok::<(), SolveError>(())
-        })?;
+        let phase = std::time::Instant::now();
+        let hold_won = unmove_frontier(ctx, &st, &log, plies, frontier, threads)?;
         unmove_seconds += phase.elapsed().as_secs_f64();
         let phase = std::time::Instant::now();
-        if !lost_here {
-            let changed = [S_MAY_LOSE | F_CHANGED, S_MAY_LOSE | F_CHANGED | F_LOSS_EXIT];
-            if hold_won {
-                // The won bits the marks set for changed positions are cleared: the
-                // verification reads them exact. A bit lost by two threads storing into one
-                // word was one of those (the bits of won and illegal positions were set in
-                // other phases), so each is either set and cleared here, or not set.
-                for_each_chunk(st.changed.len(), 4, threads, |chunks| {
-                    for c in chunks.filter(|&c| st.changed[c].load(Relaxed) != 0) {
-                        let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                        for_each_equal_block(&st.bytes, chunk, changed, |b, m| {
-                            let w = &st.won[b / 64];
-                            w.store(w.load(Relaxed) & !m, Relaxed);
-                        });
-                    }
-                    Ok::<(), SolveError>(())
-                })?;
-            }
-            // Verify the changed positions: lost if every inside move leads to a win. A group
-            // of chunks is verified by one thread, which alone writes its bytes meanwhile.
-            for_each_chunk(st.changed.len(), 4, threads, |chunks| {
-                for c in chunks {
-                    if st.changed[c].swap(0, Relaxed) == 0 {
-                        continue;
-                    }
-                    let mut result = Ok(());
-                    let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
-                    match line_man {
-                        // The changed positions as bits: a word of each thread's bitmap, a line.
-                        Some(l) if !st.changed_bits.is_empty() => {
-                            let words = chunk.start / 64..chunk.end / 64;
-                            for w in words {
-                                let at = st.take_bits(w);
-                                if at != 0 && result.is_ok() {
-                                    result = verify_line(ctx, &st, l, w * 64, at, plies);
-                                }
-                            }
-                        }
-                        // By lines of 64: the changed positions of a line verified at once.
-                        Some(l) => {
-                            let (mut base, mut at) = (usize::MAX, 0u64);
-                            for_each_equal(&st.bytes, chunk, changed, |i| {
-                                let v = st.get(i);
-                                if may_lose(v) && v & F_CHANGED != 0 {
-                                    if i & !63 != base {
-                                        if at != 0 && result.is_ok() {
-                                            result = verify_line(ctx, &st, l, base, at, plies);
-                                        }
-                                        (base, at) = (i & !63, 0);
-                                    }
-                                    at |= 1 << (i & 63);
-                                }
-                            });
-                            if at != 0 && result.is_ok() {
-                                result = verify_line(ctx, &st, l, base, at, plies);
-                            }
-                        }
-                        None => for_each_equal(&st.bytes, chunk, changed, |i| {
-                            let v = st.get(i);
-                            if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
-                                result = verify(ctx, &st, i, v, plies);
-                            }
-                        }),
-                    }
-                    result?;
-                }
-                Ok::<(), SolveError>(())
-            })?;
+        if plies % 2 == 1 {
+            verify_changed(ctx, &st, plies, hold_won, threads)?;
         }
         verify_seconds += phase.elapsed().as_secs_f64();
         plies += 1;
@@ -772,6 +459,377 @@ fn solve_passes(
         "slice solved"
     );
 
+    write_values(st, &log, threads, sink)
+}
+
+/// The scan of ply `plies`: the positions decided in the pass before, and those decided at this
+/// ply other than through it (the chunks flagged for it), set final and recorded in `log`.
+/// Returns how many joined the frontier.
+fn scan_frontier(
+    ctx: &Context<'_>,
+    st: &State,
+    log: &mut DtmLog,
+    plies: u32,
+    threads: usize,
+) -> Result<u64, SolveError> {
+    let n = ctx.g.ix.size() as usize;
+    let line_man = ctx.g.line_man();
+    let chunks_per_segment = SEG_INDICES >> CHUNK_SHIFT;
+    debug_assert!(chunks_per_segment << CHUNK_SHIFT == SEG_INDICES);
+    let scan_all = plies >= MASK_LEVELS && st.far_pending.lock().expect("far pending lock").contains(&plies);
+    let (mask_word, mask_bit) = ((plies / 64) as usize % 8, 1u64 << (plies % 64));
+    let segments = n.div_ceil(SEG_INDICES);
+    log.begin_ply(segments);
+    let in_frontier = AtomicU64::new(0);
+    let now = decided(plies);
+    // The codes of the positions that wait for this ply (see `State::waits_for`): decided
+    // later at it, or with a winning exit at it, in the byte or in the side map. Other
+    // pending positions of a flagged chunk wait for other plies: not looked at.
+    let later = (plies < LATER_DIRECT).then(|| S_LATER + plies as u8);
+    let win_exit =
+        (plies % 2 == 1 && plies.div_ceil(2) < WIN_EXIT_DIRECT).then(|| S_NO_LOSS + plies.div_ceil(2) as u8);
+    let waiting = [
+        S_NEXT,
+        S_LATER_FAR,
+        S_WIN_EXIT_FAR,
+        later.unwrap_or(S_NEXT),
+        win_exit.unwrap_or(S_NEXT),
+    ];
+    // The same but S_NEXT, when the S_NEXT positions are in bitmaps.
+    let waiting_bytes = [
+        S_LATER_FAR,
+        S_WIN_EXIT_FAR,
+        later.unwrap_or(S_LATER_FAR),
+        win_exit.unwrap_or(S_LATER_FAR),
+    ];
+    let fine_bit = 1u64 << (plies % 64);
+    // A segment is scanned by one thread, which alone writes its bytes meanwhile.
+    for_each_chunk(segments, 1, threads, |range| {
+        for s in range {
+            let first = s * SEG_INDICES;
+            let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
+            let chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
+            let mut any = 0u64;
+            for c in chunks {
+                let pending =
+                    scan_all || plies < MASK_LEVELS && st.pending[c][mask_word].load(Relaxed) & mask_bit != 0;
+                let next = st.next[c].swap(0, Relaxed) != 0;
+                if !pending && !next {
+                    continue;
+                }
+                // Only S_NEXT, and when pending the codes that wait for this ply, can join.
+                let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+                // The positions `joined` of the 64 from `b` (a multiple of 64: chunks start on
+                // one) join the frontier: recorded in the log, the words of the bitmaps set
+                // once. Their bytes are set by the caller.
+                let mut record = |b: usize, joined: u64| {
+                    debug_assert!(b.is_multiple_of(64));
+                    if joined == 0 {
+                        return;
+                    }
+                    let mut m = joined;
+                    while m != 0 {
+                        enc.push(b - first + m.trailing_zeros() as usize);
+                        m &= m - 1;
+                    }
+                    if now == S_WON && line_man.is_some() {
+                        st.set_won_bits(b, joined);
+                    }
+                    st.set_quiet(b, joined);
+                    any += u64::from(joined.count_ones());
+                };
+                // A block of 64 indices from `b` at a time, the indices of `m` tested.
+                let mut join = |b: usize, mut m: u64| {
+                    let mut joined = 0u64;
+                    while m != 0 {
+                        let i = b + m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        let v = st.get(i);
+                        if v == S_NEXT || pending && st.waits_for(i, v) == Some(plies) {
+                            st.set(i, now);
+                            joined |= 1 << (i - b);
+                        }
+                    }
+                    record(b, joined);
+                };
+                // Whether the block of [`State::fine`] holding index `b` may hold positions
+                // that wait for this ply (when the chunk is flagged for it).
+                let fine_pending = |b: usize| {
+                    scan_all
+                        || st
+                            .fine
+                            .get(b >> FINE_SHIFT)
+                            .is_none_or(|w| w.load(Relaxed) & fine_bit != 0)
+                };
+                if st.changed_bits.is_empty() {
+                    if !pending {
+                        for_each_equal_block(&st.bytes, chunk, [S_NEXT], &mut join);
+                    } else if st.fine.is_empty() {
+                        for_each_equal_block(&st.bytes, chunk, waiting, &mut join);
+                    } else {
+                        for b in chunk.step_by(1 << FINE_SHIFT) {
+                            let block = b..(b + (1 << FINE_SHIFT)).min(n);
+                            if fine_pending(b) {
+                                for_each_equal_block(&st.bytes, block, waiting, &mut join);
+                            } else if next {
+                                for_each_equal_block(&st.bytes, block, [S_NEXT], &mut join);
+                            }
+                        }
+                    }
+                    continue;
+                }
+                // With the bitmaps of [`State::changed_bits`]: the S_NEXT positions are
+                // their bits (taken and cleared), and their bytes are left as they are (no
+                // phase tells S_NEXT from S_WON or S_LOST in such a slice: the won bitmap
+                // and the quiet one do); only the pending positions are looked for in the
+                // bytes (a chunk that is only flagged next: none).
+                debug_assert!(chunk.start.is_multiple_of(64) && chunk.end.is_multiple_of(64));
+                // The chunk's fine blocks whose bytes are tested, a bit each (none unless
+                // the chunk is flagged for this ply).
+                let mut tested = 0u64;
+                if pending {
+                    for (k, b) in chunk.clone().step_by(1 << FINE_SHIFT).enumerate() {
+                        if fine_pending(b) {
+                            tested |= 1 << k;
+                        }
+                    }
+                }
+                // Their bytes asked for at once, so that the reads overlap (a chunk is a
+                // page: the hardware's prefetch would start afresh in it). KRPvKR's scans
+                // on 1 thread: 4.2-4.3 s -> 4.0-4.1 s.
+                for k in Bitboard(tested) {
+                    let b = chunk.start + (k.index() << FINE_SHIFT);
+                    for line in (b..(b + (1 << FINE_SHIFT)).min(chunk.end)).step_by(64) {
+                        prefetch(&st.bytes, line);
+                    }
+                }
+                for b in chunk.clone().step_by(64) {
+                    let mut joined = st.take_bits(b / 64);
+                    if tested >> ((b - chunk.start) >> FINE_SHIFT) & 1 != 0 {
+                        let mut m = equal_mask(&st.bytes, b, waiting_bytes);
+                        while m != 0 {
+                            let i = b + m.trailing_zeros() as usize;
+                            m &= m - 1;
+                            if st.waits_for(i, st.get(i)) == Some(plies) {
+                                st.set(i, now);
+                                joined |= 1 << (i - b);
+                            }
+                        }
+                    }
+                    debug_assert!(Bitboard(joined).into_iter().all(|q| {
+                        let v = st.get(b + q.index());
+                        v == S_NEXT || v == now
+                    }));
+                    record(b, joined);
+                }
+            }
+            in_frontier.fetch_add(any, Relaxed);
+            log.record_segment(s, &enc.finish())
+                .map_err(SolveError::Scratch)?;
+        }
+        Ok::<(), SolveError>(())
+    })?;
+    log.end_ply(plies);
+    Ok(in_frontier.into_inner())
+}
+
+/// The un-moves of ply `plies` from its frontier (`frontier` positions, read back from `log`):
+/// after a loss the undecided predecessors win at the next ply, after a win the predecessors
+/// that may lose are marked changed, for [`verify_changed`]. Returns whether the won bits stand
+/// in for quiet ones meanwhile (`hold_won`, which the verification then clears).
+fn unmove_frontier(
+    ctx: &Context<'_>,
+    st: &State,
+    log: &DtmLog,
+    plies: u32,
+    frontier: u64,
+    threads: usize,
+) -> Result<bool, SolveError> {
+    let g = ctx.g;
+    let n = g.ix.size() as usize;
+    let line_man = g.line_man();
+    let segments = n.div_ceil(SEG_INDICES);
+    // Un-move from the frontier, read back from its encoding. What an un-move does to its
+    // predecessor does not depend on the order: predecessors are queued and prefetched a
+    // few at a time, so that their reads overlap.
+    let lost_here = plies.is_multiple_of(2);
+    // Slices with a won bitmap but no quiet one (pawnless, by lines), after a win: a changed
+    // position's won bit stands in for a quiet bit until the verification, so that the
+    // un-moves skip it from then on; the bits are cleared before the verification by a scan
+    // of the chunks with changed positions. Only in a ply whose frontier is large for the
+    // slice (a position per 128 indices): a small frontier saves fewer reads than that scan
+    // costs (KRNvKNN, 524 plies: verification 158 s to 197 s with the bits in every ply).
+    // Either way the same positions are changed.
+    let hold_won = !lost_here && st.quiet.is_empty() && !st.won.is_empty() && frontier >= n as u64 / 128;
+    // The mark of predecessor `p` by a thread whose bitmap of [`State::changed_bits`] is
+    // `mine` (empty if none are kept).
+    let mark_on = |mine: &'_ [AtomicU64], p: usize| {
+        let v = st.get(p);
+        if lost_here {
+            // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
+            if undecided(v) {
+                st.set_next(p, plies + 1, mine);
+            }
+        } else if may_lose(v) && v & F_CHANGED == 0 {
+            st.set(p, v | F_CHANGED);
+            st.set_quiet(p, 1 << (p % 64));
+            if hold_won {
+                let w = &st.won[p / 64];
+                w.store(w.load(Relaxed) | 1 << (p % 64), Relaxed);
+            }
+            // As in `set_next`: no store to a shared line that would change nothing.
+            let flag = &st.changed[p >> CHUNK_SHIFT];
+            if flag.load(Relaxed) == 0 {
+                flag.store(1, Relaxed);
+            }
+        }
+    };
+    let skip = if lost_here || st.quiet.is_empty() {
+        &st.won
+    } else {
+        &st.quiet
+    };
+    // After a win, with the changed positions kept as bits: a line's predecessors changed
+    // at once, a word of bits, where their quiet bits are clear.
+    let by_bits = !lost_here && !st.changed_bits.is_empty();
+    for_each_chunk_on(segments, 1, threads, |thread, range| {
+        let mut queue = Deferred::new();
+        let mut lines = DeferredLines::new();
+        let mut words = DeferredWords::new();
+        let mine: &[AtomicU64] = st.changed_bits.get(thread).map_or(&[], |b| &b[..]);
+        let mut mark = |p: usize| mark_on(mine, p);
+        let mut mark_word = |w: usize, bits: u64| {
+            let quiet = &st.quiet[w];
+            let q = quiet.load(Relaxed);
+            let new = bits & !q;
+            if new != 0 {
+                quiet.store(q | new, Relaxed);
+                mine[w].store(mine[w].load(Relaxed) | new, Relaxed);
+                let flag = &st.changed[(w * 64) >> CHUNK_SHIFT];
+                if flag.load(Relaxed) == 0 {
+                    flag.store(1, Relaxed);
+                }
+            }
+        };
+        let mut encoded = Vec::new();
+        for s in range {
+            let first = s * SEG_INDICES;
+            log.read_segment(plies, s, &mut encoded)
+                .map_err(SolveError::Scratch)?;
+            // By lines of 64: the frontier positions of a line un-moved at once. Predecessors
+            // that no mark changes are skipped: won and illegal ones, and after a win the
+            // quiet ones.
+            match line_man {
+                Some(l) if by_bits => unmove_lines(g, l, first, &encoded, |p, squares| {
+                    words.push(&st.quiet, mine, p as usize / 64, squares.0, &mut mark_word)
+                }),
+                Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| {
+                    lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
+                }),
+                None => for_each_offset(&encoded, |o| {
+                    let j = (first + o) as u64;
+                    let d = g.decode(j).expect("a decided index is a position");
+                    g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
+                }),
+            }
+        }
+        queue.drain(&mut mark);
+        lines.drain(skip, &st.bytes, &mut mark);
+        words.drain(&mut mark_word);
+        Ok::<(), SolveError>(())
+    })?;
+    Ok(hold_won)
+}
+
+/// The verification of ply `plies` (a win): each changed position is lost if every move inside
+/// the slice leads to a win for the opponent. `hold_won` as [`unmove_frontier`] returned it.
+fn verify_changed(
+    ctx: &Context<'_>,
+    st: &State,
+    plies: u32,
+    hold_won: bool,
+    threads: usize,
+) -> Result<(), SolveError> {
+    let n = ctx.g.ix.size() as usize;
+    let line_man = ctx.g.line_man();
+    let changed = [S_MAY_LOSE | F_CHANGED, S_MAY_LOSE | F_CHANGED | F_LOSS_EXIT];
+    if hold_won {
+        // The won bits the marks set for changed positions are cleared: the
+        // verification reads them exact. A bit lost by two threads storing into one
+        // word was one of those (the bits of won and illegal positions were set in
+        // other phases), so each is either set and cleared here, or not set.
+        for_each_chunk(st.changed.len(), 4, threads, |chunks| {
+            for c in chunks.filter(|&c| st.changed[c].load(Relaxed) != 0) {
+                let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+                for_each_equal_block(&st.bytes, chunk, changed, |b, m| {
+                    let w = &st.won[b / 64];
+                    w.store(w.load(Relaxed) & !m, Relaxed);
+                });
+            }
+            Ok::<(), SolveError>(())
+        })?;
+    }
+    // Verify the changed positions: lost if every inside move leads to a win. A group
+    // of chunks is verified by one thread, which alone writes its bytes meanwhile.
+    for_each_chunk(st.changed.len(), 4, threads, |chunks| {
+        for c in chunks {
+            if st.changed[c].swap(0, Relaxed) == 0 {
+                continue;
+            }
+            let mut result = Ok(());
+            let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+            match line_man {
+                // The changed positions as bits: a word of each thread's bitmap, a line.
+                Some(l) if !st.changed_bits.is_empty() => {
+                    let words = chunk.start / 64..chunk.end / 64;
+                    for w in words {
+                        let at = st.take_bits(w);
+                        if at != 0 && result.is_ok() {
+                            result = verify_line(ctx, st, l, w * 64, at, plies);
+                        }
+                    }
+                }
+                // By lines of 64: the changed positions of a line verified at once.
+                Some(l) => {
+                    let (mut base, mut at) = (usize::MAX, 0u64);
+                    for_each_equal(&st.bytes, chunk, changed, |i| {
+                        let v = st.get(i);
+                        if may_lose(v) && v & F_CHANGED != 0 {
+                            if i & !63 != base {
+                                if at != 0 && result.is_ok() {
+                                    result = verify_line(ctx, st, l, base, at, plies);
+                                }
+                                (base, at) = (i & !63, 0);
+                            }
+                            at |= 1 << (i & 63);
+                        }
+                    });
+                    if at != 0 && result.is_ok() {
+                        result = verify_line(ctx, st, l, base, at, plies);
+                    }
+                }
+                None => for_each_equal(&st.bytes, chunk, changed, |i| {
+                    let v = st.get(i);
+                    if result.is_ok() && may_lose(v) && v & F_CHANGED != 0 {
+                        result = verify(ctx, st, i, v, plies);
+                    }
+                }),
+            }
+            result?;
+        }
+        Ok::<(), SolveError>(())
+    })?;
+    Ok(())
+}
+
+/// The values of a solved slice out of its state `st` and its log of plies into `sink`.
+fn write_values(
+    st: State,
+    log: &DtmLog,
+    threads: usize,
+    sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
+) -> Result<(), SolveError> {
+    let n = st.bytes.len();
     // 3. Finish: the table's values from the bytes and the log, a few segments at a time (one
     // per thread); undecided positions are draws.
     let State {
