@@ -248,8 +248,25 @@ pub fn build_in(
         if options.stopped() {
             return Err(SolveError::Interrupted.into());
         }
-        if complete {
+        let folder = if complete {
             info!(positions = mp.positions, "table complete and valid, skipped");
+            None
+        } else {
+            let folder = BuildFolder::open(tables.dir(), &mp.material, &|| options.stopped())?;
+            // Another build may have written the table while this one waited for its folder.
+            tables.forget(&mp.material);
+            if is_complete(&tables, mp) {
+                folder.discard();
+                info!(
+                    positions = mp.positions,
+                    "table written meanwhile by another build, skipped"
+                );
+                None
+            } else {
+                Some(folder)
+            }
+        };
+        let Some(folder) = folder else {
             done += mp.positions;
             progress(done, total, &mp.material);
             outcomes.push(MaterialOutcome {
@@ -259,7 +276,7 @@ pub fn build_in(
                 seconds: 0.0,
             });
             continue;
-        }
+        };
         info!(
             slices = mp.slice_count(),
             positions = mp.positions,
@@ -268,25 +285,6 @@ pub fn build_in(
             together = fit.together,
             "solving"
         );
-        let folder = BuildFolder::open(tables.dir(), &mp.material, &|| options.stopped())?;
-        // Another build may have written the table while this one waited for its folder.
-        tables.forget(&mp.material);
-        if is_complete(&tables, mp) {
-            folder.discard();
-            info!(
-                positions = mp.positions,
-                "table written meanwhile by another build, skipped"
-            );
-            done += mp.positions;
-            progress(done, total, &mp.material);
-            outcomes.push(MaterialOutcome {
-                material: mp.material,
-                skipped: true,
-                positions: mp.positions,
-                seconds: 0.0,
-            });
-            continue;
-        }
         let (summary, parts) = solve_material(&tables, mp, folder, options, fit, cache_bytes, &|d| {
             progress(done + d, total, &mp.material)
         })?;
@@ -354,7 +352,7 @@ fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
 
 /// Positions a thread solves per second, for [`plan_build`]'s estimate: measured on this
 /// project's reference machine (2 cores) building 5-man tables alone (KQRvKR 18.3 M, KRPvKR
-/// 19.4 M on one thread, 34.0 M and 37.9 M on two; README, "Performance").
+/// 19.4 M on one thread, 34.0 M and 37.9 M on two; docs/performance.md).
 pub const POSITIONS_PER_THREAD_SECOND: f64 = 18.0e6;
 /// The same for materials whose largest slice is over [`LARGE_SLICE`] positions (256 M; the
 /// largest measured at the rate above is KQRvKR's 242 M), whose state outgrows the caches:

@@ -81,6 +81,17 @@ fn caught_after_a_checkpoint(dir: &Path, material: &str) -> Option<Child> {
     Some(child)
 }
 
+/// Sends `sig` to a build stopped by [`caught_after_a_checkpoint`], lets it go on, and waits
+/// for it to end: its exit status and its stderr.
+fn stopped_by(mut child: Child, sig: i32) -> (std::process::ExitStatus, String) {
+    signal(&child, sig);
+    signal(&child, libc::SIGCONT);
+    // Read to its end first: a child blocked on a full pipe would never exit.
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    (child.wait().unwrap(), stderr)
+}
+
 fn rerun(dir: &Path, material: &str) -> String {
     let o = zermelo()
         .args(["solve", material, "--threads", "1", "--tables"])
@@ -131,14 +142,10 @@ fn a_build_killed_after_a_checkpoint_resumes_from_it_to_the_same_bytes() {
 fn sigterm_stops_a_build_with_exit_130_and_a_damaged_checkpoint_is_discarded() {
     for _attempt in 0..5 {
         let (dir, reference) = with_sub_tables("KQvKR");
-        let Some(mut child) = caught_after_a_checkpoint(dir.path(), "KQvKR") else {
+        let Some(child) = caught_after_a_checkpoint(dir.path(), "KQvKR") else {
             continue;
         };
-        signal(&child, libc::SIGTERM);
-        signal(&child, libc::SIGCONT);
-        let status = child.wait().unwrap();
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        let (status, stderr) = stopped_by(child, libc::SIGTERM);
         if dir.path().join("KQvKR.zmt").exists() {
             continue; // it finished before the signal arrived
         }
@@ -161,12 +168,10 @@ fn sigterm_stops_a_build_with_exit_130_and_a_damaged_checkpoint_is_discarded() {
 
         // SIGINT, as a terminal's ctrl-C sends it.
         std::fs::remove_file(dir.path().join("KQvKR.zmt")).unwrap();
-        let Some(mut child) = caught_after_a_checkpoint(dir.path(), "KQvKR") else {
+        let Some(child) = caught_after_a_checkpoint(dir.path(), "KQvKR") else {
             continue;
         };
-        signal(&child, libc::SIGINT);
-        signal(&child, libc::SIGCONT);
-        let status = child.wait().unwrap();
+        let (status, _) = stopped_by(child, libc::SIGINT);
         if !dir.path().join("KQvKR.zmt").exists() {
             assert_eq!(status.code(), Some(130));
             let stderr = rerun(dir.path(), "KQvKR");

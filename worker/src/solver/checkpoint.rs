@@ -30,6 +30,7 @@ use zermelo_chess::slice::SliceKey;
 
 use super::dtm_log::{DtmLog, LogMark, SEG_INDICES};
 use super::geometry::Geometry;
+use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 use super::memory::atomic_u64s;
 use super::par::for_each_chunk;
 use super::state::{State, CHUNK_SHIFT, FINE_SHIFT, LATER_DIRECT, WIN_EXIT_DIRECT};
@@ -208,17 +209,27 @@ fn write_state(
             }
         }
     }
-    put_blob(w, u8s(&mut st.bytes), threads)?;
-    put_blob(w, u64s(st.pending.as_flattened_mut()), threads)?;
-    put_blob(w, u64s(&mut st.fine), threads)?;
-    put_blob(w, u8s(&mut st.changed), threads)?;
-    put_blob(w, u8s(&mut st.next), threads)?;
-    put_blob(w, u64s(&mut st.won), threads)?;
-    put_blob(w, u64s(&mut st.quiet), threads)?;
-    match st.changed_bits.first_mut() {
-        Some(first) => put_blob(w, u64s(first), threads),
-        None => put_blob(w, &mut [], threads),
+    for array in arrays(st) {
+        put_blob(w, array, threads)?;
     }
+    Ok(())
+}
+
+/// The arrays of `st` as a checkpoint holds them, in its order, as plain bytes: the state's
+/// bytes, its pending masks, fine masks, chunk flags, and bitmaps (the changed positions' only
+/// in the first thread's, see [`write_state`]; empty where the state keeps none).
+fn arrays(st: &mut State) -> [&mut [u8]; 8] {
+    let changed_bits: &mut [AtomicU64] = st.changed_bits.first_mut().map_or(&mut [], |b| &mut b[..]);
+    [
+        u8s(&mut st.bytes),
+        u64s(st.pending.as_flattened_mut()),
+        u64s(&mut st.fine),
+        u8s(&mut st.changed),
+        u8s(&mut st.next),
+        u64s(&mut st.won),
+        u64s(&mut st.quiet),
+        u64s(changed_bits),
+    ]
 }
 
 /// A slice resumed from its checkpoint: its state, its log and where its passes stood.
@@ -363,22 +374,10 @@ fn read_state(
             }
         }
     }
-    get_blob(r, u8s(&mut st.bytes), threads)?;
-    get_blob(r, u64s(st.pending.as_flattened_mut()), threads)?;
-    get_blob(r, u64s(&mut st.fine), threads)?;
-    get_blob(r, u8s(&mut st.changed), threads)?;
-    get_blob(r, u8s(&mut st.next), threads)?;
-    get_blob(r, u64s(&mut st.won), threads)?;
-    get_blob(r, u64s(&mut st.quiet), threads)?;
-    match st.changed_bits.first_mut() {
-        Some(first) => get_blob(r, u64s(first), threads)?,
-        None => get_blob(r, &mut [], threads)?,
+    for array in arrays(st) {
+        get_blob(r, array, threads)?;
     }
     Ok((at, mark))
-}
-
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
 /// The bytes of `v`, held exclusively, as plain bytes.
@@ -394,35 +393,6 @@ fn u64s(v: &mut [AtomicU64]) -> &mut [u8] {
     // `u8` and every byte pattern a valid `u64`; the exclusive borrow of `v` excludes any other
     // access while the plain bytes are used.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
-fn put_u32(w: &mut impl Write, v: u32) -> io::Result<()> {
-    w.write_all(&v.to_le_bytes())
-}
-
-fn put_u64(w: &mut impl Write, v: u64) -> io::Result<()> {
-    w.write_all(&v.to_le_bytes())
-}
-
-pub(super) fn get_u32(r: &mut impl Read) -> io::Result<u32> {
-    let mut b = [0u8; 4];
-    r.read_exact(&mut b)?;
-    Ok(u32::from_le_bytes(b))
-}
-
-pub(super) fn get_u64(r: &mut impl Read) -> io::Result<u64> {
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b)?;
-    Ok(u64::from_le_bytes(b))
-}
-
-/// A count read from a checkpoint, refused past `most`.
-pub(super) fn get_len(r: &mut impl Read, most: u64) -> io::Result<u64> {
-    let n = get_u64(r)?;
-    if n > most {
-        return Err(invalid(format!("a count of {n}, past {most}")));
-    }
-    Ok(n)
 }
 
 /// Writes `data` (its length, then its frames of [`FRAME`] bytes each compressed), compressing a

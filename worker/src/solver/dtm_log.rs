@@ -20,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::checkpoint::{get_len, get_u32, get_u64};
+use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 
 /// Indices per segment (a multiple of the solver's chunk). This crate's tests make it small, so
 /// that they solve slices of many segments.
@@ -61,15 +61,15 @@ pub(super) struct LogMark {
 
 impl LogMark {
     pub(super) fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
-        w.write_all(&self.bytes.to_le_bytes())?;
+        put_u64(w, self.bytes)?;
         w.write_all(&self.hash)?;
-        w.write_all(&(self.plies.len() as u64).to_le_bytes())?;
+        put_u64(w, self.plies.len() as u64)?;
         for p in &self.plies {
-            w.write_all(&p.ply.to_le_bytes())?;
-            w.write_all(&(p.segments.len() as u64).to_le_bytes())?;
+            put_u32(w, p.ply)?;
+            put_u64(w, p.segments.len() as u64)?;
             for &(at, len) in &p.segments {
-                w.write_all(&at.to_le_bytes())?;
-                w.write_all(&len.to_le_bytes())?;
+                put_u64(w, at)?;
+                put_u64(w, len)?;
             }
         }
         Ok(())
@@ -89,10 +89,9 @@ impl LogMark {
             for _ in 0..n {
                 let (at, len) = (get_u64(r)?, get_u64(r)?);
                 if at.checked_add(len).is_none_or(|end| end > bytes) {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("a segment of the log at {at}+{len}, past its {bytes} bytes"),
-                    ));
+                    return Err(invalid(format!(
+                        "a segment of the log at {at}+{len}, past its {bytes} bytes"
+                    )));
                 }
                 segments.push((at, len));
             }
@@ -155,10 +154,10 @@ impl DtmLog {
         let file = File::options().read(true).write(true).open(path)?;
         let len = file.metadata()?.len();
         if len < mark.bytes {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{len} bytes where the checkpoint names {}", mark.bytes),
-            ));
+            return Err(invalid(format!(
+                "{len} bytes where the checkpoint names {}",
+                mark.bytes
+            )));
         }
         let mut hasher = blake3::Hasher::new();
         let mut buf = vec![0u8; 1 << 20];
@@ -170,10 +169,7 @@ impl DtmLog {
             at += k as u64;
         }
         if *hasher.clone().finalize().as_bytes() != mark.hash {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "its bytes do not hash as the checkpoint says",
-            ));
+            return Err(invalid("its bytes do not hash as the checkpoint says".into()));
         }
         file.set_len(mark.bytes)?;
         let mut file = file;

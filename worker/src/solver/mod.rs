@@ -7,6 +7,7 @@
 mod checkpoint;
 mod dtm_log;
 mod geometry;
+mod le;
 mod memory;
 pub mod par;
 mod pawn_exits;
