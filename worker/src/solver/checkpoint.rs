@@ -21,6 +21,7 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -32,6 +33,7 @@ use super::dtm_log::{DtmLog, LogMark, SEG_INDICES};
 use super::geometry::Geometry;
 use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 use super::memory::atomic_u64s;
+use super::paging::{Pager, Paging, Reach};
 use super::par::for_each_chunk;
 use super::state::{State, CHUNK_SHIFT, FINE_SHIFT, LATER_DIRECT, WIN_EXIT_DIRECT};
 use super::SolveError;
@@ -209,10 +211,23 @@ fn write_state(
             }
         }
     }
-    for array in arrays(st) {
-        put_blob(w, array, threads)?;
+    let pager = st.pager.take();
+    let written = arrays(st)
+        .into_iter()
+        .enumerate()
+        .try_for_each(|(k, array)| put_blob(w, array, threads, &|r| mark_paged(pager.as_ref(), k, r)));
+    st.pager = pager;
+    written
+}
+
+/// Marks, for a paged state, the K-slices of the bytes `bytes` of array `k` of [`arrays`] (the
+/// state bytes, 0, and the won bitmap, 5, are paged).
+fn mark_paged(pager: Option<&Pager>, k: usize, bytes: Range<usize>) {
+    match (pager, k) {
+        (Some(p), 0) => p.mark(bytes, Reach::Own),
+        (Some(p), 5) => p.mark(bytes.start * 8..bytes.end * 8, Reach::Own),
+        _ => {}
     }
-    Ok(())
 }
 
 /// The arrays of `st` as a checkpoint holds them, in its order, as plain bytes: the state's
@@ -250,6 +265,7 @@ pub(super) fn load(
     g: &Geometry,
     threads: usize,
     changed_bits: bool,
+    paging: Option<&Paging>,
 ) -> Result<Option<Resumed>, String> {
     let path = c.checkpoint_path(key);
     let file = match File::open(&path) {
@@ -262,7 +278,7 @@ pub(super) fn load(
         return Err(format!("{bytes} bytes, shorter than its hash"));
     }
     let mut r = Hashed::new(BufReader::with_capacity(1 << 20, file.take(bytes - 32)));
-    let mut st = State::of(g);
+    let mut st = State::of_paged(g, paging).map_err(|e| e.to_string())?;
     let at = read_state(&mut r, key, g, &mut st, threads, changed_bits);
     // The rest of the file before the hash, if a length inside was short: read for the hash.
     let rest = io::copy(&mut r, &mut io::sink());
@@ -366,7 +382,7 @@ fn read_state(
     }
     let n = st.bytes.len();
     if line {
-        st.won = atomic_u64s(n / 64);
+        st.alloc_won().map_err(|e| io::Error::other(e.to_string()))?;
         if quiet {
             st.quiet = atomic_u64s(n / 64);
             if bits {
@@ -374,10 +390,13 @@ fn read_state(
             }
         }
     }
-    for array in arrays(st) {
-        get_blob(r, array, threads)?;
-    }
-    Ok((at, mark))
+    let pager = st.pager.take();
+    let read = arrays(st)
+        .into_iter()
+        .enumerate()
+        .try_for_each(|(k, array)| get_blob(r, array, threads, &|r| mark_paged(pager.as_ref(), k, r)));
+    st.pager = pager;
+    read.map(|()| (at, mark))
 }
 
 /// The bytes of `v`, held exclusively, as plain bytes.
@@ -397,10 +416,16 @@ fn u64s(v: &mut [AtomicU64]) -> &mut [u8] {
 
 /// Writes `data` (its length, then its frames of [`FRAME`] bytes each compressed), compressing a
 /// batch of frames at once on `threads` threads.
-fn put_blob(w: &mut impl Write, data: &mut [u8], threads: usize) -> io::Result<()> {
+fn put_blob(
+    w: &mut impl Write,
+    data: &mut [u8],
+    threads: usize,
+    mark: &dyn Fn(Range<usize>),
+) -> io::Result<()> {
     put_u64(w, data.len() as u64)?;
     let batch = FRAME * 2 * threads.max(1);
-    for part in data.chunks(batch) {
+    for (b, part) in data.chunks(batch).enumerate() {
+        mark(b * batch..b * batch + part.len());
         let frames: Vec<&[u8]> = part.chunks(FRAME).collect();
         let out: Vec<Mutex<Vec<u8>>> = frames.iter().map(|_| Mutex::default()).collect();
         for_each_chunk(frames.len(), 1, threads, |range| {
@@ -422,7 +447,12 @@ fn put_blob(w: &mut impl Write, data: &mut [u8], threads: usize) -> io::Result<(
 
 /// Reads into `data` what [`put_blob`] wrote of an array of its length (refused otherwise),
 /// decompressing a batch of frames at once on `threads` threads.
-fn get_blob(r: &mut impl Read, data: &mut [u8], threads: usize) -> io::Result<()> {
+fn get_blob(
+    r: &mut impl Read,
+    data: &mut [u8],
+    threads: usize,
+    mark: &dyn Fn(Range<usize>),
+) -> io::Result<()> {
     let len = get_u64(r)?;
     if len != data.len() as u64 {
         return Err(invalid(format!(
@@ -431,7 +461,8 @@ fn get_blob(r: &mut impl Read, data: &mut [u8], threads: usize) -> io::Result<()
         )));
     }
     let batch = FRAME * 2 * threads.max(1);
-    for part in data.chunks_mut(batch) {
+    for (b, part) in data.chunks_mut(batch).enumerate() {
+        mark(b * batch..b * batch + part.len());
         let mut frames = Vec::new();
         for frame in part.chunks_mut(FRAME) {
             let raw = get_u32(r)? as usize;

@@ -9,6 +9,7 @@ mod dtm_log;
 mod geometry;
 mod le;
 mod memory;
+mod paging;
 pub mod par;
 mod pawn_exits;
 pub mod reference;
@@ -21,6 +22,7 @@ use zermelo_chess::{Position, Value};
 
 pub use checkpoint::Checkpoints;
 pub use dtm_log::SEG_INDICES;
+pub use paging::{Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX};
 pub use retrograde::{
     init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Sink,
 };

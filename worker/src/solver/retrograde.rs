@@ -73,6 +73,7 @@ use super::memory::{
     equal_mask, for_each_equal, for_each_equal_block, prefetch, release_bytes, Deferred, DeferredLines,
     DeferredWords,
 };
+use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::state::{
@@ -148,7 +149,7 @@ pub fn solve_slice_into(
     changed_bits: bool,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
-    solve_slice_resumable(key, succ, (threads, changed_bits), None, sink)
+    solve_slice_resumable(key, succ, (threads, changed_bits), None, None, sink)
 }
 
 /// [`solve_slice_into`] with `checkpoints`: the slice's state is written to a checkpoint in
@@ -156,18 +157,22 @@ pub fn solve_slice_into(
 /// is resumed from it instead of solved from the start (a damaged one is discarded with a
 /// warning, and the slice solved from the start). The values are the same either way; the
 /// caller removes the slice's files ([`Checkpoints::remove`]) once its values are safe.
+///
+/// With `paging`, the slice's state is paged ([`super::paging`]): in files of its folder, at
+/// most its budget resident. The values are the same.
 pub fn solve_slice_resumable(
     key: &SliceKey,
     succ: &dyn Successors,
     (threads, changed_bits): (usize, bool),
     checkpoints: Option<&Checkpoints<'_>>,
+    paging: Option<&Paging>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = Geometry::new(key);
     let start = std::time::Instant::now();
     let ctx = Context::new(&g, key, succ);
     if let Some(c) = checkpoints {
-        match checkpoint::load(c, key, &g, threads, changed_bits) {
+        match checkpoint::load(c, key, &g, threads, changed_bits, paging) {
             Ok(Some(resumed)) => {
                 info!(
                     slice = %key,
@@ -195,7 +200,7 @@ pub fn solve_slice_resumable(
             }
         }
     }
-    let st = State::of(&g);
+    let st = State::of_paged(&g, paging)?;
     let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
 
     // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
@@ -205,6 +210,7 @@ pub fn solve_slice_resumable(
             if stopped() {
                 return Err(SolveError::Interrupted);
             }
+            st.mark(range.clone(), Reach::Own);
             init_range(&ctx, &st, range)
         })?,
         Some(units) => for_each_chunk(units.len(), UNITS_A_THREAD, threads, |range| {
@@ -212,6 +218,7 @@ pub fn solve_slice_resumable(
                 return Err(SolveError::Interrupted);
             }
             for u in &units[range] {
+                st.mark(u.clone(), Reach::Own);
                 init_range(&ctx, &st, u.clone())?;
             }
             Ok::<(), SolveError>(())
@@ -519,6 +526,7 @@ fn scan_frontier(
                 }
                 // Only S_NEXT, and when pending the codes that wait for this ply, can join.
                 let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+                st.mark(chunk.clone(), Reach::Own);
                 // The positions `joined` of the 64 from `b` (a multiple of 64: chunks start on
                 // one) join the frontier: recorded in the log, the words of the bitmaps set
                 // once. Their bytes are set by the caller.
@@ -684,11 +692,13 @@ fn unmove_frontier(
             }
         }
     };
-    let skip = if lost_here || st.quiet.is_empty() {
+    let skip: &[AtomicU64] = if lost_here || st.quiet.is_empty() {
         &st.won
     } else {
         &st.quiet
     };
+    // A paged state's segments in the order that keeps the K-slices they reach few.
+    let order = st.walk(segments, SEG_INDICES, Reach::Unmove);
     // After a win, with the changed positions kept as bits: a line's predecessors changed
     // at once, a word of bits, where their quiet bits are clear.
     let by_bits = !lost_here && !st.changed_bits.is_empty();
@@ -713,9 +723,14 @@ fn unmove_frontier(
         };
         let mut encoded = Vec::new();
         for s in range {
+            let s = order.as_ref().map_or(s, |o| o[s] as usize);
             let first = s * SEG_INDICES;
             log.read_segment(plies, s, &mut encoded)
                 .map_err(SolveError::Scratch)?;
+            if encoded.is_empty() {
+                continue;
+            }
+            st.mark(first..(first + SEG_INDICES).min(n), Reach::Unmove);
             // By lines of 64: the frontier positions of a line un-moved at once. Predecessors
             // that no mark changes are skipped: won and illegal ones, and after a win the
             // quiet ones.
@@ -761,6 +776,7 @@ fn verify_changed(
         for_each_chunk(st.changed.len(), 4, threads, |chunks| {
             for c in chunks.filter(|&c| st.changed[c].load(Relaxed) != 0) {
                 let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+                st.mark(chunk.clone(), Reach::Own);
                 for_each_equal_block(&st.bytes, chunk, changed, |b, m| {
                     let w = &st.won[b / 64];
                     w.store(w.load(Relaxed) & !m, Relaxed);
@@ -770,14 +786,22 @@ fn verify_changed(
         })?;
     }
     // Verify the changed positions: lost if every inside move leads to a win. A group
-    // of chunks is verified by one thread, which alone writes its bytes meanwhile.
-    for_each_chunk(st.changed.len(), 4, threads, |chunks| {
-        for c in chunks {
+    // of chunks is verified by one thread, which alone writes its bytes meanwhile; a paged
+    // state's groups in the order that keeps the K-slices they reach few.
+    let groups = st.changed.len().div_ceil(VERIFY_GROUP);
+    let order = st.walk(groups, VERIFY_GROUP << CHUNK_SHIFT, Reach::Verify);
+    for_each_chunk(groups, 1, threads, |range| {
+        let group = |k: usize| {
+            let k = order.as_ref().map_or(k, |o| o[k] as usize);
+            k * VERIFY_GROUP..((k + 1) * VERIFY_GROUP).min(st.changed.len())
+        };
+        for c in range.flat_map(group) {
             if st.changed[c].swap(0, Relaxed) == 0 {
                 continue;
             }
             let mut result = Ok(());
             let chunk = (c << CHUNK_SHIFT)..((c + 1) << CHUNK_SHIFT).min(n);
+            st.mark(chunk.clone(), Reach::Verify);
             match line_man {
                 // The changed positions as bits: a word of each thread's bitmap, a line.
                 Some(l) if !st.changed_bits.is_empty() => {
@@ -822,6 +846,9 @@ fn verify_changed(
     Ok(())
 }
 
+/// Chunks verified by one thread at a time.
+const VERIFY_GROUP: usize = 4;
+
 /// The values of a solved slice out of its state `st` and its log of plies into `sink`.
 fn write_values(
     st: State,
@@ -840,6 +867,7 @@ fn write_values(
         won,
         quiet,
         changed_bits,
+        pager,
         ..
     } = st;
     // Only the bytes are read from here on: the rest goes before the values are made.
@@ -852,7 +880,11 @@ fn write_values(
         for_each_chunk(last - first, 1, threads, |range| {
             for k in range {
                 let s = first + k;
-                let states = &bytes[s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n)];
+                let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
+                if let Some(p) = &pager {
+                    p.mark(seg.clone(), Reach::Own);
+                }
+                let states = &bytes[seg];
                 let mut values: Vec<u16> = states
                     .iter()
                     .map(|b| {
@@ -1667,6 +1699,7 @@ fn exits_by_captures(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::solver::paging;
     use crate::solver::reference::solve_slice_reference;
     use crate::tables::SliceMap;
     use std::sync::atomic::AtomicBool;
@@ -1980,6 +2013,16 @@ mod tests {
     /// from its start, so that it resumes from the last checkpoint, runs one ply and writes
     /// the next; the runs alternate between 1 and 2 threads. Returns the values and the runs.
     fn solve_resumed_at_every_ply(key: SliceKey, map: &SliceMap, changed_bits: bool) -> (Vec<u16>, usize) {
+        solve_resumed_paged(key, map, changed_bits, None)
+    }
+
+    /// [`solve_resumed_at_every_ply`], the state paged by `paging` if given.
+    fn solve_resumed_paged(
+        key: SliceKey,
+        map: &SliceMap,
+        changed_bits: bool,
+        paging: Option<&Paging>,
+    ) -> (Vec<u16>, usize) {
         let dir = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
         let c = Checkpoints {
@@ -2002,7 +2045,7 @@ mod tests {
                         stop.store(true, Relaxed);
                     });
                 }
-                solve_slice_resumable(&key, map, (threads, changed_bits), Some(&c), &mut |v| {
+                solve_slice_resumable(&key, map, (threads, changed_bits), Some(&c), paging, &mut |v| {
                     values.extend_from_slice(v);
                     Ok(())
                 })
@@ -2061,6 +2104,51 @@ mod tests {
         }
     }
 
+    /// A pawnless slice solved with its state paged through files gets the values it gets in
+    /// memory: with room for a handful of K-slices, far fewer than its passes reach at once, so
+    /// that K-slices are evicted while they are in use and read back from their files; on 1
+    /// and 2 threads, in one go and stopped and resumed from a checkpoint at every ply; by lines
+    /// (the won bitmap paged too) and without a line man.
+    #[test]
+    fn paged_slices_get_their_values() {
+        let mut map = SliceMap::new();
+        for name in ["KRvK", "KNvK", "KBvK"] {
+            solve_into(SliceKey::pawnless(name.parse().unwrap()), &mut map);
+        }
+        for name in ["KRvKN", "KBBvK"] {
+            let key = SliceKey::pawnless(name.parse().unwrap());
+            let dir = tempfile::tempdir().unwrap();
+            let paging = Paging {
+                dir: dir.path().to_path_buf(),
+                resident: 32 * 4096,
+            };
+            let whole = solve_slice(&key, &map, 2).unwrap();
+            let threads: &[usize] = if name == "KRvKN" { &[1, 2] } else { &[2] };
+            for &threads in threads {
+                let before = paging::evictions();
+                let mut paged = Vec::new();
+                solve_slice_resumable(&key, &map, (threads, true), None, Some(&paging), &mut |v| {
+                    paged.extend_from_slice(v);
+                    Ok(())
+                })
+                .unwrap();
+                assert!(paging::evictions() > before + 1000, "{key}: hardly any evictions");
+                assert!(paged == whole, "{key} paged on {threads} thread(s): other values");
+            }
+            if name == "KRvKN" {
+                let (resumed, runs) = solve_resumed_paged(key, &map, true, Some(&paging));
+                assert!(runs >= 8, "{key}: only {runs} runs");
+                assert!(
+                    resumed == whole,
+                    "{key} paged and resumed {runs} times: other values"
+                );
+            }
+            // The state's files are unlinked at once: nothing is left in the folder.
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert!(left.is_empty(), "{key}: {left:?} left behind");
+        }
+    }
+
     /// A checkpoint is trusted only whole: a flipped byte, a cut file, a log of plies cut
     /// short, or another slice's checkpoint are refused with the reason, and the slice is then
     /// solved from the start to the same values.
@@ -2090,14 +2178,14 @@ mod tests {
                     }
                     stop.store(true, Relaxed);
                 });
-                let r = solve_slice_resumable(&key, &map, (2, true), Some(&c), &mut |_| Ok(()));
+                let r = solve_slice_resumable(&key, &map, (2, true), Some(&c), None, &mut |_| Ok(()));
                 assert!(matches!(r, Err(SolveError::Interrupted)), "{r:?}");
             });
             std::fs::read(&path).unwrap()
         };
         let good = stopped_after_a_ply();
-        assert!(checkpoint::load(&c, &key, &g, 2, true).unwrap().is_some());
-        let reason = |c: &Checkpoints<'_>| match checkpoint::load(c, &key, &g, 1, true) {
+        assert!(checkpoint::load(&c, &key, &g, 2, true, None).unwrap().is_some());
+        let reason = |c: &Checkpoints<'_>| match checkpoint::load(c, &key, &g, 1, true, None) {
             Err(why) => why,
             Ok(r) => panic!("accepted: {:?}", r.map(|r| r.at)),
         };
@@ -2119,18 +2207,18 @@ mod tests {
         let other = SliceKey::pawnless("KRvK".parse().unwrap());
         std::fs::rename(&path, c.checkpoint_path(&other)).unwrap();
         std::fs::rename(c.log_path(&key), c.log_path(&other)).unwrap();
-        match checkpoint::load(&c, &other, &Geometry::new(&other), 1, true) {
+        match checkpoint::load(&c, &other, &Geometry::new(&other), 1, true, None) {
             Err(why) => assert!(why.contains("another slice"), "{why}"),
             Ok(r) => panic!("another slice's checkpoint accepted: {:?}", r.map(|r| r.at)),
         }
         std::fs::rename(c.checkpoint_path(&other), &path).unwrap();
         std::fs::rename(c.log_path(&other), c.log_path(&key)).unwrap();
-        assert!(checkpoint::load(&c, &key, &g, 1, true).unwrap().is_some());
+        assert!(checkpoint::load(&c, &key, &g, 1, true, None).unwrap().is_some());
         // Damaged, then solved from the start: its values.
         std::fs::write(&path, &flipped).unwrap();
         stop.store(false, Relaxed);
         let mut values = Vec::new();
-        solve_slice_resumable(&key, &map, (2, true), Some(&c), &mut |v| {
+        solve_slice_resumable(&key, &map, (2, true), Some(&c), None, &mut |v| {
             values.extend_from_slice(v);
             Ok(())
         })

@@ -10,6 +10,7 @@ use zermelo_chess::Bitboard;
 
 use super::geometry::Geometry;
 use super::memory::{atomic_u64s, atomic_u8s, equal_mask};
+use super::paging::{Big, Mapped, Pager, Paging, Reach};
 use super::par::for_each_chunk;
 use super::SolveError;
 
@@ -92,7 +93,10 @@ pub(super) const FAR_SHARDS: usize = 64;
 
 /// The state of a slice being solved, with the summaries the passes need.
 pub(super) struct State {
-    pub(super) bytes: Vec<AtomicU8>,
+    /// For a paged state (see [`super::paging`]): what keeps [`State::bytes`] and
+    /// [`State::won`] within the budget. `None` when they are in memory.
+    pub(super) pager: Option<Pager>,
+    pub(super) bytes: Big<AtomicU8>,
     /// Per chunk of 2^CHUNK_SHIFT indices, a bit per distance at which some index of the chunk
     /// is decided other than through the pass before (mates, positions with only exits,
     /// winning exits, losses slowed by an exit): those chunks are scanned at that distance.
@@ -122,7 +126,7 @@ pub(super) struct State {
     /// other phases. Empty otherwise, and during init, which does not read it: allocated after
     /// it ([`State::track_won`]), so that init's successor slices and the bitmap are not in
     /// memory at once.
-    pub(super) won: Vec<AtomicU64>,
+    pub(super) won: Big<AtomicU64>,
     /// For slices with pawns solved by lines, a bit per index, a word per line: set only if a
     /// win among the index's successors changes nothing (it is not [`may_lose`], or it is
     /// already [`F_CHANGED`]), so that the un-moves from a won frontier skip it before touching
@@ -163,10 +167,35 @@ impl State {
     /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet,
     /// and with [`State::fine`] masks if `fine`.
     pub(super) fn new(n: usize, fine: bool) -> State {
+        State::with_bytes(n, fine, Big::Heap(atomic_u8s(n)), None)
+    }
+
+    /// [`State::of`], paged by `paging` if given: its bytes (and its won bitmap, once made) in
+    /// files of `paging.dir`, at most `paging.resident` bytes of them resident.
+    pub(super) fn of_paged(g: &Geometry, paging: Option<&Paging>) -> Result<State, SolveError> {
+        let Some(paging) = paging else {
+            return Ok(State::of(g));
+        };
+        let n = g.ix.size() as usize;
+        let pager = Pager::new(&g.ix, paging);
+        // SAFETY: zero is a valid AtomicU8, at any alignment.
+        let bytes = unsafe { Mapped::zeroed(&paging.dir, "state", n) }.map_err(SolveError::Scratch)?;
+        pager.add(&bytes, 1, 1);
+        let st = State::with_bytes(
+            n,
+            !g.pawnless && g.line_man().is_some(),
+            Big::Mapped(bytes),
+            Some(pager),
+        );
+        Ok(st)
+    }
+
+    fn with_bytes(n: usize, fine: bool, bytes: Big<AtomicU8>, pager: Option<Pager>) -> State {
         let chunks = n.div_ceil(1 << CHUNK_SHIFT);
         let flags = || (0..chunks).map(|_| AtomicU8::new(0)).collect();
         State {
-            bytes: atomic_u8s(n),
+            pager,
+            bytes,
             next: flags(),
             pending: (0..chunks).map(|_| Default::default()).collect(),
             far_pending: Default::default(),
@@ -178,7 +207,7 @@ impl State {
             far: (0..FAR_SHARDS).map(|_| Default::default()).collect(),
             changed: flags(),
             horizon: AtomicU32::new(0),
-            won: Vec::new(),
+            won: Big::default(),
             quiet: Vec::new(),
             changed_bits: Vec::new(),
         }
@@ -195,7 +224,7 @@ impl State {
         changed_bits: bool,
     ) -> Result<(), SolveError> {
         let n = self.bytes.len();
-        self.won = atomic_u64s(n / 64);
+        self.alloc_won()?;
         if quiet {
             self.quiet = atomic_u64s(n / 64);
             if changed_bits {
@@ -207,6 +236,7 @@ impl State {
         let may_lose_codes = [S_MAY_LOSE, S_MAY_LOSE + 1, S_MAY_LOSE + 2, S_MAY_LOSE + 3];
         debug_assert!((0..=255).all(|v| may_lose(v) == may_lose_codes.contains(&v)));
         for_each_chunk(n / 64, 1 << 12, threads, |words| {
+            st.mark(words.start * 64..words.end * 64, Reach::Own);
             for w in words {
                 st.won[w].store(equal_mask(&st.bytes, w * 64, [S_ILLEGAL]), Relaxed);
                 if quiet {
@@ -215,6 +245,36 @@ impl State {
             }
             Ok::<(), SolveError>(())
         })
+    }
+
+    /// Makes the [`State::won`] bitmap, all clear: in a file beside the bytes if they are paged.
+    pub(super) fn alloc_won(&mut self) -> Result<(), SolveError> {
+        let words = self.bytes.len() / 64;
+        self.won = match (&self.pager, &self.bytes) {
+            (Some(pager), Big::Mapped(_)) => {
+                // SAFETY: zero is a valid AtomicU64, and the map starts on a page.
+                let won =
+                    unsafe { Mapped::zeroed(pager.dir(), "won", words) }.map_err(SolveError::Scratch)?;
+                pager.add(&won, 1, 8);
+                Big::Mapped(won)
+            }
+            _ => Big::Heap(atomic_u64s(words)),
+        };
+        Ok(())
+    }
+
+    /// Marks the K-slices a pass `reach` touches for `range`, if the state is paged.
+    #[inline]
+    pub(super) fn mark(&self, range: std::ops::Range<usize>, reach: Reach) {
+        if let Some(p) = &self.pager {
+            p.mark(range, reach);
+        }
+    }
+
+    /// The order of the `units` units of `unit` indices of a pass `reach`: `None` (ascending)
+    /// unless the state is paged ([`Pager::walk`]).
+    pub(super) fn walk(&self, units: usize, unit: usize, reach: Reach) -> Option<Vec<u32>> {
+        self.pager.as_ref().map(|p| p.walk(units, unit, reach))
     }
 
     /// Word `w` of every thread's bitmap of [`State::changed_bits`], joined, the words cleared:

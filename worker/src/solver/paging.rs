@@ -1,0 +1,497 @@
+//! Out-of-core state: a slice's state bytes and won bitmap in files of the build's folder,
+//! mapped into memory, with at most a budget of them resident.
+//!
+//! The index of a slice has its king pair as the most significant field below the side to
+//! move, so the indices of one side to move and one king pair — a *K-slice* — are one
+//! contiguous range (KRNvKNN: 924 K-slices of 8.26 M indices). A move of a man other than a
+//! king stays inside its K-slice (on the other side to move); a king move reaches the K-slices
+//! of the king pairs one step of that king away (after the symmetry that brings the kings into
+//! table form, for a pawnless slice): a known neighbourhood of at most nine.
+//!
+//! So the passes keep their code and their arithmetic on indices; only where the arrays live
+//! changes. Before a pass works on a range of indices it *marks* the K-slices it will touch
+//! (the range's own, or the neighbourhood its moves reach). A K-slice marked counts as wholly
+//! resident until it is evicted (an upper bound: a pass maps the pages it touches, not all), so
+//! that what the process holds of the files never runs past the budget. Every few marks the
+//! marking thread adds them up, and when they are more than the budget it evicts the least
+//! recently marked K-slices: their pages are unmapped
+//! (`madvise(MADV_DONTNEED)`), so that the process no longer holds them. The kernel writes them
+//! back to their file and keeps them in its page cache as long as it has memory to spare (on a
+//! machine, or in a cgroup, with less memory than the state, it drops them, and an evicted
+//! K-slice touched again is read back from the disk). Eviction can cost time, never a value: a
+//! page of a shared file mapping keeps its contents when it is unmapped. And the passes walk the K-slices in an order that keeps
+//! the neighbourhoods they reach few ([`Pager::walk`]). The values do not depend on the order,
+//! the budget or whether the state is paged at all.
+//!
+//! The files are unlinked as soon as they are mapped: a build killed at any point leaves no
+//! state file behind (resuming is the checkpoints' work, [`super::checkpoint`]).
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut, Range};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing::debug;
+use zermelo_chess::index::{
+    king_pair_field, pawnless_symmetry, SliceIndexer, KING_PAIRS_PAWNFUL, KING_PAIRS_PAWNLESS,
+    PAWNFUL_KING_PAIRS, PAWNLESS_KING_PAIRS, SYMMETRY_TABLE,
+};
+use zermelo_chess::Square;
+
+/// Where and within what a slice's state is paged: set by a build for a slice whose state does
+/// not fit its memory budget.
+#[derive(Clone, Debug)]
+pub struct Paging {
+    /// The folder of the state's files (they are unlinked at once: nothing stays there).
+    pub dir: PathBuf,
+    /// Bytes of state (state bytes and won bitmap) to keep resident at most.
+    pub resident: u64,
+}
+
+/// Bytes of paged state per index: the state byte and a bit of the won bitmap.
+pub const PAGED_BYTES_PER_INDEX: f64 = 1.0 + 1.0 / 8.0;
+
+/// The fewest K-slices a paged state needs resident: the neighbourhoods of the walk's current
+/// K-slices on two threads, with room to spare (see [`Pager::walk`]).
+pub const MIN_RESIDENT_KSLICES: u64 = 48;
+
+/// K-slices evicted by every pager of the process so far.
+static EVICTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// K-slices evicted by every pager of the process so far.
+#[cfg(test)]
+pub(super) fn evictions() -> u64 {
+    EVICTIONS.load(Relaxed)
+}
+
+/// Touches of K-slices between two looks at what is resident.
+const RECLAIM_EVERY: u64 = 64;
+
+/// A zeroed array of `T` in a file mapped into memory, or on the heap.
+pub(super) enum Big<T> {
+    Heap(Vec<T>),
+    Mapped(Mapped<T>),
+}
+
+impl<T> Default for Big<T> {
+    fn default() -> Self {
+        Big::Heap(Vec::new())
+    }
+}
+
+impl<T> Deref for Big<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Big::Heap(v) => v,
+            Big::Mapped(m) => m,
+        }
+    }
+}
+
+impl<T> DerefMut for Big<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Big::Heap(v) => v,
+            Big::Mapped(m) => m,
+        }
+    }
+}
+
+/// `len` values of `T` in a fresh file of `dir`, mapped shared and read as zeros; the file is
+/// unlinked at once, and lives as long as the map.
+pub(super) struct Mapped<T> {
+    /// Shared with the pager, which evicts from it: the map stays until both let it go.
+    inner: Arc<MapFile>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+struct MapFile {
+    map: memmap2::MmapRaw,
+}
+
+// SAFETY: the map is plain memory owned by this value; `T` is an atomic integer type (see
+// `Mapped::zeroed`), which threads share by design.
+unsafe impl<T: Sync> Sync for Mapped<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Mapped<T> {}
+
+impl<T> Mapped<T> {
+    /// # Safety
+    /// All-zero bytes must be a valid `T`, and `T` must be valid at any alignment of a page
+    /// multiple (the map starts on a page).
+    pub(super) unsafe fn zeroed(dir: &Path, name: &str, len: usize) -> std::io::Result<Mapped<T>> {
+        let bytes = (len * std::mem::size_of::<T>()).max(1) as u64;
+        let path = dir.join(format!("{name}.{}.paged", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        let unlinked = std::fs::remove_file(&path);
+        file.set_len(bytes)?;
+        unlinked?;
+        let map = memmap2::MmapOptions::new().len(bytes as usize).map_raw(&file)?;
+        Ok(Mapped {
+            inner: Arc::new(MapFile { map }),
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+}
+
+impl<T> Deref for Mapped<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the map holds `len` values of `T` (zeroed or written as `T`), aligned on a page.
+        unsafe { std::slice::from_raw_parts(self.inner.map.as_ptr().cast::<T>(), self.len) }
+    }
+}
+
+impl<T> DerefMut for Mapped<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, and `&mut self` is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.inner.map.as_mut_ptr().cast::<T>(), self.len) }
+    }
+}
+
+/// Which K-slices a pass touches for a range of indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reach {
+    /// Only the range's own (scans, init, writing out).
+    Own,
+    /// The un-moves from the range: the K-slices of the other side to move whose king pair is
+    /// one step of that side's king away, or the same.
+    Unmove,
+    /// The verification of the range: its own, and the K-slices of the other side to move one
+    /// step of this side's king away, or the same.
+    Verify,
+}
+
+/// A mapped region the pager evicts from: its bytes per index as a fraction `num / den`.
+struct Region {
+    inner: Arc<MapFile>,
+    bytes: usize,
+    num: usize,
+    den: usize,
+}
+
+struct Shared {
+    /// Indices per K-slice, per side to move, and king pairs.
+    kslice: usize,
+    per_side: usize,
+    pairs: usize,
+    /// The king pairs `[white, black]` in field order.
+    squares: &'static [[Square; 2]],
+    /// Per colour of the king that moves, per king pair: the king pairs one step away, and
+    /// itself.
+    near: [Vec<Vec<u16>>; 2],
+    /// Per K-slice (side to move × pairs + pair): the clock at its last mark, and whether it
+    /// may be resident (marked since its last eviction).
+    last: Vec<AtomicU64>,
+    resident: Vec<AtomicBool>,
+    clock: AtomicU64,
+    budget: u64,
+    regions: Mutex<Vec<Region>>,
+    /// Bytes per K-slice of the regions, counted as wholly resident once marked.
+    kslice_bytes: AtomicU64,
+    /// K-slices marked since their last eviction.
+    marked: AtomicU64,
+    /// The clock over [`RECLAIM_EVERY`] when what is resident was last looked at.
+    checked: AtomicU64,
+    evicted: AtomicU64,
+    evictions: AtomicU64,
+    /// When the pager last logged.
+    said: Mutex<std::time::Instant>,
+}
+
+/// The pager of a paged state (see the module comment): its marks, and its evictions.
+pub(super) struct Pager {
+    dir: PathBuf,
+    shared: Shared,
+}
+
+impl Pager {
+    /// The pager of the slice of `ix`, as `paging` says.
+    pub(super) fn new(ix: &SliceIndexer, paging: &Paging) -> Pager {
+        let pawnless = ix.is_pawnless();
+        let (pairs, squares): (usize, &'static [[Square; 2]]) = if pawnless {
+            (PAWNLESS_KING_PAIRS, &KING_PAIRS_PAWNLESS)
+        } else {
+            (PAWNFUL_KING_PAIRS, &KING_PAIRS_PAWNFUL)
+        };
+        let per_side = ix.per_side() as usize;
+        let kslice = per_side / pairs;
+        debug_assert_eq!(kslice * pairs, per_side);
+        let near = [0, 1].map(|c| {
+            (0..pairs)
+                .map(|kp| near_pairs(pawnless, squares[kp], c))
+                .collect()
+        });
+        let shared = Shared {
+            kslice,
+            per_side,
+            pairs,
+            squares,
+            near,
+            last: (0..2 * pairs).map(|_| AtomicU64::new(0)).collect(),
+            resident: (0..2 * pairs).map(|_| AtomicBool::new(false)).collect(),
+            clock: AtomicU64::new(1),
+            budget: paging.resident,
+            regions: Mutex::new(Vec::new()),
+            kslice_bytes: AtomicU64::new(0),
+            marked: AtomicU64::new(0),
+            checked: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            said: Mutex::new(std::time::Instant::now()),
+        };
+        Pager {
+            dir: paging.dir.clone(),
+            shared,
+        }
+    }
+
+    /// The folder of the paged files.
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Pages `m` too, its bytes per index `num / den`.
+    pub(super) fn add<T>(&self, m: &Mapped<T>, num: usize, den: usize) {
+        let s = &self.shared;
+        s.regions.lock().expect("pager lock").push(Region {
+            inner: Arc::clone(&m.inner),
+            bytes: m.bytes(),
+            num,
+            den,
+        });
+        s.kslice_bytes.fetch_add((s.kslice * num / den) as u64, Relaxed);
+    }
+
+    /// Marks the K-slices that a pass `reach` touches for the indices `range`.
+    pub(super) fn mark(&self, range: Range<usize>, reach: Reach) {
+        let s = &self.shared;
+        if range.is_empty() {
+            return;
+        }
+        let first = range.start / s.kslice;
+        let last = (range.end - 1) / s.kslice;
+        for k in first..=last {
+            let (side, kp) = (k / s.pairs, k % s.pairs);
+            let other = 1 - side;
+            match reach {
+                Reach::Own => s.touch(k),
+                Reach::Unmove => {
+                    for &p in &s.near[other][kp] {
+                        s.touch(other * s.pairs + p as usize);
+                    }
+                }
+                Reach::Verify => {
+                    s.touch(k);
+                    for &p in &s.near[side][kp] {
+                        s.touch(other * s.pairs + p as usize);
+                    }
+                }
+            }
+        }
+        // What is resident is looked at every RECLAIM_EVERY touches or so.
+        if s.clock.load(Relaxed) / RECLAIM_EVERY != s.checked.load(Relaxed) {
+            s.checked.store(s.clock.load(Relaxed) / RECLAIM_EVERY, Relaxed);
+            s.reclaim();
+        }
+    }
+
+    /// The order in which a pass `reach` over `units` units of `unit` indices each works through
+    /// them so that the neighbourhoods it reaches stay few: by K-slice (a unit by its first
+    /// index), and the K-slices of a side to move in the order that keeps fixed the king that
+    /// does not move in the pass: the king pair's order (White's king, then Black's) where
+    /// Black's king moves, Black's king first where White's does. Units of one K-slice keep
+    /// their order.
+    pub(super) fn walk(&self, units: usize, unit: usize, reach: Reach) -> Vec<u32> {
+        let s = &self.shared;
+        let rank = |i: usize| -> (usize, u8, u8) {
+            let (side, kp) = (i / s.per_side, (i % s.per_side) / s.kslice);
+            let [wk, bk] = s.squares[kp];
+            // The colour of the king that moves in this pass on this side.
+            let moving = match reach {
+                Reach::Unmove => 1 - side,
+                Reach::Verify | Reach::Own => side,
+            };
+            if reach != Reach::Own && moving == 0 {
+                (side, bk.u8(), wk.u8())
+            } else {
+                (side, wk.u8(), bk.u8())
+            }
+        };
+        let mut order: Vec<u32> = (0..units as u32).collect();
+        order.sort_by_key(|&u| (rank(u as usize * unit), u));
+        order
+    }
+
+    /// Bytes evicted so far, and evictions.
+    pub(super) fn evicted(&self) -> (u64, u64) {
+        (
+            self.shared.evicted.load(Relaxed),
+            self.shared.evictions.load(Relaxed),
+        )
+    }
+}
+
+impl Drop for Pager {
+    fn drop(&mut self) {
+        let (bytes, evictions) = self.evicted();
+        debug!(bytes, evictions, "pager stopped");
+    }
+}
+
+impl Shared {
+    #[inline]
+    fn touch(&self, k: usize) {
+        self.last[k].store(self.clock.fetch_add(1, Relaxed), Relaxed);
+        if !self.resident[k].load(Relaxed) && !self.resident[k].swap(true, Relaxed) {
+            self.marked.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// If the K-slices marked come to more than the budget, evicts the least recently marked
+    /// until they come to seven eighths of it (one thread at a time; the others wait, so that
+    /// what is resident never runs far past the budget).
+    fn reclaim(&self) {
+        let per = self.kslice_bytes.load(Relaxed).max(1);
+        let resident = || self.marked.load(Relaxed) * per;
+        if resident() <= self.budget {
+            return;
+        }
+        let regions = self.regions.lock().expect("pager lock");
+        if resident() <= self.budget {
+            return;
+        }
+        let mut by_age: Vec<(u64, usize)> = (0..self.last.len())
+            .filter(|&k| self.resident[k].load(Relaxed))
+            .map(|k| (self.last[k].load(Relaxed), k))
+            .collect();
+        by_age.sort_unstable();
+        let mut evicted = 0u64;
+        for batch in by_age.chunks(4) {
+            for &(_, k) in batch {
+                if !self.resident[k].swap(false, Relaxed) {
+                    continue;
+                }
+                self.marked.fetch_sub(1, Relaxed);
+                for r in regions.iter() {
+                    self.evict(r, k);
+                }
+                evicted += 1;
+            }
+            if resident() <= self.budget / 8 * 7 {
+                break;
+            }
+        }
+        EVICTIONS.fetch_add(evicted, Relaxed);
+        let evictions = self.evictions.fetch_add(evicted, Relaxed) + evicted;
+        let mut said = self.said.lock().expect("pager lock");
+        if said.elapsed() >= Duration::from_secs(5) {
+            *said = std::time::Instant::now();
+            debug!(budget = self.budget, evictions, "paged state");
+        }
+    }
+
+    /// Evicts K-slice `k` of region `r` (see the module comment): its pages unmapped.
+    fn evict(&self, r: &Region, k: usize) {
+        let page = 4096usize;
+        let start = (k * self.kslice * r.num / r.den) / page * page;
+        let end = ((k + 1) * self.kslice * r.num / r.den)
+            .next_multiple_of(page)
+            .min(r.bytes.next_multiple_of(page));
+        if end <= start {
+            return;
+        }
+        let len = end - start;
+        #[cfg(target_os = "linux")]
+        let ptr = r.inner.map.as_ptr() as usize;
+        #[cfg(target_os = "linux")]
+        // SAFETY: the range lies inside the region's map (rounded out to pages inside its
+        // last page), which stays mapped while the region holds it. MADV_DONTNEED on a shared
+        // file mapping only unmaps the pages: their contents stay in the file (and in the page
+        // cache until the kernel writes them back and drops them), and the next access maps
+        // them again.
+        unsafe {
+            libc::madvise((ptr + start) as *mut libc::c_void, len, libc::MADV_DONTNEED);
+        }
+        self.evicted.fetch_add(len as u64, Relaxed);
+    }
+}
+
+/// The king pairs (fields) one step of the king of colour `c` (0 White, 1 Black) away from the
+/// pair `[wk, bk]`, in table form, and the pair itself; no duplicates.
+fn near_pairs(pawnless: bool, [wk, bk]: [Square; 2], c: usize) -> Vec<u16> {
+    let field = |w: Square, b: Square| -> Option<u16> {
+        if pawnless {
+            let t = &SYMMETRY_TABLE[pawnless_symmetry(w, b)];
+            king_pair_field(true, t[w.index()], t[b.index()]).map(|f| f as u16)
+        } else {
+            king_pair_field(false, w, b).map(|f| f as u16)
+        }
+    };
+    let mut out: Vec<u16> = field(wk, bk).into_iter().collect();
+    let from = if c == 0 { wk } else { bk };
+    for df in -1i8..=1 {
+        for dr in -1i8..=1 {
+            let (f, r) = (from.file() as i8 + df, from.rank() as i8 + dr);
+            if (df, dr) == (0, 0) || !(0..8).contains(&f) || !(0..8).contains(&r) {
+                continue;
+            }
+            let to = Square::from_coords(f as u8, r as u8);
+            let pair = if c == 0 { field(to, bk) } else { field(wk, to) };
+            if let Some(p) = pair {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every king pair's neighbourhood holds itself, and is symmetric: a pair one step of a
+    /// king from another is reached back by a step of the same king (a king step is undone by
+    /// a king step, and the symmetries map steps to steps).
+    #[test]
+    fn neighbourhoods_hold_themselves_and_go_both_ways() {
+        for pawnless in [true, false] {
+            let (pairs, squares): (usize, &[[Square; 2]]) = if pawnless {
+                (PAWNLESS_KING_PAIRS, &KING_PAIRS_PAWNLESS)
+            } else {
+                (PAWNFUL_KING_PAIRS, &KING_PAIRS_PAWNFUL)
+            };
+            for c in 0..2 {
+                let near: Vec<Vec<u16>> = (0..pairs)
+                    .map(|kp| near_pairs(pawnless, squares[kp], c))
+                    .collect();
+                for (kp, n) in near.iter().enumerate() {
+                    assert_eq!(n[0] as usize, kp);
+                    assert!(n.len() <= 9, "{pawnless} {c} {kp}: {n:?}");
+                    for &p in n {
+                        assert!(
+                            near[p as usize].contains(&(kp as u16)),
+                            "{pawnless} {c} {kp} -> {p}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
