@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tracing::{info, info_span};
-use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
+use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT, PAWNLESS_KING_PAIRS};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::par::for_each_chunk;
-use zermelo_worker::solver::{slice_state_bytes, thread_bytes, SPILL_FROM};
+use zermelo_worker::solver::{
+    slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX, SPILL_FROM,
+};
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
 use zermelo_worker::{
@@ -41,17 +43,37 @@ pub enum BuildError {
         source: std::io::Error,
     },
     #[error(
-        "building {material} needs about {} of memory (a byte a position of solver state for {at_once} slice(s) of up to {largest} positions at once, and {} of buffers a thread); the memory budget is {}: raise it with --memory, build with fewer --threads, or build on a machine with more memory",
-        human_bytes(*.needed), human_bytes(*.per_thread), human_bytes(*.budget)
+        "building {material} needs {}; the memory budget is {}: raise it with --memory, build with fewer --threads, or build on a machine with more memory",
+        state_need(.held, .paged.as_ref()), human_bytes(*.budget)
     )]
     OverBudget {
         material: Material,
-        needed: u64,
-        largest: u64,
-        at_once: u64,
-        per_thread: u64,
+        /// The least it needs with its state in memory.
+        held: MemoryNeed,
+        /// The least it needs with its state paged ([`Fit::paged`]), for a material without
+        /// pawns.
+        paged: Option<MemoryNeed>,
         budget: u64,
     },
+}
+
+/// What a build needs, for [`BuildError::OverBudget`]: in memory, and paged if it can be.
+fn state_need(held: &MemoryNeed, paged: Option<&MemoryNeed>) -> String {
+    let in_memory = format!(
+        "about {} of memory (a byte a position of solver state for {} slice(s) of up to {} positions at once, and {} of buffers a thread)",
+        human_bytes(held.bytes),
+        held.at_once,
+        held.largest,
+        human_bytes(held.per_thread)
+    );
+    match paged {
+        None => in_memory,
+        Some(p) => format!(
+            "{in_memory}, or at least {} with its state paged through the build folder ({MIN_RESIDENT_KSLICES} of its K-slices and a byte per 64 positions in memory, and {} of buffers a thread)",
+            human_bytes(p.bytes),
+            human_bytes(p.per_thread)
+        ),
+    }
 }
 
 /// Bytes of the table writer's blocks, per thread.
@@ -230,10 +252,8 @@ pub fn build_in(
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
-                needed: need.bytes,
-                largest: need.largest,
-                at_once: need.at_once,
-                per_thread: need.per_thread,
+                held: held_need(mp, threads),
+                paged: paged_memory(mp, threads).map(|p| p.need),
                 budget: memory,
             });
         }
@@ -285,6 +305,7 @@ pub fn build_in(
             together = fit.together,
             "solving"
         );
+        progress(done, total, &mp.material);
         let (summary, parts) = solve_material(&tables, mp, folder, options, fit, cache_bytes, &|d| {
             progress(done + d, total, &mp.material)
         })?;
@@ -321,6 +342,9 @@ struct Fit {
     changed_bits: bool,
     /// The slices of a wave whose pawns promote inited together ([`solve_slices_into`]).
     together: bool,
+    /// A pawnless slice too large for the budget: its state paged through files of the build
+    /// folder ([`Paging`]), at most this many bytes of it resident.
+    paged: Option<u64>,
 }
 
 /// How a material is built within `memory` bytes on `threads` threads: its slices one per
@@ -328,26 +352,85 @@ struct Fit {
 /// that fits, else without the waves together, else one at a time with the bitmaps, else one at
 /// a time without; with what that needs (more than `memory` when even the last does not fit).
 fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
-    let ways = [
-        (true, true, true),
-        (true, true, false),
-        (false, true, false),
-        (false, false, false),
-    ];
     let mut need = None;
-    for (by_slice, changed_bits, together) in ways {
+    for (by_slice, changed_bits, together) in WAYS {
         let n = material_memory(mp, threads, by_slice, changed_bits, together);
         let fit = Fit {
             by_slice,
             changed_bits,
             together,
+            paged: None,
         };
         if n.bytes <= memory {
             return (fit, n);
         }
         need = Some((fit, n));
     }
+    // Without pawns, the slice's state may be paged: the budget less what stays in memory is
+    // what of it is resident, at least MIN_RESIDENT_KSLICES K-slices.
+    if let Some(paged) = paged_memory(mp, threads) {
+        let fit = Fit {
+            paged: Some(memory.saturating_sub(paged.fixed)),
+            ..Fit::default()
+        };
+        if paged.need.bytes <= memory {
+            return (fit, paged.need);
+        }
+        // Refused: the smaller of the two needs is the least.
+        if need.as_ref().is_none_or(|(_, n)| paged.need.bytes < n.bytes) {
+            need = Some((fit, paged.need));
+        }
+    }
     need.expect("a way was tried")
+}
+
+/// The ways of solving a material in memory, from the fastest to the one that needs the least:
+/// `(by_slice, changed_bits, together)` of [`material_memory`].
+const WAYS: [(bool, bool, bool); 4] = [
+    (true, true, true),
+    (true, true, false),
+    (false, true, false),
+    (false, false, false),
+];
+
+/// The least building `mp` needs with its state in memory (the last of [`WAYS`]).
+fn held_need(mp: &MaterialPlan, threads: usize) -> MemoryNeed {
+    let (by_slice, changed_bits, together) = WAYS[WAYS.len() - 1];
+    material_memory(mp, threads, by_slice, changed_bits, together)
+}
+
+/// What building a pawnless material with its state paged needs (see [`Fit::paged`]).
+struct PagedNeed {
+    /// The least it needs: [`PagedNeed::fixed`] and [`MIN_RESIDENT_KSLICES`] K-slices of state.
+    need: MemoryNeed,
+    /// What stays in memory whatever the budget: the slice's summaries (a byte per 64
+    /// positions) and each thread's buffers.
+    fixed: u64,
+}
+
+/// See [`PagedNeed`]; `None` for a material with pawns.
+fn paged_memory(mp: &MaterialPlan, threads: usize) -> Option<PagedNeed> {
+    if mp.material.has_pawns() {
+        return None;
+    }
+    let n = mp
+        .slices()
+        .map(|s| SliceIndexer::new(*s).size())
+        .max()
+        .unwrap_or(0);
+    let kslice = n / 2 / PAWNLESS_KING_PAIRS as u64;
+    let per_thread = thread_bytes(n, false) + WRITER_BYTES + READER_BYTES;
+    let fixed = n / 64 + threads.max(1) as u64 * per_thread;
+    let resident = (MIN_RESIDENT_KSLICES as f64 * kslice as f64 * PAGED_BYTES_PER_INDEX) as u64;
+    Some(PagedNeed {
+        need: MemoryNeed {
+            bytes: fixed + resident,
+            largest: n,
+            at_once: 1,
+            per_thread,
+        },
+        fixed,
+    })
 }
 
 /// Positions a thread solves per second, for [`plan_build`]'s estimate: measured on this
@@ -383,6 +466,9 @@ pub struct PlannedMaterial {
     pub memory_bytes: u64,
     /// Slices solved at once.
     pub slices_at_once: u64,
+    /// Its state does not fit the budget and is paged through the build folder: this many
+    /// bytes of files there ([`PAGED_BYTES_PER_INDEX`] a position); 0 when in memory.
+    pub paged_bytes: u64,
     /// It fits the budget.
     pub fits: bool,
 }
@@ -403,8 +489,8 @@ pub struct BuildPlan {
     /// Estimated bytes of the table files to write ([`TABLE_BYTES_PER_POSITION`]).
     pub disk_bytes: u64,
     /// Estimated bytes the build's folders hold at most besides the tables: a log of plies and
-    /// checkpoints of the largest slice ([`SCRATCH_BYTES_PER_POSITION`]), deleted as each table
-    /// is written.
+    /// checkpoints of the largest slice ([`SCRATCH_BYTES_PER_POSITION`]), and a paged state's
+    /// files ([`PlannedMaterial::paged_bytes`]), deleted as each table is written.
     pub scratch_bytes: u64,
     /// Estimated seconds ([`POSITIONS_PER_THREAD_SECOND`] a thread, or
     /// [`LARGE_POSITIONS_PER_THREAD_SECOND`] for a material of large slices).
@@ -427,7 +513,7 @@ pub fn plan_build(
     let mut materials = Vec::new();
     for mp in &plan.materials {
         let complete = is_complete(&tables, mp);
-        let (_, need) = fit(mp, threads, memory);
+        let (way, need) = fit(mp, threads, memory);
         materials.push(PlannedMaterial {
             material: mp.material.to_string(),
             slices: mp.slice_count(),
@@ -436,6 +522,10 @@ pub fn plan_build(
             complete,
             memory_bytes: if complete { 0 } else { need.bytes },
             slices_at_once: need.at_once,
+            paged_bytes: match way.paged {
+                Some(_) if !complete => (need.largest as f64 * PAGED_BYTES_PER_INDEX) as u64,
+                _ => 0,
+            },
             fits: complete || need.bytes <= memory,
         });
     }
@@ -457,8 +547,10 @@ pub fn plan_build(
         budget_bytes: memory,
         fits: materials.iter().all(|m| m.fits),
         disk_bytes: (positions as f64 * TABLE_BYTES_PER_POSITION) as u64,
-        scratch_bytes: (to_build().map(|m| m.largest_slice).max().unwrap_or(0) as f64
-            * SCRATCH_BYTES_PER_POSITION) as u64,
+        scratch_bytes: to_build()
+            .map(|m| (m.largest_slice as f64 * SCRATCH_BYTES_PER_POSITION) as u64 + m.paged_bytes)
+            .max()
+            .unwrap_or(0),
         seconds: thread_seconds / threads.max(1) as f64,
         threads,
         materials,
@@ -475,8 +567,13 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
         p.positions
     );
     for m in &to_build {
+        let paged = if m.paged_bytes > 0 {
+            format!(", its state paged through {} of disk", human_bytes(m.paged_bytes))
+        } else {
+            String::new()
+        };
         out += &format!(
-            "  {:<10} {:>4} slice(s), {:>14} positions, memory {}{}\n",
+            "  {:<10} {:>4} slice(s), {:>14} positions, memory {}{paged}{}\n",
             m.material,
             m.slices,
             m.positions,
@@ -485,7 +582,7 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
         );
     }
     out += &format!(
-        "estimate: memory {} (budget {}{}), disk {} (and up to {} of checkpoints while building), about {} on {} thread(s)\n",
+        "estimate: memory {} (budget {}{}), disk {} (and up to {} of checkpoints and paged state while building), about {} on {} thread(s)\n",
         human_bytes(p.memory_bytes),
         human_bytes(p.budget_bytes),
         if p.fits { "" } else { ", NOT enough" },
@@ -565,6 +662,7 @@ fn solve_material(
         by_slice,
         changed_bits,
         together,
+        paged: _,
     } = fit;
     let cache = SuccessorCache::new(cache_bytes);
     let meta = TableMeta {
@@ -590,7 +688,19 @@ fn solve_material(
         let successors = cache.successors_of(&key, &|s| tables.table(&s.material))?;
         let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &table_options)?;
         let how = (threads, changed_bits);
-        solve_into_writer(&key, &successors, how, Some(&checkpoints), &mut writer, progress)?;
+        let paging = fit.paged.map(|resident| Paging {
+            dir: folder.path().to_path_buf(),
+            resident,
+        });
+        if let Some(p) = &paging {
+            info!(
+                resident = p.resident,
+                disk = (SliceIndexer::new(key).size() as f64 * PAGED_BYTES_PER_INDEX) as u64,
+                "the slice's state is paged through the build folder"
+            );
+        }
+        let solving = (Some(&checkpoints), paging.as_ref());
+        solve_into_writer(&key, &successors, how, solving, &mut writer, progress)?;
         let summary = writer.finish()?;
         checkpoints.remove(&key);
         return Ok((summary, folder.close()?));
@@ -711,7 +821,7 @@ fn solve_material(
                 key,
                 &successors,
                 (threads, changed_bits),
-                ckpt,
+                (ckpt, None),
                 &mut writer,
                 &|d| progress(before + d),
             )?;
@@ -930,13 +1040,13 @@ fn solve_into_writer(
     key: &SliceKey,
     successors: &SliceMap,
     how: (usize, bool),
-    checkpoints: Option<&Checkpoints<'_>>,
+    (checkpoints, paging): (Option<&Checkpoints<'_>>, Option<&Paging>),
     writer: &mut TableWriter,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), BuildError> {
     writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
     let mut written = 0;
-    solve_slice_resumable(key, successors, how, checkpoints, &mut |values| {
+    solve_slice_resumable(key, successors, how, checkpoints, paging, &mut |values| {
         writer
             .push_values(values)
             .map_err(|e| SolveError::Output(Box::new(e)))?;

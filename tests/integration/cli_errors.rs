@@ -87,6 +87,14 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
         stderr(&o)
     );
     assert!(stderr(&o).contains("needs about 5.2 MiB"), "{}", stderr(&o));
+    // Paged through the build folder it needs the summaries (a byte per 64 positions: 924),
+    // 48 of its 924 K-slices of 64 positions at 1 + 1/8 byte (3,456) and the same buffers:
+    // 5,365,532 bytes (5.1 MiB).
+    assert!(
+        stderr(&o).contains("or at least 5.1 MiB with its state paged through the build folder"),
+        "{}",
+        stderr(&o)
+    );
     assert!(stderr(&o).contains("budget is 100.0 KiB"), "{}", stderr(&o));
     assert!(!dir.path().join("KRvK.zmt").exists());
     let o = solve_in("6MiB");

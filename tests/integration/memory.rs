@@ -116,6 +116,60 @@ fn a_build_within_a_small_budget_gives_the_same_bytes_in_that_memory() {
     );
 }
 
+/// A pawnless table whose state does not fit the budget is built with its state paged through
+/// the build folder ([`zermelo_worker`]'s `solver::paging`): KRvKN within a budget a little over
+/// the least `--plan-only` gives for it paged (well under what it needs in memory), the same
+/// bytes as the build in memory, its peak resident memory within the budget plus the fixed
+/// share, and nothing left in the tables directory but the tables.
+#[test]
+fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
+    use crate::common::stderr;
+    let reference = tables_with(&["KRvKN"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let need = |memory: &str| -> u64 {
+        let o = run(&["solve", "--plan-only", "KRvKN", "--memory", memory, "--tables", d]);
+        let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let rows = plan["materials"].as_array().unwrap();
+        let row = rows.iter().find(|r| r["material"] == "KRvKN").unwrap();
+        assert!(!stderr(&o).is_empty());
+        row["memory_bytes"].as_u64().unwrap()
+    };
+    let (in_memory, paged) = (need("1TiB"), need("1MiB"));
+    let budget = paged + (1 << 20);
+    assert!(budget < in_memory, "paged {paged} bytes, in memory {in_memory}");
+    let memory = format!("{budget}B");
+    let (code, err, peak) = run_measured(&[
+        "solve",
+        "KRvKN",
+        "--tables",
+        d,
+        "--threads",
+        "2",
+        "--memory",
+        &memory,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("paged through the build folder"), "{err}");
+    assert_eq!(same_tables(dir.path(), &reference), 3, "KRvKN, KRvK and KNvK");
+    eprintln!(
+        "KRvKN paged: peak resident memory {} MiB, budget {} MiB (in memory it needs {} MiB)",
+        peak >> 20,
+        budget >> 20,
+        in_memory >> 20
+    );
+    assert!(
+        peak <= budget + FIXED_SHARE,
+        "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".zmt"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// `solve --plan-only` says what a build would do without doing it: every material with its
 /// positions (KQvK's counted by hand: 2 sides x 462 king pairs x 64 queen squares), what is
 /// already complete, and whether the memory it needs fits the budget
