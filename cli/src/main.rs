@@ -165,7 +165,9 @@ enum Command {
         /// Memory budget, e.g. 16GiB or 512MiB (default: three quarters of the machine's memory,
         /// or of the container's cgroup limit). The verifier holds half of a slice (2 bytes an
         /// index) and shares the rest out between a cache of small successor slices (at most
-        /// 1 GiB) and blocks of large ones; a table whose half slice does not fit is refused
+        /// 1 GiB) and blocks of large ones. A half slice that does not fit is paged through a
+        /// file in the table's folder (2 bytes an index of disk, removed at once), at most what
+        /// the budget leaves of it in memory; a budget too small even for that is refused
         /// before any work, with the size it needs.
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,

@@ -939,17 +939,21 @@ impl Decoder {
 /// The index's share of a material (kept here, beside the king-pair lists and binomials it
 /// counts with, so that `material.rs` does not depend on this file).
 impl Material {
-    /// Indices per side to move in one slice: the number of king pairs (462 without pawns,
-    /// 3,612 with) times C(64, k) for each group of k men.
-    pub(super) fn per_side(&self) -> u64 {
-        let king_pairs = if self.has_pawns() {
+    /// The king pairs of its index: 462 without pawns, 3,612 with.
+    pub(super) fn king_pairs(&self) -> u64 {
+        if self.has_pawns() {
             PAWNFUL_KING_PAIRS
         } else {
             PAWNLESS_KING_PAIRS
-        };
+        }
+    }
+
+    /// Indices per side to move in one slice: the number of king pairs (462 without pawns,
+    /// 3,612 with) times C(64, k) for each group of k men.
+    pub(super) fn per_side(&self) -> u64 {
         self.groups()
             .map(|(_, _, men)| binomial(64, men))
             .product::<u64>()
-            * king_pairs
+            * self.king_pairs()
     }
 }

@@ -63,8 +63,12 @@
 //! take twice that.
 //!
 //! With a memory budget ([`VerifyOptions::memory`]) the cache, the slices read whole and the
-//! blocks each thread keeps shrink to what the budget leaves beside the half ([`Limits`]); a
-//! budget that cannot hold the half and a few blocks a thread is refused before any work.
+//! blocks each thread keeps shrink to what the budget leaves beside the half ([`Limits`]). A
+//! budget that cannot hold the half pages it (`paged.rs`): its values go to a file in the
+//! table's folder (2 bytes an index of disk), mapped, with at most what the budget leaves of it
+//! mapped at once; the children of a unit lie in the values of few king pairs of the half, so
+//! that most reads find their page mapped. A budget that cannot hold a few king pairs' worth a
+//! thread and a few blocks a thread is refused before any work.
 //!
 //! # Determinism
 //!
@@ -77,6 +81,7 @@ mod board;
 mod index;
 mod line;
 mod material;
+mod paged;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -94,6 +99,7 @@ use board::{Child, Position, Pseudo};
 use index::{locate, Decoded, Decoder, Location, QuietFrame, LAYOUT};
 use material::Material;
 pub use material::{MaterialNameError, Pawns};
+use paged::{PagedError, PagedHalf, Touched};
 pub use stream::SliceStream;
 
 /// How to verify.
@@ -180,9 +186,10 @@ pub enum VerifyError {
         stored: String,
         derived: String,
     },
-    /// The memory budget is too small for the half slice held and the threads' blocks.
+    /// The memory budget is too small for the least of the half slice paged and the threads'
+    /// blocks.
     #[error(
-        "verifying {material} needs at least {:.1} MiB of memory (half of a slice at 2 bytes an index, {:.1} MiB, and a few blocks a thread); the budget is {:.1} MiB: raise it with --memory or verify with fewer --threads",
+        "verifying {material} needs at least {:.1} MiB of memory (half of a slice at 2 bytes an index is {:.1} MiB, paged through the table's folder: a few of its king pairs a thread in memory, and a few blocks a thread); the budget is {:.1} MiB: raise it with --memory or verify with fewer --threads",
         *needed as f64 / 1048576.0, *half as f64 / 1048576.0, *budget as f64 / 1048576.0
     )]
     OverBudget {
@@ -191,6 +198,9 @@ pub enum VerifyError {
         half: u64,
         budget: u64,
     },
+    /// The file of a paged half slice could not be made in its folder.
+    #[error("cannot page half a slice through {}: {source}", dir.display())]
+    Scratch { dir: PathBuf, source: std::io::Error },
     /// A slice a check needs is not at hand (see [`check_slice`]).
     #[error("slice ({key}) of {material} is not at hand")]
     Unavailable { material: String, key: Pawns },
@@ -268,7 +278,47 @@ impl Limits {
             worker_blocks: worker_blocks as usize,
         })
     }
+
+    /// The limits within `budget` for a half slice paged through a file (`paged.rs`), and the
+    /// bytes of it to keep mapped at most: each thread keeps up to a sixteenth of the budget in
+    /// blocks (at least 4, at most [`WORKER_BLOCKS`]), the file is filled [`paged::FILL_VALUES`]
+    /// at a time, the cache takes an eighth of the budget (at most [`CACHE_VALUES`]), and the
+    /// rest holds the half's pages: at least [`PAGED_KING_PAIRS`] king pairs' worth a thread (a
+    /// unit's children in the half lie in the values of its own king pair and, for king moves,
+    /// small parts of its neighbours'). `Err` with the least budget that would do.
+    fn paged(
+        budget: u64,
+        threads: usize,
+        per_side: u64,
+        block_values: u64,
+        king_pairs: u64,
+    ) -> Result<(Limits, u64), u64> {
+        let block = 2 * block_values;
+        let threads = threads.max(1) as u64;
+        let stamps = 8 * per_side.div_ceil(paged::GROUP_VALUES);
+        let least_resident = threads * PAGED_KING_PAIRS * 2 * per_side.div_ceil(king_pairs);
+        let fixed = |blocks: u64| threads * (blocks + 1) * block + 2 * paged::FILL_VALUES + stamps;
+        let least = fixed(4) + least_resident;
+        if budget < least {
+            return Err(least);
+        }
+        let worker_blocks = (budget / 16 / threads / block).clamp(4, WORKER_BLOCKS as u64);
+        let rest = budget - fixed(worker_blocks);
+        let cache_values = (budget / 8 / 2)
+            .min(CACHE_VALUES)
+            .min(rest.saturating_sub(least_resident) / 2);
+        let limits = Limits {
+            cache_values,
+            whole_values: (cache_values / 4).min(WHOLE_VALUES),
+            worker_blocks: worker_blocks as usize,
+        };
+        Ok((limits, rest - 2 * cache_values))
+    }
 }
+
+/// King pairs' worth of a paged half slice a thread needs mapped at least (see
+/// [`Limits::paged`]).
+const PAGED_KING_PAIRS: u64 = 3;
 
 /// Verifies the table of `material` (any case, any order within a side) in `dir`, reading the
 /// tables it leads into from the same folder. `progress(done, total)` is called, from any
@@ -301,18 +351,41 @@ pub fn verify_table_in(
         n => n,
     };
     let per_side = material.per_side();
+    // With a budget that cannot hold the half slice, its values are paged through a file of
+    // the folder that holds the table: at most `paged` bytes of them mapped.
+    let mut paged = None;
     if let Some(budget) = opts.memory {
-        library.limits =
-            Limits::within(budget, threads, per_side, u64::from(table.block_values())).map_err(|needed| {
-                VerifyError::OverBudget {
-                    material: name.clone(),
-                    needed,
-                    half: 2 * per_side,
-                    budget,
-                }
-            })?;
-        tracing::debug!(limits = ?library.limits, "memory limits");
+        let block = u64::from(table.block_values());
+        library.limits = match Limits::within(budget, threads, per_side, block) {
+            Ok(limits) => limits,
+            Err(held) => {
+                let (limits, resident) =
+                    Limits::paged(budget, threads, per_side, block, material.king_pairs()).map_err(
+                        |paged| VerifyError::OverBudget {
+                            material: name.clone(),
+                            needed: held.min(paged),
+                            half: 2 * per_side,
+                            budget,
+                        },
+                    )?;
+                paged = Some(resident);
+                limits
+            }
+        };
+        tracing::debug!(limits = ?library.limits, paged, "memory limits");
     }
+    let scratch = (dirs.iter())
+        .find(|d| d.join(table_file_name(&name)).exists())
+        .unwrap_or(&dirs[0]);
+    if let Some(resident) = paged {
+        tracing::info!(
+            dir = %scratch.display(),
+            resident,
+            disk = 2 * per_side,
+            "the half slice in hand is paged through the table's folder"
+        );
+    }
+    let mut unmapped = 0;
     tracing::info!(material = %name, slices = table.slices().len(), "verifying table");
     table.verify_checksum()?;
     check_slice_set(&table, material)?;
@@ -381,8 +454,26 @@ pub fn verify_table_in(
         // slice is held while this one is checked, a unit at a time.
         let other = 1 - phase.side;
         let loading = std::time::Instant::now();
+        let values = match paged {
+            None => HalfValues::Held(Cow::Owned(table.read_range(
+                phase.slice,
+                other * per_side,
+                per_side,
+            )?)),
+            Some(resident) => {
+                let mut read = |at, count| table.read_range(phase.slice, other * per_side + at, count);
+                let made = PagedHalf::create(scratch, &name, per_side, resident, &mut read);
+                HalfValues::Paged(made.map_err(|e| match e {
+                    PagedError::Read(e) => VerifyError::Storage(e),
+                    PagedError::Io(source) => VerifyError::Scratch {
+                        dir: scratch.to_path_buf(),
+                        source,
+                    },
+                })?)
+            }
+        };
         let half = Half {
-            values: Cow::Owned(table.read_range(phase.slice, other * per_side, per_side)?),
+            values,
             start: other * per_side,
         };
         tracing::debug!(
@@ -398,6 +489,15 @@ pub fn verify_table_in(
                 s.spawn(|| shared.work(phase, &half));
             }
         });
+        if let HalfValues::Paged(p) = &half.values {
+            unmapped += p.unmapped();
+        }
+    }
+    if paged.is_some() {
+        tracing::info!(
+            groups = unmapped,
+            "groups of the half slices unmapped to stay within the budget"
+        );
     }
     if let Some((_, error)) = lock(&shared.failure).take() {
         return Err(error);
@@ -469,10 +569,7 @@ pub fn check_slice(
     check_length(normal, key, values)?;
     let expected = values.len() as u64;
     let given = Given { successor };
-    let half = Half {
-        values: Cow::Borrowed(values),
-        start: 0,
-    };
+    let half = Half::held(Cow::Borrowed(values), 0);
     let mut worker = Worker::new(&given, normal, key, &half);
     let mut report = SliceCheck {
         indices: expected,
@@ -519,10 +616,7 @@ pub fn verify_slice(
     let normal = canonical_slice(material, key).map_err(whole)?;
     check_length(normal, key, values).map_err(whole)?;
     let given = Given { successor };
-    let half = Half {
-        values: Cow::Borrowed(values),
-        start: 0,
-    };
+    let half = Half::held(Cow::Borrowed(values), 0);
     let mut worker = Worker::new(&given, normal, key, &half);
     worker.lines = true;
     let mut report = SliceCheck {
@@ -790,15 +884,46 @@ struct Phase {
 
 /// The values of one half of the slice being checked: indices `start..start + values.len()`.
 struct Half<'v> {
-    values: Cow<'v, [u16]>,
+    values: HalfValues<'v>,
     start: u64,
 }
 
-impl Half<'_> {
+/// A half's values: in memory, or paged through a file for a budget that cannot hold them
+/// (`paged.rs`).
+enum HalfValues<'v> {
+    Held(Cow<'v, [u16]>),
+    Paged(PagedHalf),
+}
+
+impl<'v> Half<'v> {
+    /// The half of `values` in memory, from index `start` of the slice.
+    fn held(values: Cow<'v, [u16]>, start: u64) -> Half<'v> {
+        Half {
+            values: HalfValues::Held(values),
+            start,
+        }
+    }
+
+    #[inline]
+    fn values(&self) -> &[u16] {
+        match &self.values {
+            HalfValues::Held(v) => v,
+            HalfValues::Paged(p) => p.values(),
+        }
+    }
+
     /// Where index `index` of the slice is in `values`, if this half holds it.
     fn place(&self, index: u64) -> Option<usize> {
         let at = index.checked_sub(self.start)?;
-        (at < self.values.len() as u64).then_some(at as usize)
+        (at < self.values().len() as u64).then_some(at as usize)
+    }
+
+    /// A bitmap for a worker to note the groups it reads, if the half is paged.
+    fn touched(&self) -> Option<Touched> {
+        match &self.values {
+            HalfValues::Held(_) => None,
+            HalfValues::Paged(p) => Some(p.touched()),
+        }
     }
 }
 
@@ -847,6 +972,9 @@ impl Shared<'_> {
                 .and_then(|own| {
                     worker.check_range(unit.start, &own, || self.stop_after.load(Ordering::Relaxed) < u)
                 });
+            if let (HalfValues::Paged(p), Some(t)) = (&half.values, &worker.touched) {
+                p.publish(t, u as u64 + 1);
+            }
             match result {
                 Ok(positions) => {
                     self.positions.fetch_add(positions, Ordering::Relaxed);
@@ -878,6 +1006,8 @@ struct Worker<'a> {
     key: [u64; 2],
     decoder: Decoder,
     half: &'a Half<'a>,
+    /// The groups of a paged half read since the last unit (see `paged.rs`).
+    touched: Option<Touched>,
     /// Successor slices met so far for this slice.
     successors: FxHashMap<(Material, [u64; 2]), Successor>,
     /// Blocks read of the large ones: by slice and block of its table, with their last use.
@@ -948,6 +1078,7 @@ impl<'a> Worker<'a> {
             key,
             decoder: Decoder::new(&material, key),
             half,
+            touched: half.touched(),
             successors: FxHashMap::default(),
             blocks: FxHashMap::default(),
             tick: 0,
@@ -1138,7 +1269,7 @@ impl<'a> Worker<'a> {
         batch.len = 0;
         let mut values = [0u16; BATCH];
         for (v, &at) in values.iter_mut().zip(&batch.at[..n]) {
-            *v = self.half.values[at];
+            *v = self.half_value(at);
         }
         for (k, &stored) in values[..n].iter().enumerate() {
             if u32::from(stored) == value::ILLEGAL {
@@ -1152,6 +1283,15 @@ impl<'a> Worker<'a> {
             value::keep_better(best, value::from_child(u32::from(stored)));
         }
         Ok(())
+    }
+
+    /// The value at `at` of the half in hand.
+    #[inline]
+    fn half_value(&self, at: usize) -> u16 {
+        if let Some(t) = &self.touched {
+            t.note(at);
+        }
+        self.half.values()[at]
     }
 
     /// The value of a legal position: derived if it has an en-passant right (no table holds
@@ -1178,7 +1318,7 @@ impl<'a> Worker<'a> {
     fn stored(&mut self, material: Material, key: [u64; 2], index: u64) -> Result<u32, Fault> {
         if material == self.material && key == self.key {
             if let Some(at) = self.half.place(index) {
-                return Ok(u32::from(self.half.values[at]));
+                return Ok(u32::from(self.half_value(at)));
             }
             // The half being checked (no child lands there: a move keeping the slice changes
             // the side to move, one changing the pawns leaves it for good), read from the file.

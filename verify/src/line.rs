@@ -253,7 +253,11 @@ impl Worker<'_> {
             if loc.is_straight() {
                 let first = loc.index(0);
                 if let (Some(a), Some(_)) = (self.half.place(first), self.half.place(first + LINE - 1)) {
-                    values.copy_from_slice(&self.half.values[a..a + LINE as usize]);
+                    if let Some(t) = &self.touched {
+                        t.note(a);
+                        t.note(a + LINE as usize - 1);
+                    }
+                    values.copy_from_slice(&self.half.values()[a..a + LINE as usize]);
                     return Ok(values);
                 }
             }

@@ -67,10 +67,7 @@ impl SliceStream {
             values: None,
             noted: Mutex::new(sample.clone()),
         };
-        let half = Half {
-            values: Cow::Borrowed(&[]),
-            start: 0,
-        };
+        let half = Half::held(Cow::Borrowed(&[]), 0);
         let mut worker = Worker::new(&noting, normal, key, &half);
         for &index in &sample {
             // Its stored value is not known yet: a mismatch is expected, and nothing is judged.
@@ -129,10 +126,7 @@ impl SliceStream {
             values: Some((&self.needed, &self.kept)),
             noted: Mutex::new(Vec::new()),
         };
-        let half = Half {
-            values: Cow::Borrowed(&[]),
-            start: 0,
-        };
+        let half = Half::held(Cow::Borrowed(&[]), 0);
         let mut worker = Worker::new(&own, self.material, self.key, &half);
         let mut report = SliceCheck {
             indices: self.next,

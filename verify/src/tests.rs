@@ -1686,10 +1686,7 @@ fn a_child_with_an_en_passant_right_is_derived_not_read() {
         panic!()
     };
     // No half held: values of the slice itself are read from its file.
-    let half = super::Half {
-        values: std::borrow::Cow::Owned(Vec::new()),
-        start: 0,
-    };
+    let half = super::Half::held(std::borrow::Cow::Owned(Vec::new()), 0);
     let mut worker = super::Worker::new(&library, material, key, &half);
     let mut seen = Vec::new();
     start
@@ -2144,10 +2141,7 @@ fn lines_derive_what_positions_derive() {
         for side in 0..2u64 {
             let other = 1 - side;
             let held = &values[(other * per_side) as usize..((other + 1) * per_side) as usize];
-            let half = Half {
-                values: std::borrow::Cow::Borrowed(held),
-                start: other * per_side,
-            };
+            let half = Half::held(std::borrow::Cow::Borrowed(held), other * per_side);
             let mut worker = Worker::new(&library, material, key, &half);
             let (mut lines, mut legal) = (0, 0);
             for base in (side * per_side..(side + 1) * per_side)
@@ -2219,8 +2213,8 @@ fn good_tables_are_checked_by_lines() {
     assert_eq!(sample.lines, 0);
 }
 
-/// A memory budget: the half slice and four blocks a thread (plus the unit's) must fit, else
-/// the verification is refused before any work with the least budget that would do; within it,
+/// A memory budget: the half slice and four blocks a thread (plus the unit's) must fit for the
+/// half to be held (else it is paged), and the least budget that would do is known; within it,
 /// the blocks a thread keeps, the cache and the slices read whole shrink to fit, and the
 /// verification still passes (KQvKR's successors then read by blocks even in this crate's
 /// tests, whose default reads KQvK and KRvK whole).
@@ -2258,14 +2252,78 @@ fn a_memory_budget_bounds_the_cache_and_the_blocks() {
             &|_, _| {},
         )
     };
-    match with(half) {
-        Err(VerifyError::OverBudget { needed, half: h, .. }) => {
-            assert_eq!((needed, h), (half + 10 * block, half));
-        }
-        other => panic!("{other:?}"),
-    }
     let report = with(half + 10 * block).unwrap();
     assert_eq!(report, verify(dir.path(), "KQvKR", 2).unwrap());
+    // One byte less and the half is paged instead (see `a_half_slice_over_the_budget_is_paged`).
+    assert_eq!(with(half + 10 * block - 1).unwrap(), report);
+}
+
+/// A budget that cannot hold the half slice pages it through a file of the table's folder
+/// (`paged.rs`): the least budget is then a few king pairs' worth a thread and the threads'
+/// blocks, well under the half; within a budget that keeps a few groups of it mapped (in these
+/// tests a group is 2,048 values, a king pair of KQvKR 4,096), groups are unmapped while the
+/// check goes on and read back, and the verification gives the report it gives in memory; a
+/// wrong value makes the same first position disagree, with the same message; nothing is left
+/// in the folder.
+#[test]
+fn a_half_slice_over_the_budget_is_paged() {
+    use super::paged::{GROUP_VALUES, UNMAPPED};
+    use super::Limits;
+    use std::sync::atomic::Ordering::Relaxed;
+    let m = Material::parse("KQvKR").unwrap();
+    let per_side = m.per_side();
+    let held = Limits::within(0, 2, per_side, 65_536).unwrap_err();
+    let least = Limits::paged(0, 2, per_side, 65_536, m.king_pairs()).unwrap_err();
+    assert!(least < held - per_side, "paged {least}, held {held}");
+    let budget = least + 64 * 1024;
+    let (_, resident) = Limits::paged(budget, 2, per_side, 65_536, m.king_pairs()).unwrap();
+    assert!(resident < 2 * per_side / 16, "{resident} bytes mapped at most");
+    assert!(
+        resident >= 8 * 2 * GROUP_VALUES,
+        "{resident} bytes mapped at most"
+    );
+    let paged = |dir: &Path, memory: u64| {
+        let opts = VerifyOptions {
+            threads: 2,
+            memory: Some(memory),
+            ..Default::default()
+        };
+        verify_table(dir, "KQvKR", &opts, &|_, _| {})
+    };
+    let listing = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let dir = folder(&["KQvKR"]);
+    let files = listing(dir.path());
+    let before = UNMAPPED.load(Relaxed);
+    let report = paged(dir.path(), budget).unwrap();
+    assert_eq!(report, verify(dir.path(), "KQvKR", 2).unwrap());
+    let unmapped = UNMAPPED.load(Relaxed) - before;
+    assert!(
+        unmapped > 2 * per_side / GROUP_VALUES,
+        "{unmapped} groups unmapped"
+    );
+    assert_eq!(listing(dir.path()), files);
+    match paged(dir.path(), least - 1) {
+        Err(VerifyError::OverBudget { needed, .. }) => assert_eq!(needed, least),
+        other => panic!("{other:?}"),
+    }
+    // A win made a win in two more plies, in each half.
+    for side in 0..2 {
+        let key = [0, 0];
+        let i = find("KQvKR", key, |i, v| (i >= per_side) == (side == 1) && v == 2 + 5);
+        let bad = with_table("KQvKR", &edited("KQvKR", &[(key, i, 2 + 7)]));
+        let in_memory = match verify(bad.path(), "KQvKR", 2) {
+            Err(e @ VerifyError::Mismatch { .. }) => e.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(paged(bad.path(), budget).unwrap_err().to_string(), in_memory);
+    }
 }
 
 /// `verify_slice` (what a worker runs under `--verify all`) passes every slice of KPvK and
