@@ -16,7 +16,8 @@ use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::par::for_each_chunk;
 use zermelo_worker::solver::{
-    slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX, SPILL_FROM,
+    kslice_resident_bytes, slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES,
+    PAGED_BYTES_PER_INDEX, SPILL_FROM,
 };
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
@@ -421,7 +422,7 @@ fn paged_memory(mp: &MaterialPlan, threads: usize) -> Option<PagedNeed> {
     let kslice = n / 2 / PAWNLESS_KING_PAIRS as u64;
     let per_thread = thread_bytes(n, false) + WRITER_BYTES + READER_BYTES;
     let fixed = n / 64 + threads.max(1) as u64 * per_thread;
-    let resident = (MIN_RESIDENT_KSLICES as f64 * kslice as f64 * PAGED_BYTES_PER_INDEX) as u64;
+    let resident = MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice);
     Some(PagedNeed {
         need: MemoryNeed {
             bytes: fixed + resident,
@@ -443,6 +444,9 @@ pub const POSITIONS_PER_THREAD_SECOND: f64 = 18.0e6;
 pub const LARGE_POSITIONS_PER_THREAD_SECOND: f64 = 7.5e6;
 /// See [`LARGE_POSITIONS_PER_THREAD_SECOND`].
 pub const LARGE_SLICE: u64 = 1 << 28;
+/// How much longer a material takes with its state paged, for [`plan_build`]'s estimate:
+/// KRNvKNN within `--memory 2GiB` took 1.71 times its build in memory (docs/performance.md).
+pub const PAGED_SLOWDOWN: f64 = 1.7;
 /// Bytes of table file per position, for [`plan_build`]'s estimate: KQRvKR's and KRPvKR's
 /// tables at the default compression (0.27 and 0.33).
 pub const TABLE_BYTES_PER_POSITION: f64 = 0.33;
@@ -538,7 +542,8 @@ pub fn plan_build(
             } else {
                 POSITIONS_PER_THREAD_SECOND
             };
-            m.positions as f64 / rate
+            let paged = if m.paged_bytes > 0 { PAGED_SLOWDOWN } else { 1.0 };
+            m.positions as f64 / rate * paged
         })
         .sum();
     BuildPlan {

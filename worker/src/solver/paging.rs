@@ -10,12 +10,15 @@
 //!
 //! So the passes keep their code and their arithmetic on indices; only where the arrays live
 //! changes. Before a pass works on a range of indices it *marks* the K-slices it will touch
-//! (the range's own, or the neighbourhood its moves reach). A K-slice marked counts as wholly
-//! resident until it is evicted (an upper bound: a pass maps the pages it touches, not all), so
-//! that what the process holds of the files never runs past the budget. Every few marks the
-//! marking thread adds them up, and when they are more than the budget it evicts the least
-//! recently marked K-slices: their pages are unmapped
-//! (`madvise(MADV_DONTNEED)`), so that the process no longer holds them. The kernel writes them
+//! (the range's own, or the neighbourhood its moves reach). The files are held in *units*: 2 MiB
+//! where a K-slice's state is at least two of them (KRNvKNN's 8.26 MB), mapped as huge pages
+//! (`MADV_HUGEPAGE`: a fault and a TLB entry for 512 pages, as the state in memory has), else
+//! 4 KiB pages. A unit of a K-slice marked counts as wholly resident until it is evicted (an
+//! upper bound: a pass maps the pages it touches, not all), so that what the process holds of
+//! the files never runs past the budget. Every few marks the marking thread looks at their sum,
+//! and when it is more than the budget it evicts the least recently marked K-slices: their units
+//! that hold no bytes of another K-slice marked are unmapped (`madvise(MADV_DONTNEED)`), so
+//! that the process no longer holds them. The kernel writes them
 //! back to their file and keeps them in its page cache as long as it has memory to spare (on a
 //! machine, or in a cgroup, with less memory than the state, it drops them, and an evicted
 //! K-slice touched again is read back from the disk). Eviction can cost time, never a value: a
@@ -30,7 +33,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Range};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tracing::debug;
@@ -57,6 +60,30 @@ pub const PAGED_BYTES_PER_INDEX: f64 = 1.0 + 1.0 / 8.0;
 /// K-slices on two threads, with room to spare (see [`Pager::walk`]).
 pub const MIN_RESIDENT_KSLICES: u64 = 48;
 
+/// The most bytes one K-slice of `kslice` indices is counted as resident, in the units its
+/// files are held in (rounded out at both ends: units at the edges are shared with the
+/// neighbours).
+pub fn kslice_resident_bytes(kslice: u64) -> u64 {
+    let unit = unit_for(kslice as usize) as u64;
+    [kslice, kslice / 8]
+        .iter()
+        .map(|b| (b.div_ceil(unit) + 1) * unit)
+        .sum()
+}
+
+/// The unit of the files of a state of K-slices of `kslice` indices (see the module comment).
+fn unit_for(kslice: usize) -> usize {
+    #[cfg(test)]
+    if FORCE_HUGE.load(Relaxed) {
+        return HUGE_PAGE;
+    }
+    if kslice >= 2 * HUGE_PAGE {
+        HUGE_PAGE
+    } else {
+        PAGE
+    }
+}
+
 /// K-slices evicted by every pager of the process so far.
 static EVICTIONS: AtomicU64 = AtomicU64::new(0);
 
@@ -68,6 +95,14 @@ pub(super) fn evictions() -> u64 {
 
 /// Touches of K-slices between two looks at what is resident.
 const RECLAIM_EVERY: u64 = 64;
+
+/// A page, and a huge page: the units a paged file is held in (see the module comment).
+const PAGE: usize = 4096;
+const HUGE_PAGE: usize = 2 << 20;
+
+/// For tests: hold every paged file in huge-page units, however small its K-slices.
+#[cfg(test)]
+pub(super) static FORCE_HUGE: AtomicBool = AtomicBool::new(false);
 
 /// A zeroed array of `T` in a file mapped into memory, or on the heap.
 pub(super) enum Big<T> {
@@ -120,10 +155,17 @@ unsafe impl<T: Sync> Sync for Mapped<T> {}
 unsafe impl<T: Send> Send for Mapped<T> {}
 
 impl<T> Mapped<T> {
+    /// On `huge` pages if asked (the kernel maps a file's 2 MiB folios whole where it can).
+    ///
     /// # Safety
     /// All-zero bytes must be a valid `T`, and `T` must be valid at any alignment of a page
     /// multiple (the map starts on a page).
-    pub(super) unsafe fn zeroed(dir: &Path, name: &str, len: usize) -> std::io::Result<Mapped<T>> {
+    pub(super) unsafe fn zeroed(
+        dir: &Path,
+        name: &str,
+        len: usize,
+        huge: bool,
+    ) -> std::io::Result<Mapped<T>> {
         let bytes = (len * std::mem::size_of::<T>()).max(1) as u64;
         let path = dir.join(format!("{name}.{}.paged", std::process::id()));
         let file = std::fs::OpenOptions::new()
@@ -136,6 +178,14 @@ impl<T> Mapped<T> {
         file.set_len(bytes)?;
         unlinked?;
         let map = memmap2::MmapOptions::new().len(bytes as usize).map_raw(&file)?;
+        #[cfg(target_os = "linux")]
+        if huge {
+            // SAFETY: the range is the map's; MADV_HUGEPAGE only changes how the kernel backs
+            // it, never its contents; a refusal is harmless and ignored.
+            unsafe {
+                libc::madvise(map.as_mut_ptr().cast(), map.len(), libc::MADV_HUGEPAGE);
+            }
+        }
         Ok(Mapped {
             inner: Arc::new(MapFile { map }),
             len,
@@ -176,12 +226,14 @@ pub(super) enum Reach {
     Verify,
 }
 
-/// A mapped region the pager evicts from: its bytes per index as a fraction `num / den`.
+/// A mapped region the pager evicts from: its bytes per index as a fraction `num / den`, and
+/// per unit whether it counts as resident (marked since it was last unmapped).
 struct Region {
     inner: Arc<MapFile>,
     bytes: usize,
     num: usize,
     den: usize,
+    units: Vec<AtomicBool>,
 }
 
 struct Shared {
@@ -200,11 +252,13 @@ struct Shared {
     resident: Vec<AtomicBool>,
     clock: AtomicU64,
     budget: u64,
-    regions: Mutex<Vec<Region>>,
-    /// Bytes per K-slice of the regions, counted as wholly resident once marked.
-    kslice_bytes: AtomicU64,
-    /// K-slices marked since their last eviction.
-    marked: AtomicU64,
+    regions: RwLock<Vec<Region>>,
+    /// The unit the files are held in: [`PAGE`] or [`HUGE_PAGE`].
+    unit: usize,
+    /// Bytes of the units counted as resident.
+    counted: AtomicU64,
+    /// One reclaim at a time.
+    reclaiming: Mutex<()>,
     /// The clock over [`RECLAIM_EVERY`] when what is resident was last looked at.
     checked: AtomicU64,
     evicted: AtomicU64,
@@ -236,6 +290,7 @@ impl Pager {
                 .map(|kp| near_pairs(pawnless, squares[kp], c))
                 .collect()
         });
+        let unit = unit_for(kslice);
         let shared = Shared {
             kslice,
             per_side,
@@ -246,9 +301,10 @@ impl Pager {
             resident: (0..2 * pairs).map(|_| AtomicBool::new(false)).collect(),
             clock: AtomicU64::new(1),
             budget: paging.resident,
-            regions: Mutex::new(Vec::new()),
-            kslice_bytes: AtomicU64::new(0),
-            marked: AtomicU64::new(0),
+            regions: RwLock::new(Vec::new()),
+            unit,
+            counted: AtomicU64::new(0),
+            reclaiming: Mutex::new(()),
             checked: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -265,16 +321,24 @@ impl Pager {
         &self.dir
     }
 
+    /// Whether the files are held in huge pages: [`Mapped::zeroed`]'s `huge` for them.
+    pub(super) fn huge(&self) -> bool {
+        self.shared.unit == HUGE_PAGE
+    }
+
     /// Pages `m` too, its bytes per index `num / den`.
     pub(super) fn add<T>(&self, m: &Mapped<T>, num: usize, den: usize) {
         let s = &self.shared;
-        s.regions.lock().expect("pager lock").push(Region {
+        let bytes = m.bytes();
+        s.regions.write().expect("pager lock").push(Region {
             inner: Arc::clone(&m.inner),
-            bytes: m.bytes(),
+            bytes,
             num,
             den,
+            units: (0..bytes.div_ceil(s.unit))
+                .map(|_| AtomicBool::new(false))
+                .collect(),
         });
-        s.kslice_bytes.fetch_add((s.kslice * num / den) as u64, Relaxed);
     }
 
     /// Marks the K-slices that a pass `reach` touches for the indices `range`.
@@ -353,28 +417,54 @@ impl Drop for Pager {
     }
 }
 
+impl Region {
+    /// The units of K-slice `k` (of `kslice` indices), rounded out.
+    fn units_of(&self, k: usize, kslice: usize, unit: usize) -> Range<usize> {
+        let start = k * kslice * self.num / self.den / unit;
+        let end = ((k + 1) * kslice * self.num / self.den).div_ceil(unit);
+        start..end.min(self.units.len())
+    }
+
+    /// The K-slices (of `kslice` indices) that unit `u` holds bytes of.
+    fn kslices_of(&self, u: usize, kslice: usize, unit: usize) -> std::ops::RangeInclusive<usize> {
+        let first = u * unit * self.den / self.num / kslice;
+        let last = (((u + 1) * unit).min(self.bytes) * self.den / self.num).saturating_sub(1) / kslice;
+        first..=last
+    }
+}
+
 impl Shared {
     #[inline]
     fn touch(&self, k: usize) {
         self.last[k].store(self.clock.fetch_add(1, Relaxed), Relaxed);
-        if !self.resident[k].load(Relaxed) && !self.resident[k].swap(true, Relaxed) {
-            self.marked.fetch_add(1, Relaxed);
+        if !self.resident[k].load(Relaxed) {
+            self.resident[k].store(true, Relaxed);
+        }
+        // Its units counted again, every time: one that a neighbour's eviction unmapped is
+        // mapped again as soon as a pass touches it.
+        for r in self.regions.read().expect("pager lock").iter() {
+            for u in r.units_of(k, self.kslice, self.unit) {
+                if !r.units[u].load(Relaxed) && !r.units[u].swap(true, Relaxed) {
+                    self.counted.fetch_add(self.unit as u64, Relaxed);
+                }
+            }
         }
     }
 
-    /// If the K-slices marked come to more than the budget, evicts the least recently marked
-    /// until they come to seven eighths of it (one thread at a time; the others wait, so that
-    /// what is resident never runs far past the budget).
+    /// If the units marked come to more than the budget, evicts the least recently marked
+    /// K-slices until they come to seven eighths of it (one thread at a time; the others wait,
+    /// so that what is resident never runs far past the budget: letting them go on instead
+    /// kept both cores busy but was no faster, on KRNvKNN).
     fn reclaim(&self) {
-        let per = self.kslice_bytes.load(Relaxed).max(1);
-        let resident = || self.marked.load(Relaxed) * per;
+        let resident = || self.counted.load(Relaxed);
         if resident() <= self.budget {
             return;
         }
-        let regions = self.regions.lock().expect("pager lock");
+        let _one = self.reclaiming.lock().expect("pager lock");
         if resident() <= self.budget {
             return;
         }
+        let regions = self.regions.read().expect("pager lock");
         let mut by_age: Vec<(u64, usize)> = (0..self.last.len())
             .filter(|&k| self.resident[k].load(Relaxed))
             .map(|k| (self.last[k].load(Relaxed), k))
@@ -386,7 +476,6 @@ impl Shared {
                 if !self.resident[k].swap(false, Relaxed) {
                     continue;
                 }
-                self.marked.fetch_sub(1, Relaxed);
                 for r in regions.iter() {
                     self.evict(r, k);
                 }
@@ -405,29 +494,33 @@ impl Shared {
         }
     }
 
-    /// Evicts K-slice `k` of region `r` (see the module comment): its pages unmapped.
+    /// Evicts K-slice `k` (no longer resident) of region `r` (see the module comment): its
+    /// units that hold no bytes of a resident K-slice unmapped.
     fn evict(&self, r: &Region, k: usize) {
-        let page = 4096usize;
-        let start = (k * self.kslice * r.num / r.den) / page * page;
-        let end = ((k + 1) * self.kslice * r.num / r.den)
-            .next_multiple_of(page)
-            .min(r.bytes.next_multiple_of(page));
-        if end <= start {
-            return;
+        for u in r.units_of(k, self.kslice, self.unit) {
+            let shared = |o: usize| o != k && self.resident.get(o).is_some_and(|f| f.load(Relaxed));
+            if r.kslices_of(u, self.kslice, self.unit).any(shared) {
+                continue;
+            }
+            if !r.units[u].swap(false, Relaxed) {
+                continue;
+            }
+            self.counted.fetch_sub(self.unit as u64, Relaxed);
+            let start = u * self.unit;
+            let len = (start + self.unit).min(r.bytes.next_multiple_of(PAGE)) - start;
+            #[cfg(target_os = "linux")]
+            let ptr = r.inner.map.as_ptr() as usize;
+            #[cfg(target_os = "linux")]
+            // SAFETY: the range lies inside the region's map (its last unit cut at its last
+            // page), which stays mapped while the region holds it. MADV_DONTNEED on a shared
+            // file mapping only unmaps the pages: their contents stay in the file (and in the
+            // page cache until the kernel writes them back and drops them), and the next access
+            // maps them again.
+            unsafe {
+                libc::madvise((ptr + start) as *mut libc::c_void, len, libc::MADV_DONTNEED);
+            }
+            self.evicted.fetch_add(len as u64, Relaxed);
         }
-        let len = end - start;
-        #[cfg(target_os = "linux")]
-        let ptr = r.inner.map.as_ptr() as usize;
-        #[cfg(target_os = "linux")]
-        // SAFETY: the range lies inside the region's map (rounded out to pages inside its
-        // last page), which stays mapped while the region holds it. MADV_DONTNEED on a shared
-        // file mapping only unmaps the pages: their contents stay in the file (and in the page
-        // cache until the kernel writes them back and drops them), and the next access maps
-        // them again.
-        unsafe {
-            libc::madvise((ptr + start) as *mut libc::c_void, len, libc::MADV_DONTNEED);
-        }
-        self.evicted.fetch_add(len as u64, Relaxed);
     }
 }
 

@@ -2136,6 +2136,19 @@ mod tests {
                 assert!(paged == whole, "{key} paged on {threads} thread(s): other values");
             }
             if name == "KRvKN" {
+                // Held in huge pages (as K-slices of 2 MiB or more are): far more than the
+                // budget in one unit, evicted again and again while in use.
+                paging::FORCE_HUGE.store(true, Relaxed);
+                let before = paging::evictions();
+                let mut paged = Vec::new();
+                let r = solve_slice_resumable(&key, &map, (2, true), None, Some(&paging), &mut |v| {
+                    paged.extend_from_slice(v);
+                    Ok(())
+                });
+                paging::FORCE_HUGE.store(false, Relaxed);
+                r.unwrap();
+                assert!(paging::evictions() > before + 1000, "{key}: hardly any evictions");
+                assert!(paged == whole, "{key} paged in huge pages: other values");
                 let (resumed, runs) = solve_resumed_paged(key, &map, true, Some(&paging));
                 assert!(runs >= 8, "{key}: only {runs} runs");
                 assert!(

@@ -179,7 +179,8 @@ impl State {
         let n = g.ix.size() as usize;
         let pager = Pager::new(&g.ix, paging);
         // SAFETY: zero is a valid AtomicU8, at any alignment.
-        let bytes = unsafe { Mapped::zeroed(&paging.dir, "state", n) }.map_err(SolveError::Scratch)?;
+        let bytes =
+            unsafe { Mapped::zeroed(&paging.dir, "state", n, pager.huge()) }.map_err(SolveError::Scratch)?;
         pager.add(&bytes, 1, 1);
         let st = State::with_bytes(
             n,
@@ -253,8 +254,8 @@ impl State {
         self.won = match (&self.pager, &self.bytes) {
             (Some(pager), Big::Mapped(_)) => {
                 // SAFETY: zero is a valid AtomicU64, and the map starts on a page.
-                let won =
-                    unsafe { Mapped::zeroed(pager.dir(), "won", words) }.map_err(SolveError::Scratch)?;
+                let won = unsafe { Mapped::zeroed(pager.dir(), "won", words, pager.huge()) }
+                    .map_err(SolveError::Scratch)?;
                 pager.add(&won, 1, 8);
                 Big::Mapped(won)
             }
