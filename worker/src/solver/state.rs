@@ -167,7 +167,7 @@ impl State {
     /// The state of `n` indices, all [`S_ILLEGAL`] (0), with no [`State::won`] bitmap yet,
     /// and with [`State::fine`] masks if `fine`.
     pub(super) fn new(n: usize, fine: bool) -> State {
-        State::with_bytes(n, fine, Big::Heap(atomic_u8s(n)), None)
+        State::with_bytes(n, fine, Big::heap(atomic_u8s(n)), None)
     }
 
     /// [`State::of`], paged by `paging` if given: its bytes (and its won bitmap, once made) in
@@ -185,7 +185,7 @@ impl State {
         let st = State::with_bytes(
             n,
             !g.pawnless && g.line_man().is_some(),
-            Big::Mapped(bytes),
+            Big::mapped(bytes),
             Some(pager),
         );
         Ok(st)
@@ -251,15 +251,15 @@ impl State {
     /// Makes the [`State::won`] bitmap, all clear: in a file beside the bytes if they are paged.
     pub(super) fn alloc_won(&mut self) -> Result<(), SolveError> {
         let words = self.bytes.len() / 64;
-        self.won = match (&self.pager, &self.bytes) {
-            (Some(pager), Big::Mapped(_)) => {
+        self.won = match &self.pager {
+            Some(pager) if self.bytes.is_mapped() => {
                 // SAFETY: zero is a valid AtomicU64, and the map starts on a page.
                 let won = unsafe { Mapped::zeroed(pager.dir(), "won", words, pager.huge()) }
                     .map_err(SolveError::Scratch)?;
                 pager.add(&won, 1, 8);
-                Big::Mapped(won)
+                Big::mapped(won)
             }
-            _ => Big::Heap(atomic_u64s(words)),
+            _ => Big::heap(atomic_u64s(words)),
         };
         Ok(())
     }
