@@ -367,11 +367,13 @@ fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
         }
         need = Some((fit, n));
     }
-    // Without pawns, the slice's state may be paged: the budget less what stays in memory is
+    // Without pawns, the slice's state may be paged: the budget less what stays in memory (and
+    // less the cache of whole successor slices the build takes of what the budget leaves) is
     // what of it is resident, at least MIN_RESIDENT_KSLICES K-slices.
     if let Some(paged) = paged_memory(mp, threads) {
+        let cache = memory.saturating_sub(paged.need.bytes).min(SLICE_CACHE_BYTES);
         let fit = Fit {
-            paged: Some(memory.saturating_sub(paged.fixed)),
+            paged: Some(memory.saturating_sub(paged.fixed).saturating_sub(cache)),
             ..Fit::default()
         };
         if paged.need.bytes <= memory {
