@@ -547,7 +547,8 @@ pub fn plan_build(
             let paged = if m.paged_bytes > 0 { PAGED_SLOWDOWN } else { 1.0 };
             m.positions as f64 / rate * paged
         })
-        .sum();
+        // From +0.0: the sum of no f64s is -0.0, which prints as "-0 s".
+        .fold(0.0, |a, b| a + b);
     BuildPlan {
         positions,
         memory_bytes: materials.iter().map(|m| m.memory_bytes).max().unwrap_or(0),

@@ -237,6 +237,10 @@ fn plan_only_reports_sizes_memory_and_what_is_complete_and_writes_nothing() {
     let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(plan["positions"], 0);
     assert_eq!(row(&plan, "KPvK")["complete"], true);
+    // Nothing to build takes no time: 0, not the -0 of a float sum of nothing.
+    assert_eq!(plan["seconds"].as_f64(), Some(0.0));
+    assert!(plan["seconds"].as_f64().unwrap().is_sign_positive(), "{plan}");
+    assert!(stderr(&o).contains("about 0 s on"), "{}", stderr(&o));
 }
 
 /// `zermelo bench --alone` gives the peak memory of the named materials' build alone: on Linux
