@@ -87,12 +87,7 @@ fn a_build_within_a_small_budget_gives_the_same_bytes_in_that_memory() {
         peak <= budget + FIXED_SHARE,
         "peak resident memory {peak} bytes is past the budget {budget} + {FIXED_SHARE}"
     );
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| !n.to_string_lossy().ends_with(".zmt"))
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_only_tables(dir.path());
 
     // One slice at a time does not fit 8 MiB: refused before any work, naming the size needed.
     let small = tempfile::tempdir().unwrap();
@@ -114,6 +109,16 @@ fn a_build_within_a_small_budget_gives_the_same_bytes_in_that_memory() {
         0,
         "no work done"
     );
+}
+
+/// Asserts that `dir` holds nothing but tables: no build folder, scratch or state file is left.
+fn assert_only_tables(dir: &std::path::Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".zmt"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 /// A pawnless table whose state does not fit the budget is built with its state paged through
@@ -162,12 +167,7 @@ fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
         peak <= budget + FIXED_SHARE,
         "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
     );
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| !n.to_string_lossy().ends_with(".zmt"))
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_only_tables(dir.path());
 }
 
 /// `solve --plan-only` says what a build would do without doing it: every material with its

@@ -33,7 +33,7 @@ use super::dtm_log::{DtmLog, LogMark, SEG_INDICES};
 use super::geometry::Geometry;
 use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 use super::memory::atomic_u64s;
-use super::paging::{Pager, Paging, Reach};
+use super::paging::{Paging, Reach};
 use super::par::for_each_chunk;
 use super::state::{State, CHUNK_SHIFT, FINE_SHIFT, LATER_DIRECT, WIN_EXIT_DIRECT};
 use super::SolveError;
@@ -211,23 +211,27 @@ fn write_state(
             }
         }
     }
-    let pager = st.pager.take();
-    let written = arrays(st)
-        .into_iter()
-        .enumerate()
-        .try_for_each(|(k, array)| put_blob(w, array, threads, &|r| mark_paged(pager.as_ref(), k, r)));
-    st.pager = pager;
-    written
+    for_each_array(st, |array, mark| put_blob(w, array, threads, mark))
 }
 
-/// Marks, for a paged state, the K-slices of the bytes `bytes` of array `k` of [`arrays`] (the
-/// state bytes, 0, and the won bitmap, 5, are paged).
-fn mark_paged(pager: Option<&Pager>, k: usize, bytes: Range<usize>) {
-    match (pager, k) {
-        (Some(p), 0) => p.mark(bytes, Reach::Own),
-        (Some(p), 5) => p.mark(bytes.start * 8..bytes.end * 8, Reach::Own),
-        _ => {}
-    }
+/// Calls `f` with each array of [`arrays`] in turn and what marks, for a paged state, the
+/// K-slices of a range of its bytes (the state bytes, array 0, and the won bitmap, array 5,
+/// are paged).
+fn for_each_array(
+    st: &mut State,
+    mut f: impl FnMut(&mut [u8], &dyn Fn(Range<usize>)) -> io::Result<()>,
+) -> io::Result<()> {
+    let pager = st.pager.take();
+    let done = arrays(st).into_iter().enumerate().try_for_each(|(k, array)| {
+        let mark = |bytes: Range<usize>| match (pager.as_ref(), k) {
+            (Some(p), 0) => p.mark(bytes, Reach::Own),
+            (Some(p), 5) => p.mark(bytes.start * 8..bytes.end * 8, Reach::Own),
+            _ => {}
+        };
+        f(array, &mark)
+    });
+    st.pager = pager;
+    done
 }
 
 /// The arrays of `st` as a checkpoint holds them, in its order, as plain bytes: the state's
@@ -390,12 +394,7 @@ fn read_state(
             }
         }
     }
-    let pager = st.pager.take();
-    let read = arrays(st)
-        .into_iter()
-        .enumerate()
-        .try_for_each(|(k, array)| get_blob(r, array, threads, &|r| mark_paged(pager.as_ref(), k, r)));
-    st.pager = pager;
+    let read = for_each_array(st, |array, marks| get_blob(r, array, threads, marks));
     read.map(|()| (at, mark))
 }
 
