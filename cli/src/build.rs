@@ -25,7 +25,7 @@ use zermelo_worker::{
     init_together, solve_slice_resumable, solve_slices_into, Checkpoints, Sink, SolveError,
 };
 
-use crate::memory::human_bytes;
+use crate::memory::{free_disk_bytes, human_bytes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -56,6 +56,80 @@ pub enum BuildError {
         paged: Option<MemoryNeed>,
         budget: u64,
     },
+    #[error(
+        "building {material} needs about {} of disk in {dir} ({} of table files, and up to {} of checkpoints, logs of plies and paged state at once while building); {} is free there: free some space, or point --tables at a larger disk",
+        human_bytes(.need.total()), human_bytes(.need.tables), human_bytes(.need.scratch), human_bytes(*.free)
+    )]
+    OverDisk {
+        /// The targets named, or the largest material to build.
+        material: String,
+        dir: String,
+        need: DiskNeed,
+        /// Free bytes there, with what the build folders of the materials to build hold already
+        /// (a resumed build takes those up).
+        free: u64,
+    },
+}
+
+/// The disk a build needs, estimated ([`disk_need`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskNeed {
+    /// The table files to write ([`TABLE_BYTES_PER_POSITION`]).
+    pub tables: u64,
+    /// At most at once in a build folder: a log of plies and checkpoints of the largest slice
+    /// ([`SCRATCH_BYTES_PER_POSITION`]) and a paged state's files, deleted as each table is
+    /// written.
+    pub scratch: u64,
+}
+
+impl DiskNeed {
+    pub fn total(&self) -> u64 {
+        self.tables + self.scratch
+    }
+}
+
+/// [`DiskNeed`] of building materials of `(positions, positions of the largest slice, bytes of
+/// paged state)`, one after the other.
+fn disk_need(to_build: impl Iterator<Item = (u64, u64, u64)>) -> DiskNeed {
+    let (mut positions, mut scratch) = (0u64, 0u64);
+    for (p, largest, paged) in to_build {
+        positions += p;
+        scratch = scratch.max((largest as f64 * SCRATCH_BYTES_PER_POSITION) as u64 + paged);
+    }
+    DiskNeed {
+        tables: (positions as f64 * TABLE_BYTES_PER_POSITION) as u64,
+        scratch,
+    }
+}
+
+/// Bytes of a paged state's files for a material built as `fit` says, its largest slice of
+/// `largest` positions.
+fn paged_bytes(fit: &Fit, largest: u64) -> u64 {
+    match fit.paged {
+        Some(_) => (largest as f64 * PAGED_BYTES_PER_INDEX) as u64,
+        None => 0,
+    }
+}
+
+/// The bytes free for building `materials` in `dir`: free on its disk, and what their build
+/// folders hold already (a resumed build takes it up); `None` if the disk cannot be asked.
+fn free_for_build<'a>(dir: &Path, materials: impl Iterator<Item = &'a Material>) -> Option<u64> {
+    let own: u64 = materials.map(|m| folder_bytes(&build_folder(dir, m))).sum();
+    free_disk_bytes(dir).map(|f| f + own)
+}
+
+/// Bytes of the files under `path` (0 if there is none).
+fn folder_bytes(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => folder_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
 }
 
 /// What a build needs, for [`BuildError::OverBudget`]: in memory, and paged if it can be.
@@ -244,6 +318,7 @@ pub fn build_in(
     // Per material: how its slices are solved, and the bytes of its cache of whole successor
     // slices (what the budget leaves, up to SLICE_CACHE_BYTES).
     let mut how = Vec::new();
+    let mut to_build = Vec::new();
     for (mp, &complete) in plan.materials.iter().zip(&complete) {
         if complete {
             how.push((Fit::default(), 0));
@@ -259,6 +334,25 @@ pub fn build_in(
             });
         }
         how.push((way, (memory - need.bytes).min(SLICE_CACHE_BYTES)));
+        to_build.push((mp.positions, need.largest, paged_bytes(&way, need.largest)));
+    }
+    // The disk, checked as the memory is. The build folders' bytes are the build's own (a
+    // resumed build takes them up), so they count as free.
+    let disk = disk_need(to_build.into_iter());
+    let building = plan.materials.iter().zip(&complete).filter(|(_, &c)| !c);
+    if let Some(free) = free_for_build(dir, building.map(|(mp, _)| &mp.material)) {
+        if disk.total() > free {
+            return Err(BuildError::OverDisk {
+                material: targets
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                dir: dir.display().to_string(),
+                need: disk,
+                free,
+            });
+        }
     }
     let total = plan.positions();
     let mut done = 0u64;
@@ -490,7 +584,9 @@ pub struct BuildPlan {
     pub memory_bytes: u64,
     /// The budget it was checked against.
     pub budget_bytes: u64,
-    /// Every material to build fits the budget.
+    /// Every material to build fits the budget, and the build fits the disk ([`disk_fits`]).
+    ///
+    /// [`disk_fits`]: BuildPlan::disk_fits
     pub fits: bool,
     /// Estimated bytes of the table files to write ([`TABLE_BYTES_PER_POSITION`]).
     pub disk_bytes: u64,
@@ -498,6 +594,13 @@ pub struct BuildPlan {
     /// checkpoints of the largest slice ([`SCRATCH_BYTES_PER_POSITION`]), and a paged state's
     /// files ([`PlannedMaterial::paged_bytes`]), deleted as each table is written.
     pub scratch_bytes: u64,
+    /// Bytes free on the disk of the tables directory, with what the build folders of the
+    /// materials to build hold already (a resumed build takes them up); `None` if it cannot be
+    /// asked.
+    pub free_disk_bytes: Option<u64>,
+    /// The table files and the scratch at its largest fit in [`BuildPlan::free_disk_bytes`]
+    /// (true when that is unknown): `solve` refuses a build that does not.
+    pub disk_fits: bool,
     /// Estimated seconds ([`POSITIONS_PER_THREAD_SECOND`] a thread, or
     /// [`LARGE_POSITIONS_PER_THREAD_SECOND`] for a material of large slices).
     pub seconds: f64,
@@ -528,9 +631,10 @@ pub fn plan_build(
             complete,
             memory_bytes: if complete { 0 } else { need.bytes },
             slices_at_once: need.at_once,
-            paged_bytes: match way.paged {
-                Some(_) if !complete => (need.largest as f64 * PAGED_BYTES_PER_INDEX) as u64,
-                _ => 0,
+            paged_bytes: if complete {
+                0
+            } else {
+                paged_bytes(&way, need.largest)
             },
             fits: complete || need.bytes <= memory,
         });
@@ -549,16 +653,19 @@ pub fn plan_build(
         })
         // From +0.0: the sum of no f64s is -0.0, which prints as "-0 s".
         .fold(0.0, |a, b| a + b);
+    let disk = disk_need(to_build().map(|m| (m.positions, m.largest_slice, m.paged_bytes)));
+    let building = plan.materials.iter().zip(&materials).filter(|(_, m)| !m.complete);
+    let free_disk_bytes = free_for_build(dir, building.map(|(mp, _)| &mp.material));
+    let disk_fits = free_disk_bytes.is_none_or(|f| disk.total() <= f);
     BuildPlan {
         positions,
         memory_bytes: materials.iter().map(|m| m.memory_bytes).max().unwrap_or(0),
         budget_bytes: memory,
-        fits: materials.iter().all(|m| m.fits),
-        disk_bytes: (positions as f64 * TABLE_BYTES_PER_POSITION) as u64,
-        scratch_bytes: to_build()
-            .map(|m| (m.largest_slice as f64 * SCRATCH_BYTES_PER_POSITION) as u64 + m.paged_bytes)
-            .max()
-            .unwrap_or(0),
+        fits: materials.iter().all(|m| m.fits) && disk_fits,
+        disk_bytes: disk.tables,
+        scratch_bytes: disk.scratch,
+        free_disk_bytes,
+        disk_fits,
         seconds: thread_seconds / threads.max(1) as f64,
         threads,
         materials,
@@ -590,12 +697,16 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
         );
     }
     out += &format!(
-        "estimate: memory {} (budget {}{}), disk {} (and up to {} of checkpoints and paged state while building), about {} on {} thread(s)\n",
+        "estimate: memory {} (budget {}{}), disk {} (and up to {} of checkpoints and paged state while building; {}), about {} on {} thread(s)\n",
         human_bytes(p.memory_bytes),
         human_bytes(p.budget_bytes),
-        if p.fits { "" } else { ", NOT enough" },
+        if p.materials.iter().all(|m| m.fits) { "" } else { ", NOT enough" },
         human_bytes(p.disk_bytes),
         human_bytes(p.scratch_bytes),
+        match p.free_disk_bytes {
+            Some(f) => format!("{} free{}", human_bytes(f), if p.disk_fits { "" } else { ", NOT enough" }),
+            None => "free space unknown".to_string(),
+        },
         human_seconds(p.seconds),
         p.threads
     );

@@ -62,7 +62,7 @@ enum Command {
     /// promotions), skipping tables already complete and valid in the directory.
     #[command(display_order = 1)]
     Solve {
-        /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 6 men.
+        /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 7 men, a build that fits the memory budget and the disk.
         #[arg(required = true, value_name = "MATERIAL")]
         materials: Vec<String>,
         /// Directory of the table files (created if missing). A list DIR:DIR2:... writes to the

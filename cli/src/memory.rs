@@ -1,5 +1,7 @@
-//! Memory budgets and sizes for people: the budget a build or an analysis may use, and bytes as
-//! `129.9 KiB`.
+//! Memory budgets, free disk and sizes for people: the budget a build or an analysis may use,
+//! the disk space left where it writes, and bytes as `129.9 KiB`.
+
+use std::path::Path;
 
 pub use zermelo_worker::node::cache::human_bytes;
 
@@ -39,6 +41,26 @@ pub fn budget(flag: Option<u64>) -> u64 {
     flag.unwrap_or_else(default_budget)
 }
 
+/// The bytes an unprivileged process may still write on the file system holding `path`, or on
+/// that of its nearest existing ancestor (a tables directory not created yet); `None` if none
+/// can be asked (statvfs).
+pub fn free_disk_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let existing = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    let c = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `s` a statvfs the call fills in.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +79,15 @@ mod tests {
         let b = default_budget();
         assert!(b >= 1 << 20, "{b}");
         assert_eq!(budget(Some(12345)), 12345);
+    }
+
+    #[test]
+    fn free_disk_is_asked_of_the_nearest_folder_that_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = free_disk_bytes(dir.path()).expect("statvfs of a folder");
+        assert!(free > 0);
+        // Not created yet: the file system of its parent, which changes little in between.
+        let later = free_disk_bytes(&dir.path().join("not/yet")).expect("statvfs of the parent");
+        assert!(later.abs_diff(free) < 1 << 30, "{later} against {free}");
     }
 }

@@ -85,7 +85,7 @@ impl Tables {
     }
 }
 
-/// Builds each material (any order and case, at most 6 men) and every material it converts
+/// Builds each material (any order and case, at most 7 men) and every material it converts
 /// into in `directory`, skipping tables already complete there; returns the materials built
 /// (not those skipped). `threads`: default all cores; `memory`: bytes, default three quarters
 /// of the machine's (or container's) memory.

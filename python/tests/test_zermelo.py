@@ -69,7 +69,7 @@ def test_errors_are_python_exceptions(tables):
     with pytest.raises(FileNotFoundError):
         zermelo.Tablebase("/nonexistent-zermelo-dir")
     with pytest.raises(ValueError):
-        zermelo.solve(["KQQQQQvK"], tables)  # 7 men: refused before any work
+        zermelo.solve(["KQQQQQQvK"], tables)  # 8 men: refused before any work
     with pytest.raises(TypeError):
         tb.probe(42)
 

@@ -28,11 +28,11 @@ fn material_without_king_or_too_many_men_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     assert_clean_failure(&run(&["solve", "QvK", "--tables", d]), 2, "no king");
-    assert_clean_failure(&run(&["solve", "KQRBNvKRPP", "--tables", d]), 2, "at most 6");
-    // Seven men: refused with the size of the table (layout 3: 462 king pairs, five lone men).
-    let o = run(&["solve", "KQRBvKRN", "--tables", d]);
-    assert_clean_failure(&o, 2, "at most 6 men");
-    let indices = 2 * 462 * 64u64.pow(5);
+    assert_clean_failure(&run(&["solve", "KQRBNvKRPP", "--tables", d]), 2, "at most 7");
+    // Eight men: refused with the size of the table (layout 3: 462 king pairs, six lone men).
+    let o = run(&["solve", "KQRBNvKRN", "--tables", d]);
+    assert_clean_failure(&o, 2, "at most 7 men");
+    let indices = 2 * 462 * 64u64.pow(6);
     assert!(
         stderr(&o).contains(&format!("would hold {indices} positions")),
         "{}",

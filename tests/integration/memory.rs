@@ -276,3 +276,101 @@ fn bench_alone_gives_the_peak_of_the_named_materials() {
         );
     }
 }
+
+/// Seven men are planned and built like six, within the memory budget and the disk: KNNNNvKQ
+/// (2 sides x 462 king pairs x C(64,4) knight sets x 64 queen squares) is planned with its state
+/// paged, refused before any work below its least paged need, and refused for its disk where
+/// the disk is too small for it (the folder of the test, or /dev/shm, whichever is).
+#[test]
+fn seven_men_are_planned_and_refused_past_the_memory_or_the_disk() {
+    use crate::common::stderr;
+    let tmp = tempfile::tempdir().unwrap();
+    let plan_in = |dir: &Path| {
+        let o = run(&[
+            "solve",
+            "--plan-only",
+            "KNNNNvKQ",
+            "--memory",
+            "16GiB",
+            "--tables",
+            dir.to_str().unwrap(),
+        ]);
+        let plan: serde_json::Value =
+            serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+        (o, plan)
+    };
+    let (o, plan) = plan_in(&tmp.path().join("none"));
+    let rows = plan["materials"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["material"].as_str().unwrap()).collect();
+    for m in ["KNNNNvK", "KNNNvKQ", "KNNvKQ", "KQvKN", "KNvK", "KQvK"] {
+        assert!(names.contains(&m), "{m} missing from {names:?}");
+    }
+    let top = rows.last().unwrap();
+    assert_eq!(top["material"], "KNNNNvKQ");
+    let positions = 2 * 462 * (64 * 63 * 62 * 61 / 24) * 64u64;
+    assert_eq!(top["positions"], positions);
+    assert_eq!(
+        top["paged_bytes"],
+        positions + positions / 8,
+        "a byte and a bit a position"
+    );
+    assert!(top["memory_bytes"].as_u64().unwrap() < 16 << 30, "{top}");
+    let free = plan["free_disk_bytes"]
+        .as_u64()
+        .expect("the free disk is known here");
+    let need = plan["disk_bytes"].as_u64().unwrap() + plan["scratch_bytes"].as_u64().unwrap();
+    assert!(need > top["paged_bytes"].as_u64().unwrap(), "{plan}");
+    assert_eq!(plan["disk_fits"], need <= free, "{plan}");
+    assert_eq!(plan["fits"], need <= free, "{plan}");
+    assert_eq!(o.status.code(), Some(if need <= free { 0 } else { 1 }));
+
+    // Below its least paged need (about 2.9 GiB): refused before any work, with both needs.
+    let d = tmp.path().join("small");
+    let o = run(&[
+        "solve",
+        "KNNNNvKQ",
+        "--memory",
+        "1GiB",
+        "--tables",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("building KNNNNvKQ needs about"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("with its state paged"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0, "something was written");
+
+    // Past the disk: refused before any work, naming the disk it needs and what is free.
+    let shm = Path::new("/dev/shm");
+    let shm = shm.is_dir().then(|| tempfile::tempdir_in(shm).ok()).flatten();
+    let mut refused = 0;
+    for dir in std::iter::once(tmp.path()).chain(shm.as_ref().map(|s| s.path())) {
+        let d = dir.join("disk");
+        let (_, plan) = plan_in(&d);
+        if plan["disk_fits"] == true {
+            continue;
+        }
+        let o = run(&[
+            "solve",
+            "KNNNNvKQ",
+            "--memory",
+            "16GiB",
+            "--tables",
+            d.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("building KNNNNvKQ needs about") && stderr(&o).contains("of disk in"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0, "something was written");
+        refused += 1;
+    }
+    if refused == 0 {
+        eprintln!("note: every disk here holds KNNNNvKQ's build; the refusal for disk was not tried");
+    }
+}

@@ -363,6 +363,10 @@ fn solve_initialised(
     solve_passes(ctx, st, log, at, &run, sink)
 }
 
+/// Slices of this many indices or more log each pass at the info level (KRNvKNN's 7.6 G, at
+/// about a second a pass, and up; 7 men take hours): a long build says where it is.
+const REPORT_PLIES_FROM: usize = 1 << 32;
+
 /// How a slice's passes are run: on `threads` threads, begun at `start` (for its log), with
 /// `checkpoints` if any.
 struct Run<'a> {
@@ -410,7 +414,17 @@ fn solve_passes(
         let phase = std::time::Instant::now();
         let frontier = scan_frontier(ctx, &st, &mut log, plies, threads)?;
         scan_seconds += phase.elapsed().as_secs_f64();
-        if n >= SPILL_FROM {
+        // A slice of an hour or more (7 men) says where it is at every ply; smaller large
+        // ones at debug level.
+        if n >= REPORT_PLIES_FROM {
+            info!(
+                slice = %key,
+                plies,
+                frontier,
+                seconds = start.elapsed().as_secs_f64(),
+                "pass"
+            );
+        } else if n >= SPILL_FROM {
             debug!(
                 slice = %key,
                 plies,
