@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tracing::{info, info_span};
-use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT, PAWNLESS_KING_PAIRS};
+use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
 use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::par::for_each_chunk;
 use zermelo_worker::solver::{
-    kslice_resident_bytes, slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES,
-    PAGED_BYTES_PER_INDEX, SPILL_FROM,
+    paged_need, slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX,
+    SPILL_FROM,
 };
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
@@ -515,18 +515,16 @@ fn paged_memory(mp: &MaterialPlan, threads: usize) -> Option<PagedNeed> {
         .map(|s| SliceIndexer::new(*s).size())
         .max()
         .unwrap_or(0);
-    let kslice = n / 2 / PAWNLESS_KING_PAIRS as u64;
-    let per_thread = thread_bytes(n, false) + WRITER_BYTES + READER_BYTES;
-    let fixed = n / 64 + threads.max(1) as u64 * per_thread;
-    let resident = MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice);
+    let caller = WRITER_BYTES + READER_BYTES;
+    let need = paged_need(n, threads, caller);
     Some(PagedNeed {
         need: MemoryNeed {
-            bytes: fixed + resident,
+            bytes: need.least,
             largest: n,
             at_once: 1,
-            per_thread,
+            per_thread: thread_bytes(n, false) + caller,
         },
-        fixed,
+        fixed: need.fixed,
     })
 }
 

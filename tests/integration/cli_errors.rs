@@ -146,6 +146,7 @@ k7/8/1K6/8/8/8/8/2Q5 w - - 0 1
 kq6/8/1K6/8/8/8/8/2Q5 w - - 0 1
 k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
 8/8/8/8/8/8/8/KQRBNk1q w - - 0 1
+8/8/8/8/8/8/8/KQRBNkqr w - - 0 1
 ";
     let o = run_with_stdin(&["probe", "--tables", d], input);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -153,7 +154,7 @@ k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 7);
+    assert_eq!(lines.len(), 8);
     assert!(lines[0]["error"].as_str().unwrap().contains("invalid FEN"));
     assert!(lines[1]["error"].as_str().unwrap().contains("castling"));
     assert_eq!(lines[2]["category"], "draw", "bare kings need no table");
@@ -168,10 +169,16 @@ k7/8/1K6/8/8/8/8/2QQ4 b - - 0 1
         "{}",
         lines[5]
     );
+    // Seven men are within what tables may hold: the table is missing, and named.
     assert!(
-        lines[6]["error"].as_str().unwrap().contains("men"),
+        lines[6]["error"].as_str().unwrap().contains("KQRBNvKQ"),
         "{}",
         lines[6]
+    );
+    assert!(
+        lines[7]["error"].as_str().unwrap().contains("8 men"),
+        "{}",
+        lines[7]
     );
     assert!(!stderr(&o).contains("panicked"));
     // Each error once: in its JSON line, not again as a log line on stderr.

@@ -205,6 +205,71 @@ fn a_worker_refuses_a_task_over_its_memory_budget() {
     );
 }
 
+/// A worker whose `--memory` cannot hold a pawnless slice's state in memory solves it with its
+/// state paged through its cache folder, as `zermelo solve --memory` does: the same bytes, and
+/// no file of the state left behind (they are unlinked as soon as they are mapped). KRvKN needs
+/// about 19 MiB in memory on a worker of one thread (its state, 8 MiB, a segment of values
+/// written out, 7 MiB, and the file's encoder), and about 12 MiB paged.
+#[test]
+fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut coord, url) = coordinator(tmp.path());
+    let env = [
+        ("ZERMELO_TOKEN", "right-token-for-tests"),
+        ("ZERMELO_LOG", "info"),
+    ];
+    let worker = worker_with(
+        &url,
+        &tmp.path().join("cache"),
+        tmp.path().join("worker.log"),
+        &["--memory", "16MiB"],
+        &env,
+    );
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KRvKN"],
+        &[],
+        Duration::from_secs(120),
+        &[&coord, &worker],
+    );
+    let log = worker.log();
+    assert!(
+        log.contains("solved with its state paged through the cache folder"),
+        "KRvKN was not paged:\n{log}"
+    );
+    let solve_dir = tables_with(&["KRvKN"]);
+    for t in ["KNvK", "KRvK", "KRvKN"] {
+        let name = format!("{t}.zmt");
+        assert!(
+            std::fs::read(tmp.path().join("tables").join(&name)).unwrap()
+                == std::fs::read(solve_dir.join(&name)).unwrap(),
+            "{name} differs between the cluster and `zermelo solve`"
+        );
+    }
+    // No file of the state left behind in the cache.
+    let leftovers: Vec<String> = walk_files(tmp.path())
+        .into_iter()
+        .filter(|n| n.ends_with(".paged"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let _ = coord.child.kill();
+}
+
+/// Every file under `dir`, by name.
+fn walk_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk_files(&e.path()));
+        } else {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
 /// Workers with a small `--memory` read large successor slices a block at a time from a table
 /// form in their cache (made from the slice file they solved, or fetched straight into it)
 /// instead of holding them whole, and the tables are still byte-identical to `zermelo solve`'s.

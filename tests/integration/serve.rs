@@ -177,7 +177,12 @@ fn serve_answers_as_probe_does_in_the_lichess_shape() {
     let cases = [
         ("/standard?fen=not_a_fen", 400, "invalid FEN"),
         ("/standard", 400, "fen"),
-        ("/standard?fen=k7/8/1K6/8/8/8/8/1RRRRR2_w_-_-_0_1", 400, "men"),
+        ("/standard?fen=k7/8/1K6/8/8/8/8/1RRRRRR1_w_-_-_0_1", 400, "8 men"),
+        (
+            "/standard?fen=k7/8/1K6/8/8/8/8/1RRRRR2_w_-_-_0_1",
+            404,
+            "zermelo solve KRRRRRvK",
+        ),
         (
             "/standard?fen=k7/8/1K6/8/8/8/8/1NN2b2_w_-_-_0_1",
             404,

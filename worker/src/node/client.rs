@@ -3,7 +3,8 @@
 //! successor slices into memory (from the local [`SliceCache`], memory-mapped and hash-checked,
 //! else fetched from the coordinator, hash-checked on arrival and fetched again on a mismatch),
 //! keep the cache within its budget (never evicting what the task in hand needs), solve its
-//! slices with [`solve_slice_into`] on the blocking pool, each written into a cache file as its
+//! slices with [`solve_slice_resumable`] on the blocking pool (a pawnless slice past the budget
+//! with its state paged through the cache folder, as `zermelo solve` does), each written into a cache file as its
 //! values come out of the solver (never held whole, unless small enough to keep for the next
 //! tasks), upload them from those files a chunk at a time with their content hashes, complete
 //! the task. It heartbeats its lease while it works and drops the work of a lease it lost.
@@ -35,7 +36,10 @@ use zermelo_storage::Table;
 
 use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
 use crate::solver::par::for_each_chunk;
-use crate::solver::{slice_state_bytes, solve_slice_into, thread_bytes, SolveError};
+use crate::solver::{
+    paged_need, slice_state_bytes, solve_slice_resumable, thread_bytes, Paging, SolveError,
+    MIN_RESIDENT_KSLICES,
+};
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
 
@@ -453,7 +457,7 @@ fn keep_limit(budget: u64) -> u64 {
 /// memory at its peak, in bytes, reading `successors`: per slice solved at once, the solver's
 /// state ([`slice_state_bytes`]) and its file's encoder ([`ENCODER_BYTES`]); per thread, the
 /// solver's buffers ([`thread_bytes`], with its bitmap of changed positions if `changed_bits`,
-/// see [`solve_slice_into`]); the small successors' values, held whole (2 bytes a
+/// see [`crate::solver::solve_slice_into`]); the small successors' values, held whole (2 bytes a
 /// position; small as in [`keep_limit`]), and for the large ones, read a block at a time from
 /// their table form in the cache, each thread's cache of blocks ([`READER_BYTES`]); the solved
 /// slices kept in memory. With a description of the parts, for a refusal.
@@ -500,6 +504,42 @@ pub fn task_memory(
         human_bytes(kept)
     );
     (solver + held + readers + kept, what)
+}
+
+/// What solving `slices` needs with its state paged through the worker's cache folder, when
+/// that is possible (a task of one pawnless slice): the least it needs (as [`task_memory`]
+/// counts, with [`paged_need`]'s state: [`MIN_RESIDENT_KSLICES`] K-slices resident), what
+/// stays in memory whatever the budget, and a description of the parts, for a refusal. The
+/// rest of the budget is the state resident ([`Paging::resident`]).
+pub fn paged_task_memory(
+    slices: &[SliceKey],
+    successors: &BTreeSet<SliceKey>,
+    threads: usize,
+    budget: u64,
+) -> Option<(u64, u64, String)> {
+    let [key] = slices else {
+        return None;
+    };
+    if key.material.has_pawns() {
+        return None;
+    }
+    let n = SliceIndexer::new(*key).size();
+    let (whole, large): (Vec<u64>, Vec<u64>) = successors
+        .iter()
+        .map(|k| 2 * SliceIndexer::new(*k).size())
+        .partition(|&bytes| bytes <= keep_limit(budget));
+    let held: u64 = whole.iter().sum();
+    // Large successors are read a block at a time through each thread's cache of blocks.
+    let need = paged_need(n, threads, if large.is_empty() { 0 } else { READER_BYTES });
+    let fixed = need.fixed + ENCODER_BYTES + held;
+    let least = need.least + ENCODER_BYTES + held;
+    let what = format!(
+        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident and {} of summaries and buffers on {threads} thread(s): {}; successor slices held whole: {}",
+        human_bytes(need.fixed),
+        human_bytes(need.least),
+        human_bytes(held)
+    );
+    Some((least, fixed, what))
 }
 
 impl Worker {
@@ -610,17 +650,43 @@ impl Worker {
             changed_bits = false;
             (needed, what) = task_memory(&slices, &successors, threads, budget, false);
         }
+        // A pawnless slice past the budget in memory is solved with its state paged through
+        // the cache folder, the budget less what stays in memory resident (as `solve` does).
+        let mut paging = None;
         if needed > budget {
-            let slice = *slices
-                .iter()
-                .max_by_key(|k| SliceIndexer::new(**k).size())
-                .expect("a task has slices");
-            return Err(WorkerError::OverBudget {
-                slice,
-                needed,
-                what,
-                budget,
-            });
+            match paged_task_memory(&slices, &successors, threads, budget) {
+                Some((least, fixed, _)) if least <= budget => {
+                    changed_bits = false;
+                    let resident = budget - fixed;
+                    info!(
+                        slice = %slices[0],
+                        in_memory = needed,
+                        resident,
+                        budget,
+                        "the slice is solved with its state paged through the cache folder"
+                    );
+                    needed = least;
+                    paging = Some(Paging {
+                        dir: self.config.cache.clone(),
+                        resident,
+                    });
+                }
+                paged => {
+                    if let Some((least, _, paged_what)) = &paged {
+                        what = format!("{what}; or {}: {paged_what}", human_bytes(*least));
+                    }
+                    let slice = *slices
+                        .iter()
+                        .max_by_key(|k| SliceIndexer::new(**k).size())
+                        .expect("a task has slices");
+                    return Err(WorkerError::OverBudget {
+                        slice,
+                        needed: paged.map_or(needed, |(least, _, _)| least.min(needed)),
+                        what,
+                        budget,
+                    });
+                }
+            }
         }
         debug!(needed, budget, "the task fits the memory budget");
 
@@ -643,9 +709,16 @@ impl Worker {
             let memory = std::mem::take(&mut self.memory);
             let batch = to_solve.clone();
             let cache = self.cache.clone();
+            let paging = paging.clone();
             let (memory, outcome) = tokio::task::spawn_blocking(move || {
-                let outcome =
-                    solve_all_blocking(&batch, &memory, (threads, changed_bits), &cache, keep, tamper);
+                let how = How {
+                    threads,
+                    changed_bits,
+                    paging: paging.as_ref(),
+                    keep,
+                    tamper,
+                };
+                let outcome = solve_all_blocking(&batch, &memory, &cache, &how);
                 (memory, outcome)
             })
             .await?;
@@ -1253,14 +1326,33 @@ async fn heartbeat(mut client: Client, worker_id: u64, lease: u64, every: Durati
 /// instead. Many small slices go one to a thread; otherwise each slice uses every thread.
 /// Blocking.
 #[allow(clippy::type_complexity)]
+/// How [`solve_all_blocking`] solves a task's slices.
+struct How<'a> {
+    /// Threads for the task.
+    threads: usize,
+    /// With the bitmaps of changed positions ([`crate::solver::solve_slice_into`]).
+    changed_bits: bool,
+    /// A task of one pawnless slice past the budget: its state paged.
+    paging: Option<&'a Paging>,
+    /// Solved slices of at most this many bytes of values are kept in memory.
+    keep: u64,
+    /// For tests: a broken solver.
+    tamper: Option<Tamper>,
+}
+
 fn solve_all_blocking(
     slices: &[SliceKey],
     memory: &SliceMap,
-    (threads, changed_bits): (usize, bool),
     cache: &SliceCache,
-    keep: u64,
-    tamper: Option<Tamper>,
+    how: &How<'_>,
 ) -> Result<(Vec<Solved>, Vec<(SliceKey, SliceKey)>), WorkerError> {
+    let &How {
+        threads,
+        changed_bits,
+        paging,
+        keep,
+        tamper,
+    } = how;
     let one = |key: &SliceKey, threads: usize| -> Result<Result<Solved, SliceKey>, WorkerError> {
         let _span = info_span!("slice", slice = %key).entered();
         let positions = SliceIndexer::new(*key).size();
@@ -1268,23 +1360,30 @@ fn solve_all_blocking(
         let mut kept = (2 * positions <= keep).then(|| Vec::with_capacity(positions as usize));
         let mut first = 0u64;
         let mut changed = Vec::new();
-        let solved = solve_slice_into(key, memory, threads, changed_bits, &mut |values| {
-            let values = match tamper {
-                None => values,
-                Some(tamper) => {
-                    changed.clear();
-                    changed.extend_from_slice(values);
-                    tamper(key, first, &mut changed);
-                    &changed[..]
+        let solved = solve_slice_resumable(
+            key,
+            memory,
+            (threads, changed_bits),
+            None,
+            paging,
+            &mut |values| {
+                let values = match tamper {
+                    None => values,
+                    Some(tamper) => {
+                        changed.clear();
+                        changed.extend_from_slice(values);
+                        tamper(key, first, &mut changed);
+                        &changed[..]
+                    }
+                };
+                first += values.len() as u64;
+                file.push(values).map_err(|e| SolveError::Output(Box::new(e)))?;
+                if let Some(kept) = kept.as_mut() {
+                    kept.extend_from_slice(values);
                 }
-            };
-            first += values.len() as u64;
-            file.push(values).map_err(|e| SolveError::Output(Box::new(e)))?;
-            if let Some(kept) = kept.as_mut() {
-                kept.extend_from_slice(values);
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
         match solved {
             Ok(()) => {}
             Err(SolveError::MissingSuccessor(t)) if !memory.contains(&t) => return Ok(Err(t)),

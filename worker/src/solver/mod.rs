@@ -55,6 +55,31 @@ pub fn thread_bytes(positions: u64, changed_bits: bool) -> u64 {
     2 * positions.min(SEG_INDICES as u64) + changed
 }
 
+/// What a pawnless slice of `positions` indices solved with its state paged ([`Paging`]) holds
+/// in memory, besides what its caller holds per thread (`caller_per_thread`: the buffers of the
+/// values written out, the cache of blocks successors are read through).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedNeed {
+    /// The least it needs: [`PagedNeed::fixed`] and [`MIN_RESIDENT_KSLICES`] K-slices of state.
+    pub least: u64,
+    /// What stays in memory whatever the budget: the slice's summaries (a byte per 64
+    /// positions) and each thread's buffers ([`thread_bytes`] and `caller_per_thread`). A
+    /// budget of `fixed + r` keeps `r` bytes of the state resident.
+    pub fixed: u64,
+}
+
+/// See [`PagedNeed`]. The state of a slice with pawns is never paged (its slices are small:
+/// a pawn configuration each).
+pub fn paged_need(positions: u64, threads: usize, caller_per_thread: u64) -> PagedNeed {
+    let kslice = positions / 2 / zermelo_chess::index::PAWNLESS_KING_PAIRS as u64;
+    let per_thread = thread_bytes(positions, false) + caller_per_thread;
+    let fixed = positions / 64 + threads.max(1) as u64 * per_thread;
+    PagedNeed {
+        least: fixed + MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice),
+        fixed,
+    }
+}
+
 /// Values of positions outside the slice being solved.
 pub trait Successors: Sync {
     /// The value, for the side to move, of a legal position reached by a move that leaves the
