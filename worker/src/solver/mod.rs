@@ -11,6 +11,7 @@ mod le;
 mod memory;
 mod paging;
 pub mod par;
+mod parts;
 mod pawn_exits;
 pub mod reference;
 pub mod retrograde;
@@ -23,6 +24,7 @@ use zermelo_chess::{Position, Value};
 pub use checkpoint::Checkpoints;
 pub use dtm_log::SEG_INDICES;
 pub use paging::{kslice_resident_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX};
+pub use parts::{solve_in_parts, splittable, Crossed};
 pub use retrograde::{
     init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Sink,
 };

@@ -75,6 +75,7 @@ use super::memory::{
 };
 use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
+use super::parts::Split;
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::state::{
     decided, may_lose, undecided, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
@@ -202,28 +203,7 @@ pub fn solve_slice_resumable(
     }
     let st = State::of_paged(&g, paging)?;
     let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
-
-    // 1. Init: illegal placements, exits, mates. Each index is set on its own, so the order
-    // does not change the result. A stop asked for meanwhile ends it (nothing to checkpoint).
-    match promotion_order(&g) {
-        None => for_each_chunk(st.bytes.len(), 1 << CHUNK_SHIFT, threads, |range| {
-            if stopped() {
-                return Err(SolveError::Interrupted);
-            }
-            st.mark(range.clone(), Reach::Own);
-            init_range(&ctx, &st, range)
-        })?,
-        Some(units) => for_each_chunk(units.len(), UNITS_A_THREAD, threads, |range| {
-            if stopped() {
-                return Err(SolveError::Interrupted);
-            }
-            for u in &units[range] {
-                st.mark(u.clone(), Reach::Own);
-                init_range(&ctx, &st, u.clone())?;
-            }
-            Ok::<(), SolveError>(())
-        })?,
-    }
+    init_state(&ctx, &st, threads, None, &stopped)?;
     let init_seconds = start.elapsed().as_secs_f64();
     solve_initialised(
         &ctx,
@@ -233,6 +213,43 @@ pub fn solve_slice_resumable(
         checkpoints,
         sink,
     )
+}
+
+/// 1. Init of state `st`: illegal placements, exits, mates; with `split`, only the indices of
+/// its part. Each index is set on its own, so the order does not change the result. A stop
+/// asked for meanwhile (`stopped`) ends it (nothing to checkpoint).
+pub(super) fn init_state(
+    ctx: &Context<'_>,
+    st: &State,
+    threads: usize,
+    split: Option<&Split>,
+    stopped: &(dyn Fn() -> bool + Sync),
+) -> Result<(), SolveError> {
+    match promotion_order(ctx.g) {
+        None => for_each_chunk(st.bytes.len(), 1 << CHUNK_SHIFT, threads, |range| {
+            if stopped() {
+                return Err(SolveError::Interrupted);
+            }
+            if split.is_some_and(|sp| !sp.owns(range.start)) {
+                return Ok(());
+            }
+            st.mark(range.clone(), Reach::Own);
+            init_range(ctx, st, range)
+        }),
+        Some(units) => {
+            debug_assert!(split.is_none(), "slices with pawns are not split");
+            for_each_chunk(units.len(), UNITS_A_THREAD, threads, |range| {
+                if stopped() {
+                    return Err(SolveError::Interrupted);
+                }
+                for u in &units[range] {
+                    st.mark(u.clone(), Reach::Own);
+                    init_range(ctx, st, u.clone())?;
+                }
+                Ok::<(), SolveError>(())
+            })
+        }
+    }
 }
 
 /// True if slices `keys` are worth solving with [`solve_slices_into`]: two or more slices with
@@ -344,7 +361,7 @@ fn solve_initialised(
     let n = g.ix.size() as usize;
     let tracked = std::time::Instant::now();
     if g.line_man().is_some() {
-        st.track_won(threads, !g.pawnless, changed_bits)?;
+        st.track_won(threads, !g.pawnless, changed_bits, None)?;
     }
     let init_seconds = init_seconds + tracked.elapsed().as_secs_f64();
     let log = match checkpoints {
@@ -412,7 +429,7 @@ fn solve_passes(
         // other than through it (scan the chunks flagged for it), set final here. Recorded in
         // the log, and un-moved from below.
         let phase = std::time::Instant::now();
-        let frontier = scan_frontier(ctx, &st, &mut log, plies, threads)?;
+        let frontier = scan_frontier(ctx, &st, &mut log, plies, threads, None)?;
         scan_seconds += phase.elapsed().as_secs_f64();
         // A slice of an hour or more (7 men) says where it is at every ply; smaller large
         // ones at debug level.
@@ -434,7 +451,7 @@ fn solve_passes(
             );
         }
         let phase = std::time::Instant::now();
-        let hold_won = unmove_frontier(ctx, &st, &log, plies, frontier, threads)?;
+        let hold_won = unmove_frontier(ctx, &st, &log, plies, frontier, threads, None)?;
         unmove_seconds += phase.elapsed().as_secs_f64();
         let phase = std::time::Instant::now();
         if plies % 2 == 1 {
@@ -480,18 +497,19 @@ fn solve_passes(
         "slice solved"
     );
 
-    write_values(st, &log, threads, sink)
+    write_values(st, &log, threads, None, sink)
 }
 
 /// The scan of ply `plies`: the positions decided in the pass before, and those decided at this
-/// ply other than through it (the chunks flagged for it), set final and recorded in `log`.
-/// Returns how many joined the frontier.
-fn scan_frontier(
+/// ply other than through it (the chunks flagged for it), set final and recorded in `log`; with
+/// `split`, those of its part only. Returns how many joined the frontier.
+pub(super) fn scan_frontier(
     ctx: &Context<'_>,
     st: &State,
     log: &mut DtmLog,
     plies: u32,
     threads: usize,
+    split: Option<&Split>,
 ) -> Result<u64, SolveError> {
     let n = ctx.g.ix.size() as usize;
     let line_man = ctx.g.line_man();
@@ -529,7 +547,10 @@ fn scan_frontier(
         for s in range {
             let first = s * SEG_INDICES;
             let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
-            let chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
+            let mut chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
+            if split.is_some_and(|sp| !sp.owns(first)) {
+                chunks = 0..0;
+            }
             let mut any = 0u64;
             for c in chunks {
                 let pending =
@@ -655,17 +676,20 @@ fn scan_frontier(
     Ok(in_frontier.into_inner())
 }
 
-/// The un-moves of ply `plies` from its frontier (`frontier` positions, read back from `log`):
-/// after a loss the undecided predecessors win at the next ply, after a win the predecessors
-/// that may lose are marked changed, for [`verify_changed`]. Returns whether the won bits stand
-/// in for quiet ones meanwhile (`hold_won`, which the verification then clears).
-fn unmove_frontier(
+/// The un-moves of ply `plies` from its frontier (`frontier` positions, read back from `log`;
+/// with `split`, the frontier of all its parts): after a loss the undecided predecessors win at
+/// the next ply, after a win the predecessors that may lose are marked changed, for
+/// [`verify_changed`]. With `split`, the lines of predecessors of another part go to its
+/// outbox, for that part to mark ([`mark_lines`]). Returns whether the won bits stand in for
+/// quiet ones meanwhile (`hold_won`, which the verification then clears).
+pub(super) fn unmove_frontier(
     ctx: &Context<'_>,
     st: &State,
     log: &DtmLog,
     plies: u32,
     frontier: u64,
     threads: usize,
+    split: Option<&Split>,
 ) -> Result<bool, SolveError> {
     let g = ctx.g;
     let n = g.ix.size() as usize;
@@ -683,34 +707,17 @@ fn unmove_frontier(
     // costs (KRNvKNN, 524 plies: verification 158 s to 197 s with the bits in every ply).
     // Either way the same positions are changed.
     let hold_won = !lost_here && st.quiet.is_empty() && !st.won.is_empty() && frontier >= n as u64 / 128;
-    // The mark of predecessor `p` by a thread whose bitmap of [`State::changed_bits`] is
-    // `mine` (empty if none are kept).
-    let mark_on = |mine: &'_ [AtomicU64], p: usize| {
-        let v = st.get(p);
-        if lost_here {
-            // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
-            if undecided(v) {
-                st.set_next(p, plies + 1, mine);
-            }
-        } else if may_lose(v) && v & F_CHANGED == 0 {
-            st.set(p, v | F_CHANGED);
-            st.set_quiet(p, 1 << (p % 64));
-            if hold_won {
-                let w = &st.won[p / 64];
-                w.store(w.load(Relaxed) | 1 << (p % 64), Relaxed);
-            }
-            // As in `set_next`: no store to a shared line that would change nothing.
-            let flag = &st.changed[p >> CHUNK_SHIFT];
-            if flag.load(Relaxed) == 0 {
-                flag.store(1, Relaxed);
-            }
-        }
-    };
+    let mark_on = |mine: &'_ [AtomicU64], p: usize| mark_predecessor(st, p, plies, hold_won, mine);
     let skip: &[AtomicU64] = if lost_here || st.quiet.is_empty() {
         &st.won
     } else {
         &st.quiet
     };
+    debug_assert!(
+        split.is_none()
+            || (line_man.is_some() && st.changed_bits.is_empty() && std::ptr::eq(skip, &st.won[..])),
+        "a slice is split only when solved by lines, without bitmaps of changed positions"
+    );
     // A paged state's segments in the order that keeps the K-slices they reach few.
     let order = st.walk(segments, SEG_INDICES, Reach::Unmove);
     // After a win, with the changed positions kept as bits: a line's predecessors changed
@@ -736,6 +743,7 @@ fn unmove_frontier(
             }
         };
         let mut encoded = Vec::new();
+        let mut outbox: Vec<(u64, u64)> = Vec::new();
         for s in range {
             let s = order.as_ref().map_or(s, |o| o[s] as usize);
             let first = s * SEG_INDICES;
@@ -752,8 +760,16 @@ fn unmove_frontier(
                 Some(l) if by_bits => unmove_lines(g, l, first, &encoded, |p, squares| {
                     words.push(&st.quiet, mine, p as usize / 64, squares.0, &mut mark_word)
                 }),
-                Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| {
-                    lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
+                Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| match split {
+                    // Another part's line: won (or illegal) predecessors, which no mark
+                    // changes, are left out by the won bits, exact there too.
+                    Some(sp) if !sp.owns(p as usize) => {
+                        let bits = squares.0 & !skip[p as usize / 64].load(Relaxed);
+                        if bits != 0 {
+                            outbox.push((p, bits));
+                        }
+                    }
+                    _ => lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark),
                 }),
                 None => for_each_offset(&encoded, |o| {
                     let j = (first + o) as u64;
@@ -765,14 +781,67 @@ fn unmove_frontier(
         queue.drain(&mut mark);
         lines.drain(skip, &st.bytes, &mut mark);
         words.drain(&mut mark_word);
+        if let Some(sp) = split {
+            sp.post(outbox);
+        }
         Ok::<(), SolveError>(())
     })?;
     Ok(hold_won)
 }
 
+/// The mark of predecessor `p` in the un-moves of ply `plies` (`hold_won` as
+/// [`unmove_frontier`] decided it) by a thread whose bitmap of [`State::changed_bits`] is
+/// `mine` (empty if none are kept): after a loss, an undecided `p` wins at the next ply; after
+/// a win, a `p` that may lose is changed. The same whatever the order of the marks, and
+/// however often `p` is marked.
+#[inline(always)]
+fn mark_predecessor(st: &State, p: usize, plies: u32, hold_won: bool, mine: &[AtomicU64]) {
+    let v = st.get(p);
+    if plies.is_multiple_of(2) {
+        // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
+        if undecided(v) {
+            st.set_next(p, plies + 1, mine);
+        }
+    } else if may_lose(v) && v & F_CHANGED == 0 {
+        st.set(p, v | F_CHANGED);
+        st.set_quiet(p, 1 << (p % 64));
+        if hold_won {
+            let w = &st.won[p / 64];
+            w.store(w.load(Relaxed) | 1 << (p % 64), Relaxed);
+        }
+        // As in `set_next`: no store to a shared line that would change nothing.
+        let flag = &st.changed[p >> CHUNK_SHIFT];
+        if flag.load(Relaxed) == 0 {
+            flag.store(1, Relaxed);
+        }
+    }
+}
+
+/// The marks of ply `plies` that other parts' un-moves found for this part's positions: each
+/// of `lines`, `(first index of a line, its squares)`, marked as [`unmove_frontier`] marks its
+/// own predecessors (`hold_won` as it returned it).
+pub(super) fn mark_lines(
+    st: &State,
+    plies: u32,
+    hold_won: bool,
+    lines: &[(u64, u64)],
+    threads: usize,
+) -> Result<(), SolveError> {
+    for_each_chunk(lines.len(), 1 << 10, threads, |range| {
+        let mut deferred = DeferredLines::new();
+        let mut mark = |p: usize| mark_predecessor(st, p, plies, hold_won, &[]);
+        for &(base, bits) in &lines[range] {
+            st.mark(base as usize..base as usize + 64, Reach::Own);
+            deferred.push(&st.won, &st.bytes, base as usize, bits, &mut mark);
+        }
+        deferred.drain(&st.won, &st.bytes, &mut mark);
+        Ok::<(), SolveError>(())
+    })
+}
+
 /// The verification of ply `plies` (a win): each changed position is lost if every move inside
 /// the slice leads to a win for the opponent. `hold_won` as [`unmove_frontier`] returned it.
-fn verify_changed(
+pub(super) fn verify_changed(
     ctx: &Context<'_>,
     st: &State,
     plies: u32,
@@ -863,11 +932,13 @@ fn verify_changed(
 /// Chunks verified by one thread at a time.
 const VERIFY_GROUP: usize = 4;
 
-/// The values of a solved slice out of its state `st` and its log of plies into `sink`.
-fn write_values(
+/// The values of a solved slice out of its state `st` and its log of plies into `sink`, a
+/// segment at a time in index order; with `split`, only its part's segments.
+pub(super) fn write_values(
     st: State,
     log: &DtmLog,
     threads: usize,
+    split: Option<&Split>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let n = st.bytes.len();
@@ -895,6 +966,9 @@ fn write_values(
             for k in range {
                 let s = first + k;
                 let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
+                if split.is_some_and(|sp| !sp.owns(seg.start)) {
+                    continue;
+                }
                 if let Some(p) = &pager {
                     p.mark(seg.clone(), Reach::Own);
                 }
@@ -920,8 +994,10 @@ fn write_values(
             }
             Ok::<(), SolveError>(())
         })?;
-        for values in out {
-            sink(&values.into_inner().expect("segment lock"))?;
+        for (k, values) in out.into_iter().enumerate() {
+            if split.is_none_or(|sp| sp.owns((first + k) * SEG_INDICES)) {
+                sink(&values.into_inner().expect("segment lock"))?;
+            }
         }
         release_bytes(&bytes[first * SEG_INDICES..(last * SEG_INDICES).min(n)]);
     }
@@ -1001,7 +1077,7 @@ fn promotion_order(g: &Geometry) -> Option<Vec<std::ops::Range<usize>>> {
 const UNITS_A_THREAD: usize = 32;
 
 /// What the init and the verification need besides the state.
-struct Context<'a> {
+pub(super) struct Context<'a> {
     g: &'a Geometry,
     key: SliceKey,
     succ: &'a dyn Successors,
@@ -1012,7 +1088,7 @@ struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    fn new(g: &'a Geometry, key: &SliceKey, succ: &'a dyn Successors) -> Context<'a> {
+    pub(super) fn new(g: &'a Geometry, key: &SliceKey, succ: &'a dyn Successors) -> Context<'a> {
         Context {
             g,
             key: *key,

@@ -12,6 +12,7 @@ use super::geometry::Geometry;
 use super::memory::{atomic_u64s, atomic_u8s, equal_mask};
 use super::paging::{Big, Mapped, Pager, Paging, Reach};
 use super::par::for_each_chunk;
+use super::parts::Split;
 use super::SolveError;
 
 // The state byte of an index.
@@ -223,6 +224,7 @@ impl State {
         threads: usize,
         quiet: bool,
         changed_bits: bool,
+        split: Option<&Split>,
     ) -> Result<(), SolveError> {
         let n = self.bytes.len();
         self.alloc_won()?;
@@ -238,7 +240,8 @@ impl State {
         debug_assert!((0..=255).all(|v| may_lose(v) == may_lose_codes.contains(&v)));
         for_each_chunk(n / 64, 1 << 12, threads, |words| {
             st.mark(words.start * 64..words.end * 64, Reach::Own);
-            for w in words {
+            // With `split`, the words of its part only (the others come from their parts).
+            for w in words.filter(|w| split.is_none_or(|sp| sp.owns(w * 64))) {
                 st.won[w].store(equal_mask(&st.bytes, w * 64, [S_ILLEGAL]), Relaxed);
                 if quiet {
                     st.quiet[w].store(!equal_mask(&st.bytes, w * 64, may_lose_codes), Relaxed);
