@@ -24,7 +24,7 @@ use zermelo_chess::{Position, Value};
 pub use checkpoint::Checkpoints;
 pub use dtm_log::SEG_INDICES;
 pub use paging::{kslice_resident_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX};
-pub use parts::{solve_in_parts, splittable, Crossed};
+pub use parts::{solve_in_parts, solve_part, splittable, Crossed, Exchange};
 pub use retrograde::{
     init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Sink,
 };
@@ -269,6 +269,10 @@ pub enum SolveError {
     /// its init.
     #[error("stopped by request")]
     Interrupted,
+    /// The parts of a slice solved in parts could not meet, or another part sent what does not
+    /// fit this part's slice (see `parts`): nothing of it was used.
+    #[error("the parts of the slice could not exchange: {0}")]
+    Exchange(String),
 }
 
 #[cfg(test)]

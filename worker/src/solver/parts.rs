@@ -22,7 +22,7 @@
 //! writes their values. The values are those of the slice solved whole.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 use zermelo_chess::index::{SliceIndexer, PAWNLESS_KING_PAIRS};
 use zermelo_chess::slice::SliceKey;
@@ -107,13 +107,155 @@ pub fn splittable(key: &SliceKey) -> bool {
     g.pawnless && g.line_man().is_some()
 }
 
+/// Where the parts of a slice meet: each call of a part returns once every part has made the
+/// same call, with what the others sent it (see the module comment). In one process, threads
+/// ([`solve_in_parts`]); in a cluster, the coordinator between workers.
+pub trait Exchange {
+    /// After the init: this part's won words, `(first word, words)` for each of its segments;
+    /// returns the other parts' ones.
+    fn won_words(&mut self, mine: Vec<(u64, Vec<u64>)>) -> Result<Vec<(u64, Vec<u64>)>, SolveError>;
+    /// After the scan of ply `plies`: how many positions joined this part's frontier, and after
+    /// a win (odd `plies`) its won frontier, `(segment, its log's encoding)` for its segments
+    /// that have one; returns the size of the whole frontier and the others' won frontiers.
+    fn frontier(
+        &mut self,
+        plies: u32,
+        joined: u64,
+        won: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError>;
+    /// After the un-moves of ply `plies`: the lines of predecessors for each part (`out[k]` for
+    /// part `k`; empty for this one); returns the lines the others sent this part.
+    fn marks(&mut self, plies: u32, out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError>;
+    /// Before the pass of ply `plies`: the largest ply this part has assigned; returns the
+    /// largest of all (the passes run up to it).
+    fn horizon(&mut self, plies: u32, mine: u32) -> Result<u32, SolveError>;
+}
+
+/// A message of the other parts that does not fit this part's slice (a segment out of range or
+/// its own, a line not its own): a peer is broken or lying, and nothing of it is used.
+fn bad(what: String) -> SolveError {
+    SolveError::Exchange(what)
+}
+
+/// Solves part `me` of slice `key` cut into `parts` parts ([`Split::new`]), meeting the other
+/// parts through `exchange`, each pass on `threads` threads; hands `sink` the values of each of
+/// its segments, `(segment, values)`, in index order. Returns the plies run. The values are
+/// those of the slice solved whole, whatever the parts and the threads.
+pub fn solve_part(
+    key: &SliceKey,
+    succ: &dyn Successors,
+    (parts, me): (usize, usize),
+    threads: usize,
+    exchange: &mut dyn Exchange,
+    sink: &mut dyn FnMut(usize, &[u16]) -> Result<(), SolveError>,
+) -> Result<u32, SolveError> {
+    assert!(splittable(key), "slice {key} is not solved in parts");
+    let g = Geometry::new(key);
+    let ctx = Context::new(&g, key, succ);
+    let n = g.ix.size() as usize;
+    let segments = n.div_ceil(SEG_INDICES);
+    let split = Split::new(&g.ix, parts, me);
+
+    // Init of this part's positions; its won bits (the illegal ones) to the others, and theirs.
+    let mut st = State::of(&g);
+    init_state(&ctx, &st, threads, Some(&split), &|| false)?;
+    st.track_won(threads, false, false, Some(&split))?;
+    let words = |s: usize| s * SEG_INDICES / 64..((s + 1) * SEG_INDICES).min(n) / 64;
+    let mine = split
+        .segments()
+        .map(|s| {
+            let w = words(s);
+            let bits = w.clone().map(|w| st.won[w].load(Relaxed)).collect();
+            (w.start as u64, bits)
+        })
+        .collect();
+    for (first, bits) in exchange.won_words(mine)? {
+        let first = first as usize;
+        let s = first * 64 / SEG_INDICES;
+        if first * 64 % SEG_INDICES != 0
+            || s >= segments
+            || split.owns(first * 64)
+            || bits.len() != words(s).len()
+        {
+            return Err(bad(format!("won words of {} from word {first}", bits.len())));
+        }
+        for (w, b) in words(s).zip(bits) {
+            st.won[w].store(b, Relaxed);
+        }
+    }
+
+    // The passes, in step with the other parts.
+    let mut log = DtmLog::new(n >= SPILL_FROM);
+    let mut plies = 0u32;
+    let mut encoded = Vec::new();
+    while plies <= exchange.horizon(plies, st.horizon.load(Relaxed))? {
+        if plies >= MAX_PLIES as u32 - 1 {
+            return Err(SolveError::TooDeep(*key));
+        }
+        let joined = scan_frontier(&ctx, &st, &mut log, plies, threads, Some(&split))?;
+        let mut won = Vec::new();
+        if plies % 2 == 1 {
+            for s in split.segments() {
+                log.read_segment(plies, s, &mut encoded)
+                    .map_err(SolveError::Scratch)?;
+                if !encoded.is_empty() {
+                    won.push((s as u32, encoded.clone()));
+                }
+            }
+        }
+        let (frontier, others) = exchange.frontier(plies, joined, won)?;
+        for (s, encoding) in others {
+            let s = s as usize;
+            if s >= segments || split.owns(s * SEG_INDICES) {
+                return Err(bad(format!("a won frontier of segment {s}")));
+            }
+            let end = ((s + 1) * SEG_INDICES).min(n);
+            let mut outside = false;
+            for_each_offset(&encoding, |o| {
+                let i = s * SEG_INDICES + o;
+                if i < end {
+                    st.set_won_bits(i, 1 << (i % 64));
+                } else {
+                    outside = true;
+                }
+            });
+            if outside {
+                return Err(bad(format!("a won frontier past the end of segment {s}")));
+            }
+        }
+        let hold_won = unmove_frontier(&ctx, &st, &log, plies, frontier, threads, Some(&split))?;
+        let mut out = vec![Vec::new(); parts];
+        for (base, bits) in split.take_outbox() {
+            out[split.owner(base as usize)].push((base, bits));
+        }
+        let inbox = exchange.marks(plies, out)?;
+        if let Some(&(base, _)) = inbox
+            .iter()
+            .find(|&&(base, _)| base % 64 != 0 || base as usize >= n || !split.owns(base as usize))
+        {
+            return Err(bad(format!("a line of predecessors at index {base}")));
+        }
+        mark_lines(&st, plies, hold_won, &inbox, threads)?;
+        if plies % 2 == 1 {
+            verify_changed(&ctx, &st, plies, hold_won, threads)?;
+        }
+        plies += 1;
+    }
+
+    let mut mine = split.segments();
+    write_values(st, &log, threads, Some(&split), &mut |v| {
+        sink(mine.next().expect("a segment of the part"), v)
+    })?;
+    Ok(plies)
+}
+
 /// What crossed between the parts of a slice solved by [`solve_in_parts`], in bytes as they
-/// would travel (uncompressed).
+/// would travel (uncompressed), counted once for each part that receives them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Crossed {
-    /// The won bitmaps after the init (8 bytes a word, to each other part).
+    /// The won bitmaps after the init (8 bytes a word).
     pub won_bytes: u64,
-    /// The won frontiers, as their logs encode them (to each other part).
+    /// The won frontiers, as their logs encode them.
     pub frontier_bytes: u64,
     /// The lines of predecessors marked by another part (16 bytes a line).
     pub mark_bytes: u64,
@@ -121,10 +263,161 @@ pub struct Crossed {
     pub plies: u32,
 }
 
-/// Solves slice `key` (pawnless, [`splittable`]) as `parts` parts that exchange only what
-/// crosses between them (see the module comment), each part's passes on `threads` threads, and
-/// hands its values to `sink` in index order, as [`super::solve_slice_into`] does: the same
-/// values. Returns what crossed.
+/// What one part gives at one meeting of [`Hub`].
+#[derive(Clone)]
+enum Given {
+    Won(Vec<(u64, Vec<u64>)>),
+    Frontier(u64, Vec<(u32, Vec<u8>)>),
+    Marks(Vec<Vec<(u64, u64)>>),
+    Horizon(u32),
+}
+
+/// The meeting place of parts run as threads of one process: each meeting waits for every part
+/// (or for one to fail: then every part fails).
+struct Hub {
+    parts: usize,
+    meeting: Mutex<Meeting>,
+    all_in: Condvar,
+    crossed: Mutex<Crossed>,
+}
+
+#[derive(Default)]
+struct Meeting {
+    /// Meetings completed.
+    round: u64,
+    given: Vec<Option<Given>>,
+    /// What each part takes away from the last completed meeting (all of it, cloned).
+    taken: Vec<Given>,
+    failed: bool,
+}
+
+impl Hub {
+    fn new(parts: usize) -> Hub {
+        Hub {
+            parts,
+            meeting: Mutex::new(Meeting {
+                given: vec![None; parts],
+                ..Meeting::default()
+            }),
+            all_in: Condvar::new(),
+            crossed: Mutex::default(),
+        }
+    }
+
+    /// Gives `mine` as part `me`; returns what every part gave, once all have.
+    fn meet(&self, me: usize, mine: Given) -> Result<Vec<Given>, SolveError> {
+        let mut m = self.meeting.lock().expect("hub lock");
+        if m.failed {
+            return Err(bad("another part failed".into()));
+        }
+        m.given[me] = Some(mine);
+        let round = m.round;
+        if m.given.iter().all(Option::is_some) {
+            m.taken = m.given.iter_mut().map(|g| g.take().expect("given")).collect();
+            m.round += 1;
+            self.all_in.notify_all();
+        } else {
+            m = self
+                .all_in
+                .wait_while(m, |m| m.round == round && !m.failed)
+                .expect("hub lock");
+            if m.failed {
+                return Err(bad("another part failed".into()));
+            }
+        }
+        Ok(m.taken.clone())
+    }
+
+    fn fail(&self) {
+        self.meeting.lock().expect("hub lock").failed = true;
+        self.all_in.notify_all();
+    }
+}
+
+/// Part `me`'s side of a [`Hub`].
+struct AtHub<'h> {
+    hub: &'h Hub,
+    me: usize,
+}
+
+impl Exchange for AtHub<'_> {
+    fn won_words(&mut self, mine: Vec<(u64, Vec<u64>)>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
+        let words: usize = mine.iter().map(|(_, w)| w.len()).sum();
+        self.hub.crossed.lock().expect("crossed lock").won_bytes +=
+            8 * words as u64 * (self.hub.parts as u64 - 1);
+        let all = self.hub.meet(self.me, Given::Won(mine))?;
+        Ok(others(all, self.me)
+            .flat_map(|g| match g {
+                Given::Won(w) => w,
+                _ => unreachable!("the parts meet in step"),
+            })
+            .collect())
+    }
+
+    fn frontier(
+        &mut self,
+        _plies: u32,
+        joined: u64,
+        won: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError> {
+        let bytes: usize = won.iter().map(|(_, e)| e.len()).sum();
+        self.hub.crossed.lock().expect("crossed lock").frontier_bytes +=
+            bytes as u64 * (self.hub.parts as u64 - 1);
+        let all = self.hub.meet(self.me, Given::Frontier(joined, won))?;
+        let mut total = 0;
+        let mut theirs = Vec::new();
+        for (k, g) in all.into_iter().enumerate() {
+            let Given::Frontier(j, w) = g else {
+                unreachable!("the parts meet in step")
+            };
+            total += j;
+            if k != self.me {
+                theirs.extend(w);
+            }
+        }
+        Ok((total, theirs))
+    }
+
+    fn marks(&mut self, _plies: u32, out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError> {
+        let lines: usize = out.iter().map(Vec::len).sum();
+        self.hub.crossed.lock().expect("crossed lock").mark_bytes += 16 * lines as u64;
+        let all = self.hub.meet(self.me, Given::Marks(out))?;
+        Ok(others(all, self.me)
+            .flat_map(|g| match g {
+                Given::Marks(mut m) => std::mem::take(&mut m[self.me]),
+                _ => unreachable!("the parts meet in step"),
+            })
+            .collect())
+    }
+
+    fn horizon(&mut self, plies: u32, mine: u32) -> Result<u32, SolveError> {
+        let all = self.hub.meet(self.me, Given::Horizon(mine))?;
+        let top = all
+            .into_iter()
+            .map(|g| match g {
+                Given::Horizon(h) => h,
+                _ => unreachable!("the parts meet in step"),
+            })
+            .max()
+            .unwrap_or(0);
+        let mut c = self.hub.crossed.lock().expect("crossed lock");
+        c.plies = c.plies.max(plies);
+        Ok(top)
+    }
+}
+
+/// What the parts other than `me` gave.
+fn others(all: Vec<Given>, me: usize) -> impl Iterator<Item = Given> {
+    all.into_iter()
+        .enumerate()
+        .filter(move |&(k, _)| k != me)
+        .map(|(_, g)| g)
+}
+
+/// Solves slice `key` (pawnless, [`splittable`]) as `parts` parts, each a thread of this process
+/// with a state of its own ([`solve_part`]) meeting the others only through an [`Exchange`],
+/// each part's passes on `threads` threads; hands its values to `sink` in index order, as
+/// [`super::solve_slice_into`] does: the same values. Returns what crossed between the parts.
 pub fn solve_in_parts(
     key: &SliceKey,
     succ: &dyn Successors,
@@ -132,111 +425,57 @@ pub fn solve_in_parts(
     threads: usize,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<Crossed, SolveError> {
-    assert!(splittable(key), "slice {key} is not solved in parts");
-    let g = Geometry::new(key);
-    let ctx = Context::new(&g, key, succ);
-    let n = g.ix.size() as usize;
+    let ix = SliceIndexer::new(*key);
+    let n = ix.size() as usize;
     let parts = parts.clamp(1, PAWNLESS_KING_PAIRS);
-    let splits: Vec<Split> = (0..parts).map(|me| Split::new(&g.ix, parts, me)).collect();
-    let mut crossed = Crossed::default();
-
-    // Init: each part its own positions, then its won bits (the illegal ones) to the others.
-    let mut states = Vec::with_capacity(parts);
-    for sp in &splits {
-        let mut st = State::of(&g);
-        init_state(&ctx, &st, threads, Some(sp), &|| false)?;
-        st.track_won(threads, false, false, Some(sp))?;
-        states.push(st);
-    }
-    for (a, sp) in splits.iter().enumerate() {
-        for s in sp.segments() {
-            let words = s * SEG_INDICES / 64..((s + 1) * SEG_INDICES).min(n) / 64;
-            crossed.won_bytes += 8 * words.len() as u64 * (parts as u64 - 1);
-            for (b, st) in states.iter().enumerate().filter(|&(b, _)| b != a) {
-                debug_assert_ne!(b, a);
-                for w in words.clone() {
-                    st.won[w].store(states[a].won[w].load(Relaxed), Relaxed);
+    let hub = Hub::new(parts);
+    let values: Mutex<Vec<Option<Vec<u16>>>> = Mutex::new(vec![None; n.div_ceil(SEG_INDICES)]);
+    let results: Vec<Result<u32, SolveError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..parts)
+            .map(|me| {
+                let (hub, values) = (&hub, &values);
+                scope.spawn(move || {
+                    let mut at = AtHub { hub, me };
+                    let solved = solve_part(key, succ, (parts, me), threads, &mut at, &mut |s, v| {
+                        values.lock().expect("values lock")[s] = Some(v.to_vec());
+                        Ok(())
+                    });
+                    if solved.is_err() {
+                        hub.fail();
+                    }
+                    solved
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a part panicked"))
+            .collect()
+    });
+    // The first failure that is not another part's failing.
+    let mut plies = 0;
+    let mut failure = None;
+    for r in results {
+        match r {
+            Ok(p) => plies = p,
+            Err(SolveError::Exchange(_)) if failure.is_some() => {}
+            Err(e @ SolveError::Exchange(_)) => failure = Some(e),
+            Err(e) => {
+                failure = match failure {
+                    Some(SolveError::Exchange(_)) | None => Some(e),
+                    f => f,
                 }
             }
         }
     }
-
-    // The passes, every part's in step.
-    let mut logs: Vec<DtmLog> = (0..parts).map(|_| DtmLog::new(n >= SPILL_FROM)).collect();
-    let mut plies = 0u32;
-    let mut encoded = Vec::new();
-    while plies
-        <= states
-            .iter()
-            .map(|st| st.horizon.load(Relaxed))
-            .max()
-            .unwrap_or(0)
-    {
-        if plies >= MAX_PLIES as u32 - 1 {
-            return Err(SolveError::TooDeep(*key));
-        }
-        let mut frontier = 0;
-        for ((st, log), sp) in states.iter().zip(&mut logs).zip(&splits) {
-            frontier += scan_frontier(&ctx, st, log, plies, threads, Some(sp))?;
-        }
-        if plies % 2 == 1 {
-            // The won frontier of each part to the others' won bits.
-            for (a, sp) in splits.iter().enumerate() {
-                for s in sp.segments() {
-                    logs[a]
-                        .read_segment(plies, s, &mut encoded)
-                        .map_err(SolveError::Scratch)?;
-                    if encoded.is_empty() {
-                        continue;
-                    }
-                    crossed.frontier_bytes += encoded.len() as u64 * (parts as u64 - 1);
-                    for (_, st) in states.iter().enumerate().filter(|&(b, _)| b != a) {
-                        for_each_offset(&encoded, |o| st.set_won_bits(s * SEG_INDICES + o, 1 << (o % 64)));
-                    }
-                }
-            }
-        }
-        let mut hold_won = None;
-        for ((st, log), sp) in states.iter().zip(&logs).zip(&splits) {
-            let hold = unmove_frontier(&ctx, st, log, plies, frontier, threads, Some(sp))?;
-            debug_assert!(hold_won.is_none_or(|h| h == hold), "the parts decide alike");
-            hold_won = Some(hold);
-        }
-        let hold_won = hold_won.unwrap_or(false);
-        // The lines of each part's outbox to the parts that own them.
-        let mut inboxes: Vec<Vec<(u64, u64)>> = vec![Vec::new(); parts];
-        for sp in &splits {
-            for (base, bits) in sp.take_outbox() {
-                crossed.mark_bytes += 16;
-                inboxes[sp.owner(base as usize)].push((base, bits));
-            }
-        }
-        for (st, inbox) in states.iter().zip(&inboxes) {
-            mark_lines(st, plies, hold_won, inbox, threads)?;
-        }
-        if plies % 2 == 1 {
-            for st in &states {
-                verify_changed(&ctx, st, plies, hold_won, threads)?;
-            }
-        }
-        plies += 1;
+    if let Some(e) = failure {
+        return Err(e);
     }
-    crossed.plies = plies;
-
-    // Each part's values, then all of them in index order.
-    let segments = n.div_ceil(SEG_INDICES);
-    let mut values: Vec<Option<Vec<u16>>> = vec![None; segments];
-    for ((st, log), sp) in states.into_iter().zip(&logs).zip(&splits) {
-        let mut mine = sp.segments();
-        write_values(st, log, threads, Some(sp), &mut |v| {
-            let s = mine.next().expect("a segment of the part");
-            values[s] = Some(v.to_vec());
-            Ok(())
-        })?;
-    }
-    for v in values {
+    for v in values.into_inner().expect("values lock") {
         sink(&v.expect("every segment has its part"))?;
     }
+    let mut crossed = hub.crossed.into_inner().expect("crossed lock");
+    crossed.plies = plies;
     Ok(crossed)
 }
 
@@ -291,6 +530,81 @@ mod tests {
                     "{m} in {parts} parts: {crossed:?}"
                 );
             }
+        }
+    }
+
+    /// A part that is sent a line of predecessors it does not own (a broken or lying peer)
+    /// fails with what was wrong and uses nothing of it; the other part is told and fails too,
+    /// instead of waiting for ever.
+    #[test]
+    fn a_part_sent_what_is_not_its_own_fails_and_so_does_the_other() {
+        struct Liar<'h>(AtHub<'h>);
+        impl Exchange for Liar<'_> {
+            fn won_words(&mut self, mine: Vec<(u64, Vec<u64>)>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
+                self.0.won_words(mine)
+            }
+            fn frontier(
+                &mut self,
+                plies: u32,
+                joined: u64,
+                won: Vec<(u32, Vec<u8>)>,
+            ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError> {
+                self.0.frontier(plies, joined, won)
+            }
+            fn marks(
+                &mut self,
+                plies: u32,
+                out: Vec<Vec<(u64, u64)>>,
+            ) -> Result<Vec<(u64, u64)>, SolveError> {
+                let mut inbox = self.0.marks(plies, out)?;
+                // Index 0 is part 0's: part 1 is told to mark it.
+                inbox.push((0, 1));
+                Ok(inbox)
+            }
+            fn horizon(&mut self, plies: u32, mine: u32) -> Result<u32, SolveError> {
+                self.0.horizon(plies, mine)
+            }
+        }
+        let mut map = SliceMap::new();
+        let key = SliceKey::pawnless("KRvKN".parse::<Material>().unwrap());
+        for s in key.successors() {
+            solve_into(s, &mut map);
+        }
+        let hub = Hub::new(2);
+        let results: Vec<Result<u32, SolveError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2)
+                .map(|me| {
+                    let (hub, map) = (&hub, &map);
+                    scope.spawn(move || {
+                        let at = AtHub { hub, me };
+                        let mut liar;
+                        let mut honest;
+                        let exchange: &mut dyn Exchange = if me == 1 {
+                            liar = Liar(at);
+                            &mut liar
+                        } else {
+                            honest = at;
+                            &mut honest
+                        };
+                        let r = solve_part(&key, map, (2, me), 1, exchange, &mut |_, _| Ok(()));
+                        if r.is_err() {
+                            hub.fail();
+                        }
+                        r
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        match &results[1] {
+            Err(SolveError::Exchange(why)) => {
+                assert!(why.contains("line of predecessors at index 0"), "{why}")
+            }
+            r => panic!("the lied-to part: {r:?}"),
+        }
+        match &results[0] {
+            Err(SolveError::Exchange(why)) => assert!(why.contains("another part failed"), "{why}"),
+            r => panic!("the other part: {r:?}"),
         }
     }
 
