@@ -22,7 +22,8 @@ use zermelo_worker::solver::{
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
 use zermelo_worker::{
-    init_together, solve_slice_resumable, solve_slices_into, Checkpoints, Sink, SolveError,
+    init_together, solve_in_parts, solve_slice_resumable, solve_slices_into, splittable, Checkpoints, Sink,
+    SolveError,
 };
 
 use crate::memory::{free_disk_bytes, human_bytes};
@@ -242,6 +243,13 @@ pub struct BuildOptions<'a> {
     /// one, a smaller slice abandoned (its material's solved slices are kept), and returns
     /// [`SolveError::Interrupted`]. The same build run again resumes from there.
     pub stop: Option<&'a AtomicBool>,
+    /// When more than 1, each pawnless slice is solved as this many parts that meet only
+    /// through what crosses between them ([`solve_in_parts`], threads of this process each
+    /// holding the state of its part and a copy of the won bits of the others: an eighth of a
+    /// byte a position a part more than the budget counts), and what crossed is logged; no
+    /// checkpoints and no paging then. The values are the same: this checks and measures the
+    /// exchange a slice shared by workers uses.
+    pub parts: usize,
 }
 
 /// How often a build checkpoints a large slice by default.
@@ -255,6 +263,7 @@ impl BuildOptions<'_> {
             memory,
             checkpoint_every: CHECKPOINT_EVERY,
             stop: None,
+            parts: 1,
         }
     }
 
@@ -816,8 +825,12 @@ fn solve_material(
                 "the slice's state is paged through the build folder"
             );
         }
-        let solving = (Some(&checkpoints), paging.as_ref());
-        solve_into_writer(&key, &successors, how, solving, &mut writer, progress)?;
+        if options.parts > 1 && splittable(&key) {
+            solve_parts_into_writer(&key, &successors, options, &mut writer, progress)?;
+        } else {
+            let solving = (Some(&checkpoints), paging.as_ref());
+            solve_into_writer(&key, &successors, how, solving, &mut writer, progress)?;
+        }
         let summary = writer.finish()?;
         checkpoints.remove(&key);
         return Ok((summary, folder.close()?));
@@ -1172,6 +1185,43 @@ fn solve_into_writer(
         Ok(())
     })?;
     writer.end_slice()?;
+    Ok(())
+}
+
+/// [`solve_into_writer`] for a slice solved in `options.parts` parts ([`BuildOptions::parts`]):
+/// the same values; what crossed between the parts is logged, with its bytes a position.
+fn solve_parts_into_writer(
+    key: &SliceKey,
+    successors: &SliceMap,
+    options: &BuildOptions<'_>,
+    writer: &mut TableWriter,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), BuildError> {
+    let n = SliceIndexer::new(*key).size();
+    writer.begin_slice(key.raw(), n)?;
+    let mut written = 0;
+    let start = Instant::now();
+    let crossed = solve_in_parts(key, successors, options.parts, options.threads, &mut |values| {
+        writer
+            .push_values(values)
+            .map_err(|e| SolveError::Output(Box::new(e)))?;
+        written += values.len() as u64;
+        progress(written);
+        Ok(())
+    })?;
+    writer.end_slice()?;
+    let all = crossed.won_bytes + crossed.frontier_bytes + crossed.mark_bytes;
+    info!(
+        slice = %key,
+        parts = options.parts,
+        plies = crossed.plies,
+        won_bytes = crossed.won_bytes,
+        frontier_bytes = crossed.frontier_bytes,
+        mark_bytes = crossed.mark_bytes,
+        bytes_a_position = all as f64 / n as f64,
+        seconds = start.elapsed().as_secs_f64(),
+        "solved in parts"
+    );
     Ok(())
 }
 

@@ -90,6 +90,13 @@ enum Command {
         /// slice already solved.
         #[arg(long, value_name = "TIME", default_value = "5m")]
         checkpoint_every: zermelo_cli::stop::Interval,
+        /// Solve each pawnless slice as N parts, threads of this process that meet only
+        /// through what crosses between parts, as workers sharing a slice do (each part holds
+        /// its positions' state and a copy of the others' won bits: N/8 byte a position more
+        /// than the budget counts; no checkpoints, no paging). The same tables; the bytes that
+        /// crossed are logged ("solved in parts"). For checking and measuring that exchange.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=462))]
+        parts: u16,
     },
     /// Print the value of each FEN's position and of its every move, as JSON lines.
     ///
@@ -685,6 +692,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             memory,
             plan_only,
             checkpoint_every,
+            parts,
         } => {
             let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
@@ -709,6 +717,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             let options = BuildOptions {
                 checkpoint_every: checkpoint_every.0,
                 stop: Some(zermelo_cli::stop::install()),
+                parts: parts as usize,
                 ..BuildOptions::new(threads, memory::budget(memory.map(|m| m.0)))
             };
             let built = build_in(&materials, tables.first(), tables.more(), &options, &report, None);
