@@ -1175,17 +1175,33 @@ fn solve_into_writer(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), BuildError> {
     writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
+    solve_slice_resumable(
+        key,
+        successors,
+        how,
+        checkpoints,
+        paging,
+        &mut into(writer, progress),
+    )?;
+    writer.end_slice()?;
+    Ok(())
+}
+
+/// The sink of a slice's values into `writer` (as the slice begun there), `progress` called
+/// with the values written so far.
+fn into<'w>(
+    writer: &'w mut TableWriter,
+    progress: &'w (dyn Fn(u64) + Sync),
+) -> impl FnMut(&[u16]) -> Result<(), SolveError> + 'w {
     let mut written = 0;
-    solve_slice_resumable(key, successors, how, checkpoints, paging, &mut |values| {
+    move |values| {
         writer
             .push_values(values)
             .map_err(|e| SolveError::Output(Box::new(e)))?;
         written += values.len() as u64;
         progress(written);
         Ok(())
-    })?;
-    writer.end_slice()?;
-    Ok(())
+    }
 }
 
 /// [`solve_into_writer`] for a slice solved in `options.parts` parts ([`BuildOptions::parts`]):
@@ -1199,16 +1215,14 @@ fn solve_parts_into_writer(
 ) -> Result<(), BuildError> {
     let n = SliceIndexer::new(*key).size();
     writer.begin_slice(key.raw(), n)?;
-    let mut written = 0;
     let start = Instant::now();
-    let crossed = solve_in_parts(key, successors, options.parts, options.threads, &mut |values| {
-        writer
-            .push_values(values)
-            .map_err(|e| SolveError::Output(Box::new(e)))?;
-        written += values.len() as u64;
-        progress(written);
-        Ok(())
-    })?;
+    let crossed = solve_in_parts(
+        key,
+        successors,
+        options.parts,
+        options.threads,
+        &mut into(writer, progress),
+    )?;
     writer.end_slice()?;
     let all = crossed.won_bytes + crossed.frontier_bytes + crossed.mark_bytes;
     info!(

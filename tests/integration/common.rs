@@ -109,3 +109,17 @@ pub fn data(name: &str) -> PathBuf {
         .join("../tests/data")
         .join(name)
 }
+
+/// The number a structured log line gives field `name` (` name=123`), or a panic naming the line.
+pub fn log_field(line: &str, name: &str) -> u64 {
+    let at = line
+        .find(&format!(" {name}="))
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        + name.len()
+        + 2;
+    line[at..]
+        .split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not a number in {line}"))
+}

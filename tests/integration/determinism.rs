@@ -61,16 +61,10 @@ fn a_slice_solved_in_parts_gives_the_same_file() {
         .lines()
         .find(|l| l.contains("solved in parts slice=KRBvKR"))
         .unwrap_or_else(|| panic!("{log}"));
-    let field = |name: &str| -> u64 {
-        let at = line
-            .find(&format!(" {name}="))
-            .unwrap_or_else(|| panic!("{line}"))
-            + name.len()
-            + 2;
-        line[at..].split(' ').next().unwrap().parse().unwrap()
-    };
     assert!(
-        field("parts") == 3 && field("mark_bytes") > 0 && field("frontier_bytes") > 0,
+        log_field(line, "parts") == 3
+            && log_field(line, "mark_bytes") > 0
+            && log_field(line, "frontier_bytes") > 0,
         "{line}"
     );
     let name = "KRBvKR.zmt";

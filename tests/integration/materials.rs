@@ -29,16 +29,8 @@ fn verify_passes_on_every_built_table() {
             .lines()
             .find(|l| l.contains("table verified") && l.contains(&format!("material={m} ")))
             .unwrap_or_else(|| panic!("no log line for {m}:\n{err}"));
-        let field = |name: &str| -> u64 {
-            let at = line
-                .find(&format!(" {name}="))
-                .unwrap_or_else(|| panic!("{line}"))
-                + name.len()
-                + 2;
-            line[at..].split(' ').next().unwrap().parse().unwrap()
-        };
-        assert!(field("lines") > 0, "{line}");
-        assert_eq!(field("disagreed"), 0, "{line}");
+        assert!(log_field(line, "lines") > 0, "{line}");
+        assert_eq!(log_field(line, "disagreed"), 0, "{line}");
     }
 }
 

@@ -75,7 +75,7 @@ use super::memory::{
 };
 use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
-use super::parts::Split;
+use super::parts::{Own, Whole};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::state::{
     decided, may_lose, undecided, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
@@ -203,7 +203,7 @@ pub fn solve_slice_resumable(
     }
     let st = State::of_paged(&g, paging)?;
     let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
-    init_state(&ctx, &st, threads, None, &stopped)?;
+    init_state(&ctx, &st, threads, &Whole, &stopped)?;
     let init_seconds = start.elapsed().as_secs_f64();
     solve_initialised(
         &ctx,
@@ -222,7 +222,7 @@ pub(super) fn init_state(
     ctx: &Context<'_>,
     st: &State,
     threads: usize,
-    split: Option<&Split>,
+    split: &impl Own,
     stopped: &(dyn Fn() -> bool + Sync),
 ) -> Result<(), SolveError> {
     match promotion_order(ctx.g) {
@@ -230,14 +230,14 @@ pub(super) fn init_state(
             if stopped() {
                 return Err(SolveError::Interrupted);
             }
-            if split.is_some_and(|sp| !sp.owns(range.start)) {
+            if !split.owns(range.start) {
                 return Ok(());
             }
             st.mark(range.clone(), Reach::Own);
             init_range(ctx, st, range)
         }),
         Some(units) => {
-            debug_assert!(split.is_none(), "slices with pawns are not split");
+            debug_assert!(split.owns_all(), "slices with pawns are not split");
             for_each_chunk(units.len(), UNITS_A_THREAD, threads, |range| {
                 if stopped() {
                     return Err(SolveError::Interrupted);
@@ -361,7 +361,7 @@ fn solve_initialised(
     let n = g.ix.size() as usize;
     let tracked = std::time::Instant::now();
     if g.line_man().is_some() {
-        st.track_won(threads, !g.pawnless, changed_bits, None)?;
+        st.track_won(threads, !g.pawnless, changed_bits, &Whole)?;
     }
     let init_seconds = init_seconds + tracked.elapsed().as_secs_f64();
     let log = match checkpoints {
@@ -429,7 +429,7 @@ fn solve_passes(
         // other than through it (scan the chunks flagged for it), set final here. Recorded in
         // the log, and un-moved from below.
         let phase = std::time::Instant::now();
-        let frontier = scan_frontier(ctx, &st, &mut log, plies, threads, None)?;
+        let frontier = scan_frontier(ctx, &st, &mut log, plies, threads, &Whole)?;
         scan_seconds += phase.elapsed().as_secs_f64();
         // A slice of an hour or more (7 men) says where it is at every ply; smaller large
         // ones at debug level.
@@ -451,7 +451,7 @@ fn solve_passes(
             );
         }
         let phase = std::time::Instant::now();
-        let hold_won = unmove_frontier(ctx, &st, &log, plies, frontier, threads, None)?;
+        let hold_won = unmove_frontier(ctx, &st, &log, plies, frontier, threads, &Whole)?;
         unmove_seconds += phase.elapsed().as_secs_f64();
         let phase = std::time::Instant::now();
         if plies % 2 == 1 {
@@ -497,19 +497,21 @@ fn solve_passes(
         "slice solved"
     );
 
-    write_values(st, &log, threads, None, sink)
+    write_values(st, &log, threads, &Whole, sink)
 }
 
 /// The scan of ply `plies`: the positions decided in the pass before, and those decided at this
 /// ply other than through it (the chunks flagged for it), set final and recorded in `log`; with
 /// `split`, those of its part only. Returns how many joined the frontier.
+// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
+#[inline(always)]
 pub(super) fn scan_frontier(
     ctx: &Context<'_>,
     st: &State,
     log: &mut DtmLog,
     plies: u32,
     threads: usize,
-    split: Option<&Split>,
+    split: &impl Own,
 ) -> Result<u64, SolveError> {
     let n = ctx.g.ix.size() as usize;
     let line_man = ctx.g.line_man();
@@ -548,7 +550,7 @@ pub(super) fn scan_frontier(
             let first = s * SEG_INDICES;
             let mut enc = SegmentEncoder::new(SEG_INDICES.min(n - first));
             let mut chunks = s * chunks_per_segment..((s + 1) * chunks_per_segment).min(st.pending.len());
-            if split.is_some_and(|sp| !sp.owns(first)) {
+            if !split.owns(first) {
                 chunks = 0..0;
             }
             let mut any = 0u64;
@@ -682,14 +684,16 @@ pub(super) fn scan_frontier(
 /// [`verify_changed`]. With `split`, the lines of predecessors of another part go to its
 /// outbox, for that part to mark ([`mark_lines`]). Returns whether the won bits stand in for
 /// quiet ones meanwhile (`hold_won`, which the verification then clears).
-pub(super) fn unmove_frontier(
+// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
+#[inline(always)]
+pub(super) fn unmove_frontier<S: Own>(
     ctx: &Context<'_>,
     st: &State,
     log: &DtmLog,
     plies: u32,
     frontier: u64,
     threads: usize,
-    split: Option<&Split>,
+    split: &S,
 ) -> Result<bool, SolveError> {
     let g = ctx.g;
     let n = g.ix.size() as usize;
@@ -707,15 +711,15 @@ pub(super) fn unmove_frontier(
     // costs (KRNvKNN, 524 plies: verification 158 s to 197 s with the bits in every ply).
     // Either way the same positions are changed.
     let hold_won = !lost_here && st.quiet.is_empty() && !st.won.is_empty() && frontier >= n as u64 / 128;
-    let mark_on = |mine: &'_ [AtomicU64], p: usize| mark_predecessor(st, p, plies, hold_won, mine);
+    let mark_on =
+        |mine: &'_ [AtomicU64], p: usize| mark_predecessor(st, p, (lost_here, plies), hold_won, mine);
     let skip: &[AtomicU64] = if lost_here || st.quiet.is_empty() {
         &st.won
     } else {
         &st.quiet
     };
     debug_assert!(
-        split.is_none()
-            || (line_man.is_some() && st.changed_bits.is_empty() && std::ptr::eq(skip, &st.won[..])),
+        S::WHOLE || (line_man.is_some() && st.changed_bits.is_empty() && std::ptr::eq(skip, &st.won[..])),
         "a slice is split only when solved by lines, without bitmaps of changed positions"
     );
     // A paged state's segments in the order that keeps the K-slices they reach few.
@@ -760,16 +764,20 @@ pub(super) fn unmove_frontier(
                 Some(l) if by_bits => unmove_lines(g, l, first, &encoded, |p, squares| {
                     words.push(&st.quiet, mine, p as usize / 64, squares.0, &mut mark_word)
                 }),
-                Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| match split {
-                    // Another part's line: won (or illegal) predecessors, which no mark
-                    // changes, are left out by the won bits, exact there too.
-                    Some(sp) if !sp.owns(p as usize) => {
+                Some(l) if S::WHOLE => unmove_lines(g, l, first, &encoded, |p, squares| {
+                    lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
+                }),
+                Some(l) => unmove_lines(g, l, first, &encoded, |p, squares| {
+                    if split.owns(p as usize) {
+                        lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
+                    } else {
+                        // Another part's line: won (or illegal) predecessors, which no mark
+                        // changes, are left out by the won bits, exact there too.
                         let bits = squares.0 & !skip[p as usize / 64].load(Relaxed);
                         if bits != 0 {
                             outbox.push((p, bits));
                         }
                     }
-                    _ => lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark),
                 }),
                 None => for_each_offset(&encoded, |o| {
                     let j = (first + o) as u64;
@@ -781,23 +789,27 @@ pub(super) fn unmove_frontier(
         queue.drain(&mut mark);
         lines.drain(skip, &st.bytes, &mut mark);
         words.drain(&mut mark_word);
-        if let Some(sp) = split {
-            sp.post(outbox);
-        }
+        split.post(outbox);
         Ok::<(), SolveError>(())
     })?;
     Ok(hold_won)
 }
 
-/// The mark of predecessor `p` in the un-moves of ply `plies` (`hold_won` as
+/// The mark of predecessor `p` in the un-moves of ply `plies` (`lost_here` if it is even; `hold_won` as
 /// [`unmove_frontier`] decided it) by a thread whose bitmap of [`State::changed_bits`] is
 /// `mine` (empty if none are kept): after a loss, an undecided `p` wins at the next ply; after
 /// a win, a `p` that may lose is changed. The same whatever the order of the marks, and
 /// however often `p` is marked.
 #[inline(always)]
-fn mark_predecessor(st: &State, p: usize, plies: u32, hold_won: bool, mine: &[AtomicU64]) {
+fn mark_predecessor(
+    st: &State,
+    p: usize,
+    (lost_here, plies): (bool, u32),
+    hold_won: bool,
+    mine: &[AtomicU64],
+) {
     let v = st.get(p);
-    if plies.is_multiple_of(2) {
+    if lost_here {
         // A move into a loss in `plies`: the predecessor wins in `plies + 1`.
         if undecided(v) {
             st.set_next(p, plies + 1, mine);
@@ -829,7 +841,8 @@ pub(super) fn mark_lines(
 ) -> Result<(), SolveError> {
     for_each_chunk(lines.len(), 1 << 10, threads, |range| {
         let mut deferred = DeferredLines::new();
-        let mut mark = |p: usize| mark_predecessor(st, p, plies, hold_won, &[]);
+        let lost_here = plies.is_multiple_of(2);
+        let mut mark = |p: usize| mark_predecessor(st, p, (lost_here, plies), hold_won, &[]);
         for &(base, bits) in &lines[range] {
             st.mark(base as usize..base as usize + 64, Reach::Own);
             deferred.push(&st.won, &st.bytes, base as usize, bits, &mut mark);
@@ -841,6 +854,8 @@ pub(super) fn mark_lines(
 
 /// The verification of ply `plies` (a win): each changed position is lost if every move inside
 /// the slice leads to a win for the opponent. `hold_won` as [`unmove_frontier`] returned it.
+// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
+#[inline(always)]
 pub(super) fn verify_changed(
     ctx: &Context<'_>,
     st: &State,
@@ -934,11 +949,13 @@ const VERIFY_GROUP: usize = 4;
 
 /// The values of a solved slice out of its state `st` and its log of plies into `sink`, a
 /// segment at a time in index order; with `split`, only its part's segments.
+// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
+#[inline(always)]
 pub(super) fn write_values(
     st: State,
     log: &DtmLog,
     threads: usize,
-    split: Option<&Split>,
+    split: &impl Own,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let n = st.bytes.len();
@@ -966,7 +983,7 @@ pub(super) fn write_values(
             for k in range {
                 let s = first + k;
                 let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
-                if split.is_some_and(|sp| !sp.owns(seg.start)) {
+                if !split.owns(seg.start) {
                     continue;
                 }
                 if let Some(p) = &pager {
@@ -995,7 +1012,7 @@ pub(super) fn write_values(
             Ok::<(), SolveError>(())
         })?;
         for (k, values) in out.into_iter().enumerate() {
-            if split.is_none_or(|sp| sp.owns((first + k) * SEG_INDICES)) {
+            if split.owns((first + k) * SEG_INDICES) {
                 sink(&values.into_inner().expect("segment lock"))?;
             }
         }
@@ -1787,7 +1804,7 @@ fn exits_by_captures(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::solver::paging;
     use crate::solver::reference::solve_slice_reference;
@@ -2043,7 +2060,7 @@ mod tests {
     /// The same with pawns: every slice of KPvKP, KPPvK and KRvKP, and of every material they
     /// convert into (promotions to Q, R, B, N included), solved by both solvers.
     /// Solves `key` into `map`, its successors first.
-    fn solve_into(key: SliceKey, map: &mut SliceMap) {
+    pub(in crate::solver) fn solve_into(key: SliceKey, map: &mut SliceMap) {
         if map.contains(&key) {
             return;
         }

@@ -12,7 +12,7 @@ use super::geometry::Geometry;
 use super::memory::{atomic_u64s, atomic_u8s, equal_mask};
 use super::paging::{Big, Mapped, Pager, Paging, Reach};
 use super::par::for_each_chunk;
-use super::parts::Split;
+use super::parts::Own;
 use super::SolveError;
 
 // The state byte of an index.
@@ -224,7 +224,7 @@ impl State {
         threads: usize,
         quiet: bool,
         changed_bits: bool,
-        split: Option<&Split>,
+        split: &impl Own,
     ) -> Result<(), SolveError> {
         let n = self.bytes.len();
         self.alloc_won()?;
@@ -241,7 +241,7 @@ impl State {
         for_each_chunk(n / 64, 1 << 12, threads, |words| {
             st.mark(words.start * 64..words.end * 64, Reach::Own);
             // With `split`, the words of its part only (the others come from their parts).
-            for w in words.filter(|w| split.is_none_or(|sp| sp.owns(w * 64))) {
+            for w in words.filter(|w| split.owns(w * 64)) {
                 st.won[w].store(equal_mask(&st.bytes, w * 64, [S_ILLEGAL]), Relaxed);
                 if quiet {
                     st.quiet[w].store(!equal_mask(&st.bytes, w * 64, may_lose_codes), Relaxed);
