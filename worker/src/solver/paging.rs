@@ -565,6 +565,18 @@ impl Shared {
 
 /// The king pairs (fields) one step of the king of colour `c` (0 White, 1 Black) away from the
 /// pair `[wk, bk]`, in table form, and the pair itself; no duplicates.
+/// For a pawnless slice, the king pairs each king pair's positions reach by one move of the
+/// side to move's king (`[c][kp]` for the king of colour `c`, White 0), itself included (the
+/// moves of the other men), after the symmetry that brings the kings into table form: the
+/// K-slices, on the other side to move, that the verification of a K-slice reads.
+pub(super) fn pawnless_near_pairs() -> [Vec<Vec<u16>>; 2] {
+    [0, 1].map(|c| {
+        (0..PAWNLESS_KING_PAIRS)
+            .map(|kp| near_pairs(true, KING_PAIRS_PAWNLESS[kp], c))
+            .collect()
+    })
+}
+
 fn near_pairs(pawnless: bool, [wk, bk]: [Square; 2], c: usize) -> Vec<u16> {
     let field = |w: Square, b: Square| -> Option<u16> {
         if pawnless {

@@ -7,11 +7,12 @@
 //!
 //! What crosses (a king move is the only move that leaves a K-slice, so a band's border is
 //! crossed by king moves alone):
-//! - after the init, each part's won bitmap (its illegal positions), to every other part, which
-//!   keeps a copy of the other parts' won bits: the verification of a position reads the won
-//!   bits of the positions its moves lead to, in its own part or not;
+//! - after the init, each part's won bitmap (its illegal positions), to the parts whose
+//!   positions have moves into it ([`Split::readers`]: the K-slices one king move away), which
+//!   keep a copy of those won bits: the verification of a position reads the won bits of the
+//!   positions its moves lead to, in its own part or not;
 //! - after each scan of a won frontier (odd plies), the frontier of each part, as its log
-//!   encodes it, to every other part, which sets those won bits in its copy;
+//!   encodes it, to the same parts, which set those won bits in their copy;
 //! - after each pass of un-moves, the lines of predecessors that another part owns, `(first
 //!   index of the line, its squares)`, to that part, which marks them as its own un-moves would
 //!   have ([`mark_lines`]: a mark does the same whatever the order, and however often);
@@ -30,6 +31,7 @@ use zermelo_chess::value::MAX_PLIES;
 
 use super::dtm_log::{for_each_offset, DtmLog, SEG_INDICES};
 use super::geometry::Geometry;
+use super::paging::pawnless_near_pairs;
 use super::retrograde::{
     init_state, mark_lines, scan_frontier, unmove_frontier, verify_changed, write_values, Context,
 };
@@ -42,6 +44,10 @@ use super::{SolveError, Successors};
 pub(super) struct Split {
     /// Per segment ([`SEG_INDICES`] indices), the part that owns it.
     owner: Vec<u16>,
+    /// Per segment, the other parts whose verification reads its won bits (the parts of the
+    /// K-slices one move of their side to move's king away, on the other side to move): its won
+    /// bits and won frontiers go to them only.
+    readers: Vec<Vec<u16>>,
     /// This part.
     me: u16,
     /// Lines of predecessors of other parts found by this part's un-moves in the pass being
@@ -58,17 +64,54 @@ impl Split {
         let n = ix.size() as usize;
         let per_side = ix.per_side() as usize;
         let kslice = per_side / PAWNLESS_KING_PAIRS;
-        let owner = (0..n.div_ceil(SEG_INDICES))
+        let segments = n.div_ceil(SEG_INDICES);
+        let owner: Vec<u16> = (0..segments)
             .map(|s| {
                 let kp = (s * SEG_INDICES % per_side) / kslice;
                 (kp * parts / PAWNLESS_KING_PAIRS) as u16
             })
             .collect();
+        // The segments of K-slice `k` (side to move `k / pairs`): those its indices fall in.
+        let pairs = PAWNLESS_KING_PAIRS;
+        let segments_of = |k: usize| {
+            let first = k * kslice;
+            first / SEG_INDICES..=(first + kslice - 1) / SEG_INDICES
+        };
+        // Who reads each K-slice's won bits: the parts of the K-slices whose moves lead there
+        // (the verification). Not those whose un-moves lead there: without them, an un-move
+        // sends the lines of won predecessors too (their part leaves them out), and that costs
+        // fewer bytes than their won bits and frontiers would (KRBvKR in 3 parts: 0.44 bytes a
+        // position crossed against 0.50; in 7: 0.94 against 1.28).
+        let near = pawnless_near_pairs();
+        let mut reads: Vec<Vec<u16>> = vec![Vec::new(); 2 * pairs];
+        for k in 0..2 * pairs {
+            let (side, kp) = (k / pairs, k % pairs);
+            let owners: Vec<u16> = segments_of(k).map(|s| owner[s]).collect();
+            for &p in &near[side][kp] {
+                reads[(1 - side) * pairs + p as usize].extend(&owners);
+            }
+        }
+        let mut readers: Vec<Vec<u16>> = vec![Vec::new(); segments];
+        for (k, r) in reads.into_iter().enumerate() {
+            for s in segments_of(k) {
+                readers[s].extend(r.iter().filter(|&&p| p != owner[s]));
+            }
+        }
+        for r in &mut readers {
+            r.sort_unstable();
+            r.dedup();
+        }
         Split {
             owner,
+            readers,
             me: me as u16,
             outbox: Mutex::default(),
         }
+    }
+
+    /// The other parts that read segment `s`'s won bits.
+    pub(super) fn readers(&self, s: usize) -> &[u16] {
+        &self.readers[s]
     }
 
     /// The part that owns index `i`.
@@ -143,17 +186,19 @@ pub fn splittable(key: &SliceKey) -> bool {
 /// same call, with what the others sent it (see the module comment). In one process, threads
 /// ([`solve_in_parts`]); in a cluster, the coordinator between workers.
 pub trait Exchange {
-    /// After the init: this part's won words, `(first word, words)` for each of its segments;
-    /// returns the other parts' ones.
-    fn won_words(&mut self, mine: Vec<(u64, Vec<u64>)>) -> Result<Vec<(u64, Vec<u64>)>, SolveError>;
+    /// After the init: this part's won words for each part (`out[k]` for part `k`, empty for
+    /// this one), `(first word, words)` for each of its segments that part reads; returns what
+    /// the others sent this part.
+    fn won_words(&mut self, out: Vec<Vec<(u64, Vec<u64>)>>) -> Result<Vec<(u64, Vec<u64>)>, SolveError>;
     /// After the scan of ply `plies`: how many positions joined this part's frontier, and after
-    /// a win (odd `plies`) its won frontier, `(segment, its log's encoding)` for its segments
-    /// that have one; returns the size of the whole frontier and the others' won frontiers.
+    /// a win (odd `plies`) its won frontier for each part (`won[k]` for part `k`), `(segment, its
+    /// log's encoding)` for its segments that part reads and that have one; returns the size of
+    /// the whole frontier and the won frontiers the others sent this part.
     fn frontier(
         &mut self,
         plies: u32,
         joined: u64,
-        won: Vec<(u32, Vec<u8>)>,
+        won: Vec<Vec<(u32, Vec<u8>)>>,
     ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError>;
     /// After the un-moves of ply `plies`: the lines of predecessors for each part (`out[k]` for
     /// part `k`; empty for this one); returns the lines the others sent this part.
@@ -193,15 +238,15 @@ pub fn solve_part(
     init_state(&ctx, &st, threads, &split, &|| false)?;
     st.track_won(threads, false, false, &split)?;
     let words = |s: usize| s * SEG_INDICES / 64..((s + 1) * SEG_INDICES).min(n) / 64;
-    let mine = split
-        .segments()
-        .map(|s| {
-            let w = words(s);
-            let bits = w.clone().map(|w| st.won[w].load(Relaxed)).collect();
-            (w.start as u64, bits)
-        })
-        .collect();
-    for (first, bits) in exchange.won_words(mine)? {
+    let mut out = vec![Vec::new(); parts];
+    for s in split.segments() {
+        let w = words(s);
+        let bits: Vec<u64> = w.clone().map(|w| st.won[w].load(Relaxed)).collect();
+        for &k in split.readers(s) {
+            out[k as usize].push((w.start as u64, bits.clone()));
+        }
+    }
+    for (first, bits) in exchange.won_words(out)? {
         let first = first as usize;
         let s = first * 64 / SEG_INDICES;
         if first * 64 % SEG_INDICES != 0
@@ -225,13 +270,15 @@ pub fn solve_part(
             return Err(SolveError::TooDeep(*key));
         }
         let joined = scan_frontier(&ctx, &st, &mut log, plies, threads, &split)?;
-        let mut won = Vec::new();
+        let mut won = vec![Vec::new(); parts];
         if plies % 2 == 1 {
             for s in split.segments() {
                 log.read_segment(plies, s, &mut encoded)
                     .map_err(SolveError::Scratch)?;
                 if !encoded.is_empty() {
-                    won.push((s as u32, encoded.clone()));
+                    for &k in split.readers(s) {
+                        won[k as usize].push((s as u32, encoded.clone()));
+                    }
                 }
             }
         }
@@ -298,8 +345,8 @@ pub struct Crossed {
 /// What one part gives at one meeting of [`Hub`].
 #[derive(Clone)]
 enum Given {
-    Won(Vec<(u64, Vec<u64>)>),
-    Frontier(u64, Vec<(u32, Vec<u8>)>),
+    Won(Vec<Vec<(u64, Vec<u64>)>>),
+    Frontier(u64, Vec<Vec<(u32, Vec<u8>)>>),
     Marks(Vec<Vec<(u64, u64)>>),
     Horizon(u32),
 }
@@ -307,7 +354,6 @@ enum Given {
 /// The meeting place of parts run as threads of one process: each meeting waits for every part
 /// (or for one to fail: then every part fails).
 struct Hub {
-    parts: usize,
     meeting: Mutex<Meeting>,
     all_in: Condvar,
     crossed: Mutex<Crossed>,
@@ -326,7 +372,6 @@ struct Meeting {
 impl Hub {
     fn new(parts: usize) -> Hub {
         Hub {
-            parts,
             meeting: Mutex::new(Meeting {
                 given: vec![None; parts],
                 ..Meeting::default()
@@ -373,14 +418,13 @@ struct AtHub<'h> {
 }
 
 impl Exchange for AtHub<'_> {
-    fn won_words(&mut self, mine: Vec<(u64, Vec<u64>)>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
-        let words: usize = mine.iter().map(|(_, w)| w.len()).sum();
-        self.hub.crossed.lock().expect("crossed lock").won_bytes +=
-            8 * words as u64 * (self.hub.parts as u64 - 1);
-        let all = self.hub.meet(self.me, Given::Won(mine))?;
+    fn won_words(&mut self, out: Vec<Vec<(u64, Vec<u64>)>>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
+        let words: usize = out.iter().flatten().map(|(_, w)| w.len()).sum();
+        self.hub.crossed.lock().expect("crossed lock").won_bytes += 8 * words as u64;
+        let all = self.hub.meet(self.me, Given::Won(out))?;
         Ok(others(all, self.me)
             .flat_map(|g| match g {
-                Given::Won(w) => w,
+                Given::Won(mut w) => std::mem::take(&mut w[self.me]),
                 _ => unreachable!("the parts meet in step"),
             })
             .collect())
@@ -390,21 +434,20 @@ impl Exchange for AtHub<'_> {
         &mut self,
         _plies: u32,
         joined: u64,
-        won: Vec<(u32, Vec<u8>)>,
+        won: Vec<Vec<(u32, Vec<u8>)>>,
     ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError> {
-        let bytes: usize = won.iter().map(|(_, e)| e.len()).sum();
-        self.hub.crossed.lock().expect("crossed lock").frontier_bytes +=
-            bytes as u64 * (self.hub.parts as u64 - 1);
+        let bytes: usize = won.iter().flatten().map(|(_, e)| e.len()).sum();
+        self.hub.crossed.lock().expect("crossed lock").frontier_bytes += bytes as u64;
         let all = self.hub.meet(self.me, Given::Frontier(joined, won))?;
         let mut total = 0;
         let mut theirs = Vec::new();
         for (k, g) in all.into_iter().enumerate() {
-            let Given::Frontier(j, w) = g else {
+            let Given::Frontier(j, mut w) = g else {
                 unreachable!("the parts meet in step")
             };
             total += j;
             if k != self.me {
-                theirs.extend(w);
+                theirs.append(&mut w[self.me]);
             }
         }
         Ok((total, theirs))
@@ -561,14 +604,17 @@ mod tests {
     fn a_part_sent_what_is_not_its_own_fails_and_so_does_the_other() {
         struct Liar<'h>(AtHub<'h>);
         impl Exchange for Liar<'_> {
-            fn won_words(&mut self, mine: Vec<(u64, Vec<u64>)>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
-                self.0.won_words(mine)
+            fn won_words(
+                &mut self,
+                out: Vec<Vec<(u64, Vec<u64>)>>,
+            ) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
+                self.0.won_words(out)
             }
             fn frontier(
                 &mut self,
                 plies: u32,
                 joined: u64,
-                won: Vec<(u32, Vec<u8>)>,
+                won: Vec<Vec<(u32, Vec<u8>)>>,
             ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError> {
                 self.0.frontier(plies, joined, won)
             }
