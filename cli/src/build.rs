@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tracing::{info, info_span};
+use tracing::{info, info_span, warn};
 use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Material;
@@ -825,7 +825,14 @@ fn solve_material(
                 "the slice's state is paged through the build folder"
             );
         }
-        if options.parts > 1 && splittable(&key) {
+        if options.parts > 1 && fit.paged.is_some() {
+            warn!(
+                slice = %key,
+                parts = options.parts,
+                "--parts is not used for this slice: its state does not fit the budget in memory, and is paged"
+            );
+        }
+        if options.parts > 1 && splittable(&key) && fit.paged.is_none() {
             solve_parts_into_writer(&key, &successors, options, &mut writer, progress)?;
         } else {
             let solving = (Some(&checkpoints), paging.as_ref());

@@ -227,6 +227,10 @@ pub fn solve_part(
     sink: &mut dyn FnMut(usize, &[u16]) -> Result<(), SolveError>,
 ) -> Result<u32, SolveError> {
     assert!(splittable(key), "slice {key} is not solved in parts");
+    assert!(
+        (1..=PAWNLESS_KING_PAIRS).contains(&parts) && me < parts,
+        "part {me} of {parts}: a slice has 1 to {PAWNLESS_KING_PAIRS} parts"
+    );
     let g = Geometry::new(key);
     let ctx = Context::new(&g, key, succ);
     let n = g.ix.size() as usize;
