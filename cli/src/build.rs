@@ -245,9 +245,9 @@ pub struct BuildOptions<'a> {
     pub stop: Option<&'a AtomicBool>,
     /// When more than 1, each pawnless slice is solved as this many parts that meet only
     /// through what crosses between them ([`solve_in_parts`], threads of this process each
-    /// holding the state of its part and a copy of the won bits of the others: an eighth of a
-    /// byte a position a part more than the budget counts), and what crossed is logged; no
-    /// checkpoints and no paging then. The values are the same: this checks and measures the
+    /// holding the state of its part and a copy of the won bits it reads of the others: up to
+    /// an eighth of a byte a position a part more than the budget counts), and what crossed is
+    /// logged; no checkpoints, and a slice whose state must be paged is not solved in parts. The values are the same: this checks and measures the
     /// exchange a slice shared by workers uses.
     pub parts: usize,
 }
@@ -825,14 +825,15 @@ fn solve_material(
                 "the slice's state is paged through the build folder"
             );
         }
-        if options.parts > 1 && fit.paged.is_some() {
+        let in_parts = options.parts > 1 && splittable(&key);
+        if in_parts && fit.paged.is_some() {
             warn!(
                 slice = %key,
                 parts = options.parts,
                 "--parts is not used for this slice: its state does not fit the budget in memory, and is paged"
             );
         }
-        if options.parts > 1 && splittable(&key) && fit.paged.is_none() {
+        if in_parts && fit.paged.is_none() {
             solve_parts_into_writer(&key, &successors, options, &mut writer, progress)?;
         } else {
             let solving = (Some(&checkpoints), paging.as_ref());

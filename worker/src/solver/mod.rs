@@ -15,6 +15,7 @@ mod parts;
 mod pawn_exits;
 pub mod reference;
 pub mod retrograde;
+mod split;
 mod state;
 
 use zermelo_chess::slice::SliceKey;

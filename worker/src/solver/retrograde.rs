@@ -75,8 +75,8 @@ use super::memory::{
 };
 use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
-use super::parts::{Own, Whole};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
+use super::split::{Own, Whole};
 use super::state::{
     decided, may_lose, undecided, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
     MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE, S_NEXT, S_NO_LOSS,
@@ -503,8 +503,6 @@ fn solve_passes(
 /// The scan of ply `plies`: the positions decided in the pass before, and those decided at this
 /// ply other than through it (the chunks flagged for it), set final and recorded in `log`; with
 /// `split`, those of its part only. Returns how many joined the frontier.
-// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
-#[inline(always)]
 pub(super) fn scan_frontier(
     ctx: &Context<'_>,
     st: &State,
@@ -684,8 +682,6 @@ pub(super) fn scan_frontier(
 /// [`verify_changed`]. With `split`, the lines of predecessors of another part go to its
 /// outbox, for that part to mark ([`mark_lines`]). Returns whether the won bits stand in for
 /// quiet ones meanwhile (`hold_won`, which the verification then clears).
-// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
-#[inline(always)]
 pub(super) fn unmove_frontier<S: Own>(
     ctx: &Context<'_>,
     st: &State,
@@ -851,8 +847,6 @@ pub(super) fn mark_lines(
 
 /// The verification of ply `plies` (a win): each changed position is lost if every move inside
 /// the slice leads to a win for the opponent. `hold_won` as [`unmove_frontier`] returned it.
-// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
-#[inline(always)]
 pub(super) fn verify_changed(
     ctx: &Context<'_>,
     st: &State,
@@ -946,8 +940,6 @@ const VERIFY_GROUP: usize = 4;
 
 /// The values of a solved slice out of its state `st` and its log of plies into `sink`, a
 /// segment at a time in index order; with `split`, only its part's segments.
-// Inlined into each driver, as when it had one: out of line, KQvKR took 2% more instructions.
-#[inline(always)]
 pub(super) fn write_values(
     st: State,
     log: &DtmLog,

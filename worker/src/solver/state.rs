@@ -12,7 +12,7 @@ use super::geometry::Geometry;
 use super::memory::{atomic_u64s, atomic_u8s, equal_mask};
 use super::paging::{Big, Mapped, Pager, Paging, Reach};
 use super::par::for_each_chunk;
-use super::parts::Own;
+use super::split::Own;
 use super::SolveError;
 
 // The state byte of an index.
