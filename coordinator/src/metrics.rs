@@ -29,6 +29,9 @@ pub struct Counters {
     pub bytes_uploaded: AtomicU64,
     /// Slice bytes sent in FetchSlice.
     pub bytes_fetched: AtomicU64,
+    /// Bytes the parts of slices solved in parts gave each other through Meet (the `data` of
+    /// its chunks, counted once, as they came in).
+    pub bytes_met: AtomicU64,
     /// Uploaded slices refused because their bytes do not decode or do not match their hash.
     pub uploads_refused: AtomicU64,
     /// Slices not served because the stored copy failed its check.
@@ -93,6 +96,7 @@ pub struct Snapshot {
 pub struct CounterValues {
     pub bytes_uploaded: u64,
     pub bytes_fetched: u64,
+    pub bytes_met: u64,
     pub uploads_refused: u64,
     pub downloads_refused: u64,
     pub slices_repaired: u64,
@@ -119,6 +123,7 @@ impl From<&Counters> for CounterValues {
         CounterValues {
             bytes_uploaded: Counters::get(&c.bytes_uploaded),
             bytes_fetched: Counters::get(&c.bytes_fetched),
+            bytes_met: Counters::get(&c.bytes_met),
             uploads_refused: Counters::get(&c.uploads_refused),
             downloads_refused: Counters::get(&c.downloads_refused),
             slices_repaired: Counters::get(&c.slices_repaired),
@@ -199,6 +204,12 @@ pub fn render(s: &Snapshot) -> String {
         "counter",
         "Slice bytes sent to workers and clients in FetchSlice.",
         c.bytes_fetched,
+    );
+    t.single(
+        "zermelo_part_bytes_met_total",
+        "counter",
+        "Bytes the parts of slices solved across workers gave each other through Meet.",
+        c.bytes_met,
     );
     t.single(
         "zermelo_corrupt_uploads_refused_total",

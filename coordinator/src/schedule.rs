@@ -28,6 +28,13 @@
 //!   before any task, once no slice it leads into is lost too. The repair is accepted only with
 //!   the hash the slice was recorded with ([`Action::Repaired`]); an expired repair lease goes
 //!   back in line.
+//! * **Slices in parts.** With [`Config::parts`] above 1, a task of one large pawnless slice
+//!   that can be cut ([`Config::splittable`]) is solved by a group of workers:
+//!   the one that leases it holds part 0 (the leader; its lease names the group), and the next
+//!   workers to ask get the other parts first, before any other task. The parts meet through the
+//!   coordinator; the leader completes the slice, the others complete with nothing. A part lost
+//!   (its lease expired, its worker gone, or too few workers left to fill the group) fails the
+//!   whole group: every lease of it expires and the task is leased again.
 //! * **Resuming.** [`Scheduler::resume`] starts from the slices a journal says are finished;
 //!   jobs submitted again after it only lease what is left.
 //!
@@ -103,7 +110,7 @@ id_type!(
 );
 
 /// The scheduler's knobs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// How long a lease lives after its grant or its last heartbeat.
     pub lease_ttl: Millis,
@@ -128,6 +135,14 @@ pub struct Config {
     /// (`zermelo coordinator --verify all`): a completion leaves its task waiting for a
     /// verification lease ([`Event::Verified`]).
     pub verify_all: bool,
+    /// The most parts a slice is cut into, each solved by a worker of a group (see the module
+    /// docs); 1: every slice goes whole to one worker.
+    pub parts: u32,
+    /// With [`Config::parts`] above 1: the fewest positions of a slice solved in parts.
+    pub split_over: u64,
+    /// Whether a slice can be solved in parts (`zermelo_worker::solver::splittable`, which
+    /// this crate does not link).
+    pub splittable: fn(&SliceKey) -> bool,
 }
 
 impl Default for Config {
@@ -140,6 +155,9 @@ impl Default for Config {
             target_task_positions: 1 << 20,
             first_id: 1,
             verify_all: false,
+            parts: 1,
+            split_over: 1 << 30,
+            splittable: |_| false,
         }
     }
 }
@@ -201,6 +219,17 @@ pub struct LeasedTask {
     /// Empty for a task to solve; for a verification, the hash each of `slices` was uploaded
     /// with by the worker that solved it.
     pub verify: Vec<Hash>,
+    /// For one part of a slice solved by a group of workers: which.
+    pub part: Option<PartOf>,
+}
+
+/// One part of a slice solved by a group of workers ([`Config::parts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartOf {
+    /// The group: the lease of its part 0, the leader.
+    pub group: LeaseId,
+    pub parts: u32,
+    pub index: u32,
 }
 
 /// A live verification lease ([`Scheduler::verification`]).
@@ -412,6 +441,34 @@ struct Lease {
     granted: Millis,
 }
 
+/// A slice solved by a group of workers, one part each: the task is leased to part 0, whose
+/// lease names the group; the other parts hold helper leases.
+#[derive(Debug)]
+struct Group {
+    /// Parts 1.. in order.
+    helpers: Vec<Slot>,
+}
+
+/// A helper part of a [`Group`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// No worker has it yet.
+    Open,
+    Leased(LeaseId),
+    /// Its worker completed it (it gave the leader its values).
+    Done,
+}
+
+/// The lease of a part other than 0 of a [`Group`].
+#[derive(Debug)]
+struct Helper {
+    group: LeaseId,
+    index: u32,
+    worker: WorkerId,
+    deadline: Millis,
+    granted: Millis,
+}
+
 #[derive(Debug)]
 struct Worker {
     name: String,
@@ -447,6 +504,10 @@ pub struct Scheduler {
     unverified: BTreeMap<TaskIx, Unverified>,
     /// Verification leases.
     verifications: BTreeMap<LeaseId, Verification>,
+    /// Slices solved in parts, by their leader's lease ([`Config::parts`]).
+    groups: BTreeMap<LeaseId, Group>,
+    /// The leases of the parts other than 0.
+    helpers: BTreeMap<LeaseId, Helper>,
     workers: BTreeMap<WorkerId, Worker>,
     jobs: Vec<Job>,
     next_id: u64,
@@ -504,6 +565,8 @@ impl Scheduler {
             repairs: BTreeMap::new(),
             unverified: BTreeMap::new(),
             verifications: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            helpers: BTreeMap::new(),
             workers: BTreeMap::new(),
             jobs: Vec::new(),
             next_id,
@@ -575,9 +638,12 @@ impl Scheduler {
             Event::Tick => self.forget_silent_workers(&mut out),
             Event::WorkerLost { worker } => {
                 for lease in self.leases_of(worker) {
-                    self.expire(lease, &mut out);
+                    if self.is_live(lease) {
+                        self.expire(lease, &mut out);
+                    }
                 }
                 self.workers.remove(&worker);
+                self.end_unfillable_groups(&mut out);
             }
             Event::SliceLost { key } => {
                 let queued = match self.index.get(&key) {
@@ -610,7 +676,12 @@ impl Scheduler {
             .iter()
             .filter(|(_, v)| v.worker == worker)
             .map(|(&id, _)| id);
-        tasks.chain(repairs).chain(verifications).collect()
+        let helpers = self
+            .helpers
+            .iter()
+            .filter(|(_, h)| h.worker == worker)
+            .map(|(&id, _)| id);
+        tasks.chain(repairs).chain(verifications).chain(helpers).collect()
     }
 
     /// The progress of a job, `None` if it was never submitted.
@@ -633,9 +704,34 @@ impl Scheduler {
         self.workers.iter().map(|(&id, w)| (id, w.name.as_str(), w.cores))
     }
 
-    /// Leases not expired, revoked or completed (repair leases included).
+    /// Leases not expired, revoked or completed (repair leases and parts included).
     pub fn live_leases(&self) -> usize {
-        self.leases.len() + self.repairs.len() + self.verifications.len()
+        self.leases.len() + self.repairs.len() + self.verifications.len() + self.helpers.len()
+    }
+
+    /// Of a live lease of one part of a slice solved in parts: the part, and its worker.
+    pub fn part_of(&self, lease: LeaseId) -> Option<(PartOf, WorkerId)> {
+        if let Some(h) = self.helpers.get(&lease) {
+            let parts = self.groups[&h.group].helpers.len() as u32 + 1;
+            let part = PartOf {
+                group: h.group,
+                parts,
+                index: h.index,
+            };
+            return Some((part, h.worker));
+        }
+        let g = self.groups.get(&lease)?;
+        let part = PartOf {
+            group: lease,
+            parts: g.helpers.len() as u32 + 1,
+            index: 0,
+        };
+        Some((part, self.leases[&lease].worker))
+    }
+
+    /// Whether group `group` (a leader's lease) is alive: none of its parts lost.
+    pub fn group_alive(&self, group: LeaseId) -> bool {
+        self.groups.contains_key(&group)
     }
 
     /// Of a live verification lease: its worker, the worker that solved the task, and the
@@ -905,7 +1001,10 @@ impl Scheduler {
             out.push(Action::NoTask(NoTask::Waiting));
             return;
         }
-        if self.lease_repair(worker, out) || self.lease_verification(worker, out) {
+        if self.lease_repair(worker, out)
+            || self.lease_verification(worker, out)
+            || self.lease_helper(worker, out)
+        {
             return;
         }
         let Some(t) = self.ready.pop_first() else {
@@ -930,6 +1029,20 @@ impl Scheduler {
         let job = task.job;
         let successors = self.successors_with_hashes(slices.iter().copied());
         let deadline = self.now + self.config.lease_ttl;
+        let parts = self.parts_for(&slices);
+        let part = (parts > 1).then(|| {
+            self.groups.insert(
+                lease,
+                Group {
+                    helpers: vec![Slot::Open; parts as usize - 1],
+                },
+            );
+            PartOf {
+                group: lease,
+                parts,
+                index: 0,
+            }
+        });
         out.push(Action::Lease(LeasedTask {
             lease,
             worker,
@@ -939,6 +1052,7 @@ impl Scheduler {
             positions: slices.iter().map(|&ix| self.slices[ix as usize].positions).sum(),
             deadline,
             verify: Vec::new(),
+            part,
         }));
         self.leases.insert(
             lease,
@@ -949,6 +1063,114 @@ impl Scheduler {
                 granted: self.now,
             },
         );
+    }
+
+    /// How many parts a task of these (unfinished) slices is solved in: 1 unless it is one
+    /// slice that can be cut, of at least [`Config::split_over`] positions, and more than one
+    /// worker is alive ([`Config::parts`] at most).
+    fn parts_for(&self, slices: &[SliceIx]) -> u32 {
+        let parts = self.config.parts.min(self.workers.len() as u32);
+        match slices {
+            [ix] if parts > 1 => {
+                let slice = &self.slices[*ix as usize];
+                let split = slice.positions >= self.config.split_over && (self.config.splittable)(&slice.key);
+                if split {
+                    parts
+                } else {
+                    1
+                }
+            }
+            _ => 1,
+        }
+    }
+
+    /// Leases an open part of a group, before any task (its other parts wait for it), to a
+    /// worker that holds no part of that group: `false` if there is none.
+    fn lease_helper(&mut self, worker: WorkerId, out: &mut Vec<Action>) -> bool {
+        let Some((group, slot)) = self.groups.iter().find_map(|(&group, g)| {
+            let mine = self.leases[&group].worker == worker
+                || self
+                    .helpers
+                    .values()
+                    .any(|h| h.group == group && h.worker == worker);
+            let open = g.helpers.iter().position(|&s| s == Slot::Open)?;
+            (!mine).then_some((group, open))
+        }) else {
+            return false;
+        };
+        let lease = LeaseId(self.fresh_id());
+        let g = self.groups.get_mut(&group).expect("found above");
+        g.helpers[slot] = Slot::Leased(lease);
+        let parts = g.helpers.len() as u32 + 1;
+        let index = slot as u32 + 1;
+        let task = &self.tasks[self.leases[&group].task as usize];
+        let job = task.job;
+        let slices: Vec<SliceIx> = task
+            .slices
+            .iter()
+            .copied()
+            .filter(|&ix| self.slices[ix as usize].finished.is_none())
+            .collect();
+        let successors = self.successors_with_hashes(slices.iter().copied());
+        let deadline = self.now + self.config.lease_ttl;
+        out.push(Action::Lease(LeasedTask {
+            lease,
+            worker,
+            job,
+            slices: slices.iter().map(|&ix| self.slices[ix as usize].key).collect(),
+            successors,
+            positions: slices.iter().map(|&ix| self.slices[ix as usize].positions).sum(),
+            deadline,
+            verify: Vec::new(),
+            part: Some(PartOf { group, parts, index }),
+        }));
+        self.helpers.insert(
+            lease,
+            Helper {
+                group,
+                index,
+                worker,
+                deadline,
+                granted: self.now,
+            },
+        );
+        true
+    }
+
+    /// Ends group `group` (its leader's lease ended, or one of its parts was lost): the helper
+    /// parts still leased expire with it; with `leader`, its lease too (the task is leased
+    /// again).
+    fn end_group(&mut self, group: LeaseId, leader: bool, out: &mut Vec<Action>) {
+        let Some(g) = self.groups.remove(&group) else {
+            return;
+        };
+        for slot in g.helpers {
+            if let Slot::Leased(lease) = slot {
+                let h = self.helpers.remove(&lease).expect("a leased part's lease");
+                out.push(Action::Expired {
+                    lease,
+                    worker: h.worker,
+                });
+            }
+        }
+        if leader && self.leases.contains_key(&group) {
+            self.expire(group, out);
+        }
+    }
+
+    /// Groups with an open part and fewer workers alive than parts end (their parts would
+    /// wait for ever): the task is leased again, in fewer parts.
+    fn end_unfillable_groups(&mut self, out: &mut Vec<Action>) {
+        let alive = self.workers.len();
+        let unfillable: Vec<LeaseId> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.helpers.contains(&Slot::Open) && alive < g.helpers.len() + 1)
+            .map(|(&group, _)| group)
+            .collect();
+        for group in unfillable {
+            self.end_group(group, true, out);
+        }
     }
 
     /// Leases a lost slice to solve again, before any task, when one waits whose successors are
@@ -987,6 +1209,7 @@ impl Scheduler {
             positions: slice.positions,
             deadline,
             verify: Vec::new(),
+            part: None,
         }));
         self.repairs.insert(
             lease,
@@ -1047,6 +1270,7 @@ impl Scheduler {
                 .sum(),
             deadline,
             verify: slices.iter().map(|&(_, h)| h).collect(),
+            part: None,
         }));
         self.verifications.insert(
             lease,
@@ -1132,10 +1356,12 @@ impl Scheduler {
                 self.leases.get_mut(&id),
                 self.repairs.get_mut(&id),
                 self.verifications.get_mut(&id),
+                self.helpers.get_mut(&id),
             ) {
-                (Some(l), _, _) if l.worker == worker => Some((l.granted, &mut l.deadline)),
-                (_, Some(r), _) if r.worker == worker => Some((r.granted, &mut r.deadline)),
-                (_, _, Some(v)) if v.worker == worker => Some((v.granted, &mut v.deadline)),
+                (Some(l), _, _, _) if l.worker == worker => Some((l.granted, &mut l.deadline)),
+                (_, Some(r), _, _) if r.worker == worker => Some((r.granted, &mut r.deadline)),
+                (_, _, Some(v), _) if v.worker == worker => Some((v.granted, &mut v.deadline)),
+                (_, _, _, Some(h)) if h.worker == worker => Some((h.granted, &mut h.deadline)),
                 _ => None,
             };
             match held {
@@ -1151,7 +1377,10 @@ impl Scheduler {
             }
         }
         for id in too_old {
-            self.expire(id, out);
+            // A part of a group that expired with an earlier one is gone already.
+            if self.is_live(id) {
+                self.expire(id, out);
+            }
         }
         out.push(Action::LeaseStatus {
             valid,
@@ -1165,6 +1394,29 @@ impl Scheduler {
             if let Some(w) = self.workers.get_mut(&l.worker) {
                 w.last_seen = self.now;
             }
+        }
+        // A helper part: done once it gave the leader its values; it reports no slice (the
+        // leader does).
+        if let Some(h) = self.helpers.get(&lease) {
+            if let Some(r) = results.first() {
+                out.push(Action::Rejected {
+                    lease,
+                    reason: Rejection::NotTheTask { key: r.key },
+                });
+                return;
+            }
+            if let Some(w) = self.workers.get_mut(&h.worker) {
+                w.last_seen = self.now;
+            }
+            let h = self.helpers.remove(&lease).expect("found above");
+            let g = self.groups.get_mut(&h.group).expect("a helper's group");
+            g.helpers[h.index as usize - 1] = Slot::Done;
+            out.push(Action::Accepted {
+                lease,
+                new: 0,
+                duplicates: 0,
+            });
+            return;
         }
         // A repair: its one slice, with the recorded hash (checked like any finished one). Any
         // other report under a repair lease is taken slice by slice, as below.
@@ -1218,6 +1470,7 @@ impl Scheduler {
                     .leases
                     .remove(&holder)
                     .expect("a leased task has a live lease");
+                self.end_group(holder, false, out);
                 if holder != lease {
                     out.push(Action::Revoked {
                         lease: holder,
@@ -1277,6 +1530,7 @@ impl Scheduler {
             return;
         }
         let l = self.leases.remove(&lease).expect("checked above");
+        self.end_group(lease, false, out);
         self.tasks[l.task as usize].state = TaskState::Verifying;
         let count = new.len();
         self.unverified.insert(
@@ -1412,10 +1666,27 @@ impl Scheduler {
             .iter()
             .filter(|(_, v)| v.deadline <= now)
             .map(|(&id, _)| id);
-        let due: Vec<LeaseId> = tasks.chain(repairs).chain(verifications).collect();
+        let helpers = self
+            .helpers
+            .iter()
+            .filter(|(_, h)| h.deadline <= now)
+            .map(|(&id, _)| id);
+        let due: Vec<LeaseId> = tasks.chain(repairs).chain(verifications).chain(helpers).collect();
         for lease in due {
-            self.expire(lease, out);
+            // A part of a group that expired with an earlier one is gone already.
+            if self.is_live(lease) {
+                self.expire(lease, out);
+            }
         }
+        self.end_unfillable_groups(out);
+    }
+
+    /// Whether `lease` is a live lease of any kind.
+    fn is_live(&self, lease: LeaseId) -> bool {
+        self.leases.contains_key(&lease)
+            || self.repairs.contains_key(&lease)
+            || self.verifications.contains_key(&lease)
+            || self.helpers.contains_key(&lease)
     }
 
     fn expire(&mut self, lease: LeaseId, out: &mut Vec<Action>) {
@@ -1439,7 +1710,19 @@ impl Scheduler {
             });
             return;
         }
+        if let Some(h) = self.helpers.remove(&lease) {
+            // A part lost: its group ends, and the slice is leased again.
+            let g = self.groups.get_mut(&h.group).expect("a helper's group");
+            g.helpers[h.index as usize - 1] = Slot::Open;
+            out.push(Action::Expired {
+                lease,
+                worker: h.worker,
+            });
+            self.end_group(h.group, true, out);
+            return;
+        }
         let l = self.leases.remove(&lease).expect("a live lease");
+        self.end_group(lease, false, out);
         let task = &mut self.tasks[l.task as usize];
         debug_assert_eq!(task.state, TaskState::Leased(lease));
         debug_assert!(task.unfinished > 0 && task.waiting == 0);
@@ -1462,7 +1745,9 @@ impl Scheduler {
             .collect();
         for worker in silent {
             for lease in self.leases_of(worker) {
-                self.expire(lease, out);
+                if self.is_live(lease) {
+                    self.expire(lease, out);
+                }
             }
             self.workers.remove(&worker);
             out.push(Action::WorkerForgotten { worker });
@@ -1560,6 +1845,30 @@ impl Scheduler {
             assert_eq!(self.unverified[&v.task].lease, Some(id));
             assert!(v.deadline > self.now, "{id} outlived its deadline");
         }
+        // A group lives with its leader's lease; its leased parts are live helper leases, each
+        // of another worker.
+        for (&group, g) in &self.groups {
+            let leader = &self.leases[&group];
+            let mut workers = vec![leader.worker];
+            for (i, slot) in g.helpers.iter().enumerate() {
+                if let Slot::Leased(id) = slot {
+                    let h = &self.helpers[id];
+                    assert_eq!((h.group, h.index as usize), (group, i + 1), "{id}");
+                    workers.push(h.worker);
+                }
+            }
+            let all = workers.len();
+            workers.sort();
+            workers.dedup();
+            assert_eq!(workers.len(), all, "{group}: a worker holds two parts");
+        }
+        for (&id, h) in &self.helpers {
+            assert_eq!(
+                self.groups[&h.group].helpers[h.index as usize - 1],
+                Slot::Leased(id)
+            );
+            assert!(h.deadline > self.now, "{id} outlived its deadline");
+        }
     }
 }
 
@@ -1588,6 +1897,8 @@ mod tests {
 
     static KPK: LazyLock<Plan> = LazyLock::new(|| plan(&["KPvK".parse().unwrap()]));
     static KPKP: LazyLock<Plan> = LazyLock::new(|| plan(&["KPvKP".parse().unwrap()]));
+    static KQKR: LazyLock<Plan> = LazyLock::new(|| plan(&["KQvKR".parse().unwrap()]));
+    static KRKN: LazyLock<Plan> = LazyLock::new(|| plan(&["KRvKN".parse().unwrap()]));
 
     const TTL: Millis = 1_000;
 
@@ -1600,6 +1911,20 @@ mod tests {
             max_leases_per_worker: 4,
             first_id: 1,
             verify_all: false,
+            parts: 1,
+            split_over: 1 << 30,
+            splittable: |_| false,
+        }
+    }
+
+    /// [`config`] with the slices of at least `split_over` positions that can be cut solved in
+    /// up to 3 parts.
+    fn config_in_parts(split_over: u64) -> Config {
+        Config {
+            parts: 3,
+            split_over,
+            splittable: zermelo_worker::solver::splittable,
+            ..config()
         }
     }
 
@@ -1749,9 +2074,25 @@ mod tests {
                         }
                         let m = t.slices[0].material;
                         assert!(t.slices.iter().all(|k| k.material == m), "a task mixes materials");
+                        if let Some(p) = t.part {
+                            assert!(p.index < p.parts && p.parts > 1, "{p:?}");
+                            assert_eq!(t.slices.len(), 1, "a task in parts has one slice");
+                            if p.index == 0 {
+                                assert_eq!(p.group, t.lease);
+                            } else {
+                                let leader = &self.live[&p.group];
+                                assert_eq!(leader.slices, t.slices);
+                                assert_ne!(leader.worker, t.worker, "two parts to one worker");
+                            }
+                        }
                         for k in &t.slices {
                             assert!(!self.finished.contains_key(k), "finished slice {k} leased again");
                             for other in self.live.values() {
+                                let same_group =
+                                    matches!((other.part, t.part), (Some(a), Some(b)) if a.group == b.group);
+                                if same_group {
+                                    continue;
+                                }
                                 assert!(
                                     !other.slices.contains(k),
                                     "{k} leased to {} and {}",
@@ -1814,12 +2155,21 @@ mod tests {
                             assert!(self.finished.contains_key(k), "{job} done without {k}");
                         }
                     }
+                    Action::Accepted { lease, .. } => {
+                        // A helper part is done when it completes (with no slice).
+                        if self
+                            .live
+                            .get(lease)
+                            .is_some_and(|t| t.part.is_some_and(|p| p.index > 0))
+                        {
+                            self.live.remove(lease);
+                        }
+                    }
                     Action::JobAccepted { .. }
                     | Action::JobRejected { .. }
                     | Action::Registered { .. }
                     | Action::NoTask(_)
                     | Action::LeaseStatus { .. }
-                    | Action::Accepted { .. }
                     | Action::Rejected { .. }
                     | Action::WorkerForgotten { .. } => {}
                 }
@@ -1832,10 +2182,13 @@ mod tests {
             assert_eq!(self.lost.len(), self.s.slices_lost());
         }
 
+        /// Completes `task` as an honest worker does: a helper part with no slice, any other
+        /// task with its slices.
         fn complete(&mut self, task: &LeasedTask) -> Vec<Action> {
+            let helper = task.part.is_some_and(|p| p.index > 0);
             let actions = self.step(Event::TaskCompleted {
                 lease: task.lease,
-                slices: results(task),
+                slices: if helper { Vec::new() } else { results(task) },
             });
             let accepted = actions
                 .iter()
@@ -1922,7 +2275,11 @@ mod tests {
     /// before its successors are finished, no slice is in two live leases, every slice finishes
     /// once with the honest hash, expired leases are leased again, and every job ends done.
     fn run(main: &Plan, other: &Plan, ops: Vec<Op>) {
-        let mut sim = Sim::new(Scheduler::new(config()), HashMap::new());
+        run_with(config(), main, other, ops)
+    }
+
+    fn run_with(config: Config, main: &Plan, other: &Plan, ops: Vec<Op>) {
+        let mut sim = Sim::new(Scheduler::new(config), HashMap::new());
         sim.submit(JobId(1), main);
         let pick = |n: usize, i: usize| if n == 0 { None } else { Some(i % n) };
         for op in ops {
@@ -2063,6 +2420,14 @@ mod tests {
         #[test]
         fn random_events_on_kpkp_keep_every_invariant(ops in prop::collection::vec(op(), 0..300)) {
             run(&KPKP, &KPK, ops);
+        }
+
+        /// The same with pawnless slices solved in parts by groups of workers: parts lost
+        /// (expired, their workers gone), helpers completing before or after their leader,
+        /// late completions of parts of failed groups.
+        #[test]
+        fn random_events_with_slices_in_parts_keep_every_invariant(ops in prop::collection::vec(op(), 0..300)) {
+            run_with(config_in_parts(1 << 12), &KQKR, &KRKN, ops);
         }
     }
 
@@ -2975,5 +3340,124 @@ mod tests {
             ),
             "{actions:?}"
         );
+    }
+
+    /// KRvKN's slice, the largest of its plan, goes to a group of three workers (the others
+    /// whole): part 0 to the worker that leases it, parts 1 and 2 to the next two that ask,
+    /// before anything else. A part that falls silent fails the group: all three leases expire
+    /// at once and the slice is leased again, in as many parts as there are workers left; the
+    /// helpers complete with no slice, the leader with the slice, and the job is done.
+    #[test]
+    fn a_large_slice_goes_to_a_group_and_a_silent_part_fails_the_group() {
+        let krkn = SliceKey::pawnless("KRvKN".parse().unwrap());
+        let size = SliceIndexer::new(krkn).size();
+        let mut sim = Sim::new(Scheduler::new(config_in_parts(size)), HashMap::new());
+        sim.submit(JobId(1), &KRKN);
+        let workers: Vec<WorkerId> = (0..3).map(|_| sim.register()).collect();
+        // The sub-tables, whole, by the first worker.
+        let leader = loop {
+            let t = first_lease(&mut sim, workers[0]);
+            if t.slices == [krkn] {
+                break t;
+            }
+            assert_eq!(t.part, None, "{:?}", t.slices);
+            sim.complete(&t);
+        };
+        let group = leader.lease;
+        assert_eq!(
+            leader.part,
+            Some(PartOf {
+                group,
+                parts: 3,
+                index: 0
+            })
+        );
+        // The leader asks again: nothing (it holds part 0 of the only task).
+        let again = sim.step(Event::LeaseRequested { worker: workers[0] });
+        assert!(
+            matches!(again[..], [Action::NoTask(NoTask::Waiting)]),
+            "{again:?}"
+        );
+        let helpers: Vec<LeasedTask> = [1, 2].map(|w| first_lease(&mut sim, workers[w])).to_vec();
+        for (i, h) in helpers.iter().enumerate() {
+            assert_eq!(h.slices, [krkn]);
+            assert_eq!(h.successors, leader.successors);
+            assert_eq!(
+                h.part,
+                Some(PartOf {
+                    group,
+                    parts: 3,
+                    index: i as u32 + 1
+                })
+            );
+            assert_eq!(
+                sim.s.part_of(h.lease).map(|(p, w)| (p.index, w)),
+                Some((i as u32 + 1, workers[i + 1]))
+            );
+        }
+        // Workers 0 and 2 heartbeat, worker 1 is silent: its part expires and the group with it.
+        sim.now += TTL / 2;
+        for w in [0, 2] {
+            let leases = vec![if w == 0 { leader.lease } else { helpers[1].lease }];
+            sim.step(Event::Heartbeat {
+                worker: workers[w],
+                leases,
+            });
+        }
+        sim.now += TTL / 2 + 1;
+        let actions = sim.step(Event::Tick);
+        let mut expired: Vec<LeaseId> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Expired { lease, .. } => Some(*lease),
+                _ => None,
+            })
+            .collect();
+        expired.sort();
+        let mut all = vec![leader.lease, helpers[0].lease, helpers[1].lease];
+        all.sort();
+        assert_eq!(expired, all, "{actions:?}");
+        assert!(!sim.s.group_alive(group));
+        assert_eq!(sim.s.live_leases(), 0);
+        // Worker 1 is forgotten; two workers left: the slice in two parts.
+        sim.now += 3 * TTL;
+        for w in [0, 2] {
+            sim.step(Event::Heartbeat {
+                worker: workers[w],
+                leases: vec![],
+            });
+        }
+        sim.step(Event::Tick);
+        let leader = first_lease(&mut sim, workers[2]);
+        assert_eq!(leader.part.map(|p| (p.parts, p.index)), Some((2, 0)));
+        let helper = first_lease(&mut sim, workers[0]);
+        assert_eq!(helper.part.map(|p| (p.group, p.index)), Some((leader.lease, 1)));
+        // A helper may not report the slice; it completes with nothing.
+        let refused = sim.step(Event::TaskCompleted {
+            lease: helper.lease,
+            slices: results(&helper),
+        });
+        assert!(
+            matches!(
+                refused[..],
+                [Action::Rejected {
+                    reason: Rejection::NotTheTask { .. },
+                    ..
+                }]
+            ),
+            "{refused:?}"
+        );
+        sim.complete(&helper);
+        assert!(
+            sim.s.group_alive(leader.lease),
+            "the group lives until its leader completes"
+        );
+        let done = sim.complete(&leader);
+        assert!(
+            done.iter().any(|a| matches!(a, Action::JobDone { .. })),
+            "{done:?}"
+        );
+        assert!(!sim.s.group_alive(leader.lease));
+        sim.assert_all_done();
     }
 }

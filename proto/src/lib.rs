@@ -41,7 +41,9 @@ pub use v1::*;
 /// 2: a task names the hash of each successor (`Task.successor_hashes`), and slice hashes cover
 /// the index layout.
 /// 3: a task may be a verification (`Task.kind`), completed with a `Verdict`.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: a task may be one part of a slice solved by several workers (`Task.part`), which meet
+/// through `Meet`.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The most slice keys one `FetchSlice` request may name (the coordinator refuses more; a key
 /// named twice is served once).

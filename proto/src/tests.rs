@@ -48,6 +48,25 @@ fn messages_round_trip_through_prost() {
             successor_hashes: vec![vec![1; 32], vec![2; 32], vec![3; 32]],
             kind: TaskKind::Solve as i32,
             slice_hashes: Vec::new(),
+            part: None,
+        })),
+    });
+    round_trip(&LeaseTaskResponse {
+        result: Some(lease_task_response::Result::Task(Task {
+            lease_id: 5,
+            lease_ttl_ms: 30_000,
+            deadline_unix_ms: 1_800_000_000_000,
+            job_id: 1,
+            slices: vec![key("KRNvKNN", 0, 0)],
+            successors: vec![key("KRNvKN", 0, 0)],
+            successor_hashes: vec![vec![5; 32]],
+            kind: TaskKind::Solve as i32,
+            slice_hashes: Vec::new(),
+            part: Some(Part {
+                group: 4,
+                parts: 3,
+                index: 2,
+            }),
         })),
     });
     round_trip(&LeaseTaskResponse {
@@ -61,6 +80,7 @@ fn messages_round_trip_through_prost() {
             successor_hashes: vec![vec![3; 32]],
             kind: TaskKind::Verify as i32,
             slice_hashes: vec![vec![4; 32]],
+            part: None,
         })),
     });
     round_trip(&LeaseTaskResponse {
@@ -150,6 +170,16 @@ fn messages_round_trip_through_prost() {
         workers_alive: 2,
         bytes_uploaded: 3 << 20,
         bytes_fetched: 5 << 20,
+        bytes_met: 7 << 20,
+    });
+    round_trip(&MeetChunk {
+        header: Some(MeetHeader {
+            worker_id: 2,
+            lease_id: 5,
+            round: 9,
+        }),
+        peer: 1,
+        data: vec![1, 2, 3],
     });
 }
 
@@ -395,6 +425,12 @@ mod loopback {
             &self,
             _: Request<JobStatusRequest>,
         ) -> Result<Response<JobStatusResponse>, Status> {
+            Err(Status::unimplemented("stub"))
+        }
+
+        type MeetStream = Pin<Box<dyn Stream<Item = Result<MeetChunk, Status>> + Send + 'static>>;
+
+        async fn meet(&self, _: Request<Streaming<MeetChunk>>) -> Result<Response<Self::MeetStream>, Status> {
             Err(Status::unimplemented("stub"))
         }
     }

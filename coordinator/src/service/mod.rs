@@ -44,6 +44,7 @@ use crate::schedule::{
 use crate::store::{from_wire, hex, to_wire, Files, IncomingSlice, SliceStore, StoreError};
 
 mod driver;
+mod meet;
 mod tables;
 mod tls;
 mod transfers;
@@ -302,6 +303,8 @@ struct Shared {
     counters: Counters,
     /// The check of uploads.
     check: UploadCheck,
+    /// What the parts of slices solved in parts give each other.
+    meetings: meet::Meetings,
 }
 
 /// The service. Cheap to clone (all clones share one state).
@@ -349,6 +352,7 @@ impl CoordinatorService {
             clock: Instant::now(),
             counters: Counters::default(),
             check: UploadCheck::new(config.check_sample, config.check_whole_positions),
+            meetings: meet::Meetings::default(),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
@@ -601,6 +605,7 @@ impl CoordinatorService {
     pub fn tick(&self) {
         // A tick finishes no slice: nothing to journal, nothing to fail.
         let _ = self.drive(&mut self.lock(), Event::Tick);
+        self.forget_ended_meetings();
     }
 
     /// What `GET /metrics` shows now.
@@ -674,6 +679,11 @@ fn lease_response(task: &schedule::LeasedTask, now: Millis) -> pb::LeaseTaskResp
                 pb::TaskKind::Verify
             } as i32,
             slice_hashes: task.verify.iter().map(|h| h.to_vec()).collect(),
+            part: task.part.map(|p| pb::Part {
+                group: p.group.0,
+                parts: p.parts,
+                index: p.index,
+            }),
         })),
     }
 }
@@ -688,6 +698,7 @@ fn no_task(reason: pb::no_task::Reason, retry_after_ms: u64) -> pb::LeaseTaskRes
 }
 
 type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::SliceChunk, Status>> + Send + 'static>>;
+type MeetStream = Pin<Box<dyn Stream<Item = Result<pb::MeetChunk, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl Coordinator for CoordinatorService {
@@ -928,6 +939,12 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(response))
     }
 
+    type MeetStream = MeetStream;
+
+    async fn meet(&self, request: Request<Streaming<pb::MeetChunk>>) -> Result<Response<MeetStream>, Status> {
+        Ok(Response::new(self.meet_parts(request.into_inner()).await?))
+    }
+
     async fn job_status(
         &self,
         request: Request<pb::JobStatusRequest>,
@@ -947,6 +964,7 @@ impl Coordinator for CoordinatorService {
             workers_alive,
             bytes_uploaded: self.shared.counters.bytes_uploaded.load(Ordering::Relaxed),
             bytes_fetched: self.shared.counters.bytes_fetched.load(Ordering::Relaxed),
+            bytes_met: self.shared.counters.bytes_met.load(Ordering::Relaxed),
         }))
     }
 }

@@ -277,7 +277,8 @@ impl DtmLog {
         for p in &self.plies {
             if let Some(&place) = p.segments.get(s) {
                 self.read(place, &mut buf)?;
-                for_each_offset(&buf, |offset| f(offset, p.ply));
+                let whole = for_each_offset(&buf, |offset| f(offset, p.ply));
+                debug_assert!(whole, "a segment of this log is well formed");
             }
         }
         Ok(())
@@ -356,7 +357,8 @@ impl SegmentEncoder {
         if self.out.len() > self.len.div_ceil(64) * 8 {
             // Denser than the bitmap: switch to it.
             let mut words = vec![0u64; self.len.div_ceil(64)];
-            for_each_offset(&self.out, |o| words[o / 64] |= 1 << (o % 64));
+            let whole = for_each_offset(&self.out, |o| words[o / 64] |= 1 << (o % 64));
+            debug_assert!(whole, "this encoder's output is well formed");
             self.raw = Some(words);
         }
     }
@@ -376,10 +378,12 @@ impl SegmentEncoder {
     }
 }
 
-/// Calls `f` with every offset of an encoded segment, ascending.
-pub(super) fn for_each_offset(bytes: &[u8], mut f: impl FnMut(usize)) {
+/// Calls `f` with every offset of an encoded segment, ascending. Total on any bytes (a peer's,
+/// see [`super::parts`]): a malformed encoding (a gap past 2^63, a word cut short, offsets past
+/// `usize`) stops at its first fault and returns false; the offsets before it were given.
+pub(super) fn for_each_offset(bytes: &[u8], mut f: impl FnMut(usize)) -> bool {
     let Some((&tag, rest)) = bytes.split_first() else {
-        return;
+        return true;
     };
     if tag == TAG_RAW {
         for (w, chunk) in rest.chunks_exact(8).enumerate() {
@@ -389,23 +393,32 @@ pub(super) fn for_each_offset(bytes: &[u8], mut f: impl FnMut(usize)) {
                 bits &= bits - 1;
             }
         }
-        return;
+        return rest.len() % 8 == 0;
     }
     let mut next = 0usize;
     let mut gap = 0u64;
-    let mut shift = 0;
+    let mut shift = 0u32;
     for &b in rest {
+        if shift > 56 {
+            return false;
+        }
         gap |= ((b & 0x7f) as u64) << shift;
         if b & 0x80 != 0 {
             shift += 7;
             continue;
         }
-        let offset = next + gap as usize;
+        let Some(offset) = usize::try_from(gap).ok().and_then(|g| next.checked_add(g)) else {
+            return false;
+        };
         f(offset);
-        next = offset + 1;
+        let Some(after) = offset.checked_add(1) else {
+            return false;
+        };
+        next = after;
         gap = 0;
         shift = 0;
     }
+    shift == 0
 }
 
 #[cfg(test)]
@@ -521,5 +534,43 @@ mod tests {
                 assert_eq!(a.len(), expected, "segment {s}");
             }
         }
+    }
+
+    proptest::proptest! {
+        /// Any bytes (a peer's won frontier) decode without a panic: offsets ascending, and
+        /// a well-formed encoding of ascending offsets comes back whole.
+        #[test]
+        fn any_bytes_decode_without_a_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            let mut last = None;
+            for_each_offset(&bytes, |o| {
+                assert!(last.is_none_or(|l| o > l), "offsets ascend");
+                last = Some(o);
+            });
+        }
+
+        #[test]
+        fn an_encoding_decodes_to_its_offsets(mut offsets in proptest::collection::vec(0usize..SEG_INDICES, 0..300)) {
+            offsets.sort_unstable();
+            offsets.dedup();
+            let mut e = SegmentEncoder::new(SEG_INDICES);
+            for &o in &offsets {
+                e.push(o);
+            }
+            let mut back = Vec::new();
+            assert!(for_each_offset(&e.finish(), |o| back.push(o)));
+            proptest::prop_assert_eq!(back, offsets);
+        }
+    }
+
+    /// A varint longer than a u64, and a raw bitmap cut inside a word, are malformed.
+    #[test]
+    fn malformed_encodings_are_told() {
+        assert!(!for_each_offset(
+            &[0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+            |_| {}
+        ));
+        assert!(!for_each_offset(&[0, 0x80], |_| {}));
+        assert!(!for_each_offset(&[TAG_RAW, 1, 2, 3], |_| {}));
+        assert!(for_each_offset(&[], |_| {}));
     }
 }

@@ -156,18 +156,18 @@ pub fn solve_part(
                 return Err(bad(format!("a won frontier of segment {s}")));
             }
             let end = ((s + 1) * SEG_INDICES).min(n);
+            // The offsets are checked all before one is used.
             let mut outside = false;
+            let whole = for_each_offset(&encoding, |o| outside |= o >= end - s * SEG_INDICES);
+            if !whole || outside {
+                return Err(bad(format!(
+                    "a won frontier of segment {s} that is malformed or past its end"
+                )));
+            }
             for_each_offset(&encoding, |o| {
                 let i = s * SEG_INDICES + o;
-                if i < end {
-                    st.set_won_bits(i, 1 << (i % 64));
-                } else {
-                    outside = true;
-                }
+                st.set_won_bits(i, 1 << (i % 64));
             });
-            if outside {
-                return Err(bad(format!("a won frontier past the end of segment {s}")));
-            }
         }
         let hold_won = unmove_frontier(&ctx, &st, &log, plies, frontier, threads, &split)?;
         let mut out = vec![Vec::new(); parts];

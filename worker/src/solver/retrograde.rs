@@ -774,11 +774,14 @@ pub(super) fn unmove_frontier<S: Own>(
                         }
                     }
                 }),
-                None => for_each_offset(&encoded, |o| {
-                    let j = (first + o) as u64;
-                    let d = g.decode(j).expect("a decided index is a position");
-                    g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
-                }),
+                None => {
+                    let whole = for_each_offset(&encoded, |o| {
+                        let j = (first + o) as u64;
+                        let d = g.decode(j).expect("a decided index is a position");
+                        g.for_each_unmove(j, &d, |p| queue.push(&st.bytes, p as usize, &mut mark));
+                    });
+                    debug_assert!(whole, "this log's segments are well formed");
+                }
             }
         }
         queue.drain(&mut mark);
@@ -1023,7 +1026,7 @@ fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: imp
         g.for_each_unmove_line(l, &d, Bitboard(from), |p, squares| f(p, squares));
     };
     let (mut base, mut from) = (usize::MAX, 0u64);
-    for_each_offset(encoded, |o| {
+    let whole = for_each_offset(encoded, |o| {
         let j = first + o;
         if j & !63 != base {
             if from != 0 {
@@ -1033,6 +1036,7 @@ fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: imp
         }
         from |= 1 << (j & 63);
     });
+    debug_assert!(whole, "this log's segments are well formed");
     if from != 0 {
         unmove(base, from);
     }
