@@ -211,9 +211,9 @@ fn compare_once(
         workers,
         &names,
         &cluster_dir,
-        per_worker,
-        memory,
+        (per_worker, memory),
         check_sample,
+        crate::cluster::Parts::for_workers(workers, memory),
         None,
     )
     .map_err(|e| e.message)?;

@@ -108,6 +108,11 @@ pub struct CoordinatorOptions {
     pub max_lease_time: u64,
     /// Every solved slice verified whole by a second worker ([`ServiceConfig::verify_all`]).
     pub verify_all: bool,
+    /// The most parts a slice is solved in by a group of workers
+    /// ([`zermelo_coordinator::schedule::Config::parts`]); 1: none.
+    pub parts: u32,
+    /// The fewest positions of a slice solved in parts.
+    pub split_over: u64,
 }
 
 /// The shortest cluster token a coordinator accepts, in characters.
@@ -170,6 +175,9 @@ pub fn coordinator(
     config.check_sample = options.check_sample;
     config.check_whole_positions = options.check_whole_positions;
     config.verify_all = options.verify_all;
+    config.schedule.parts = options.parts.max(1);
+    config.schedule.split_over = options.split_over;
+    config.schedule.splittable = zermelo_worker::solver::splittable;
     config.schedule.max_lease_lifetime = options.max_lease_time.saturating_mul(1000);
     let tls_off = config.tls.is_none();
     if let Some(tls) = &config.tls {
@@ -355,6 +363,7 @@ pub fn status(
             "workers_alive": answer.workers_alive,
             "bytes_uploaded": answer.bytes_uploaded,
             "bytes_fetched": answer.bytes_fetched,
+            "bytes_met": answer.bytes_met,
             "jobs": jobs,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
@@ -741,11 +750,11 @@ pub fn cluster(
     workers: usize,
     materials: &[String],
     tables: &Path,
-    threads: usize,
-    memory: u64,
+    (threads, memory): (usize, u64),
+    parts: Parts,
     bar: Option<ProgressBar>,
 ) -> Result<u8, ClusterFailure> {
-    let done = run_cluster(workers, materials, tables, threads, memory, None, bar)?;
+    let done = run_cluster(workers, materials, tables, (threads, memory), None, parts, bar)?;
     // The slices of tables already complete in `tables` are not solved again: when every table
     // was, the workers upload nothing.
     eprintln!(
@@ -758,6 +767,16 @@ pub fn cluster(
         done.bytes_uploaded,
         done.bytes_fetched
     );
+    if done.bytes_met > 0 {
+        let positions = done.info.positions_total.max(1);
+        eprintln!(
+            "zermelo: slices solved in parts (up to {} parts, slices of {} positions or more): {} bytes given between the parts, {:.2} a position of the job",
+            parts.parts,
+            parts.split_over,
+            done.bytes_met,
+            done.bytes_met as f64 / positions as f64
+        );
+    }
     let peaks: Vec<String> = done
         .usage
         .iter()
@@ -776,9 +795,38 @@ pub struct ClusterRun {
     pub bytes_uploaded: u64,
     /// Slice bytes the workers fetched from the coordinator.
     pub bytes_fetched: u64,
+    /// Bytes the parts of slices solved in parts gave each other through the coordinator.
+    pub bytes_met: u64,
     pub seconds: f64,
     /// What each process used (coordinator, worker-0, ...), by name.
     pub usage: Vec<ChildUsage>,
+}
+
+/// How a cluster cuts large slices into parts, each solved by one worker of a group: up to
+/// `parts` parts, slices of `split_over` positions or more (the coordinator's `--parts` and
+/// `--split-over`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts {
+    pub parts: u32,
+    pub split_over: u64,
+}
+
+impl Parts {
+    /// No slice in parts.
+    pub const NONE: Parts = Parts {
+        parts: 1,
+        split_over: u64::MAX,
+    };
+
+    /// For workers of `memory` bytes each: slices whose state would not fit one of them in
+    /// memory (a pawnless slice's state is about 1.14 bytes a position: a byte, a bit and a
+    /// byte per 64) are cut into up to `workers` parts.
+    pub fn for_workers(workers: usize, memory: u64) -> Parts {
+        Parts {
+            parts: workers.clamp(1, zermelo_chess::index::PAWNLESS_KING_PAIRS) as u32,
+            split_over: memory / 73 * 64,
+        }
+    }
 }
 
 /// Runs a coordinator and `workers` worker processes of this binary on 127.0.0.1 for one job
@@ -788,9 +836,9 @@ pub fn run_cluster(
     workers: usize,
     materials: &[String],
     tables: &Path,
-    threads: usize,
-    memory: u64,
+    (threads, memory): (usize, u64),
     check_sample: Option<usize>,
+    parts: Parts,
     bar: Option<ProgressBar>,
 ) -> Result<ClusterRun, ClusterFailure> {
     let scratch = tempfile::Builder::new()
@@ -823,6 +871,10 @@ pub fn run_cluster(
     ];
     if let Some(n) = &sample {
         args.extend(["--check-sample", n]);
+    }
+    let (parts_s, split_s) = (parts.parts.to_string(), parts.split_over.to_string());
+    if parts.parts > 1 {
+        args.extend(["--parts", &parts_s, "--split-over", &split_s]);
     }
     children.spawn("coordinator", &args, &token)?;
     for i in 0..workers {
@@ -882,6 +934,7 @@ pub fn run_cluster(
             info,
             bytes_uploaded: totals.bytes_uploaded,
             bytes_fetched: totals.bytes_fetched,
+            bytes_met: totals.bytes_met,
             seconds,
             usage: Vec::new(),
         })

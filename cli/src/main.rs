@@ -268,6 +268,15 @@ enum Command {
         /// 127.0.0.1:9490 or 0.0.0.0:9490.
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<String>,
+        /// The most parts a large pawnless slice is cut into, each part leased to its own
+        /// worker (no more than the workers alive); the parts meet through the coordinator
+        /// every ply (`Meet`), and a part lost fails them all (the slice is leased again). The
+        /// same bytes as solved whole. 1 (the default) solves every slice whole.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=462))]
+        parts: u32,
+        /// With --parts: slices of at least this many positions are solved in parts.
+        #[arg(long, value_name = "POSITIONS", default_value_t = 1 << 30)]
+        split_over: u64,
         /// Serve gRPC over TLS with this PEM certificate (chain); clients then use https:// and
         /// --tls-ca. Needs --tls-key.
         #[arg(long, env = "ZERMELO_TLS_CERT", value_name = "FILE", requires = "tls_key")]
@@ -423,6 +432,15 @@ enum Command {
         /// memory, or of the container's cgroup limit, shared out among the workers).
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,
+        /// The most parts a large pawnless slice is cut into, each solved by one worker, the
+        /// parts meeting through the coordinator every ply (the same bytes as solved whole).
+        /// Default: the number of workers; 1 solves every slice whole.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=462))]
+        parts: Option<u32>,
+        /// Slices of at least this many positions are cut into parts (default: those whose
+        /// state does not fit one worker's --memory, about 1.14 bytes a position).
+        #[arg(long, value_name = "POSITIONS")]
+        split_over: Option<u64>,
     },
     /// Church's co-ordinate (corresponding) squares of a position's pawns.
     ///
@@ -1022,6 +1040,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             check_whole_positions,
             verify,
             metrics_listen,
+            parts,
+            split_over,
             tls_cert,
             tls_key,
         } => {
@@ -1042,6 +1062,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 check_whole_positions,
                 max_lease_time,
                 verify_all: verify == "all",
+                parts,
+                split_over,
             };
             Ok(cluster::coordinator(
                 &listen,
@@ -1098,6 +1120,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             tables,
             threads: t,
             memory,
+            parts,
+            split_over,
         } => {
             if workers == 0 {
                 return Err(Failure::input("--workers must be at least 1"));
@@ -1111,9 +1135,21 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 Some(m) => m.0,
                 None => memory::default_budget() / workers as u64,
             };
+            let mut cut = cluster::Parts::for_workers(workers, memory);
+            if let Some(p) = parts {
+                cut.parts = p;
+            }
+            if let Some(n) = split_over {
+                cut.split_over = n;
+            }
             let bar = progress_bar(show_bar, "cluster");
             Ok(cluster::cluster(
-                workers, &names, &tables, per_worker, memory, bar,
+                workers,
+                &names,
+                &tables,
+                (per_worker, memory),
+                cut,
+                bar,
             )?)
         }
         Command::Squares {

@@ -123,7 +123,6 @@ impl CoordinatorService {
             .ok_or_else(|| Status::invalid_argument("a meeting without a chunk"))?;
         let header = first
             .header
-            .clone()
             .ok_or_else(|| Status::invalid_argument("a meeting's first chunk has no header"))?;
         let lease = LeaseId(header.lease_id);
         let (part, positions) = self.live_part(lease, header.worker_id)?;

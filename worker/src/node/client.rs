@@ -24,7 +24,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
-use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::index::{SliceIndexer, PAWNLESS_KING_PAIRS};
 use zermelo_chess::SliceKey;
 use zermelo_proto as pb;
 use zermelo_proto::auth::ClientAuth;
@@ -35,10 +35,11 @@ use zermelo_proto::{SliceAssembler, SliceFramer};
 use zermelo_storage::Table;
 
 use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
+use super::meet::{compress_segment, decode_values, encode_values, segment_values, AtCoordinator};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
-    paged_need, slice_state_bytes, solve_slice_resumable, thread_bytes, Paging, SolveError,
-    MIN_RESIDENT_KSLICES,
+    paged_need, slice_state_bytes, solve_part, solve_slice_resumable, splittable, thread_bytes, Paging,
+    SolveError, MIN_RESIDENT_KSLICES, SEG_INDICES,
 };
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
@@ -542,6 +543,31 @@ pub fn paged_task_memory(
     Some((least, fixed, what))
 }
 
+/// What one part of `parts` of slice `key` needs in memory ([`task_memory`]'s count for it):
+/// the solver's state for the part's K-slices (a byte a position), with the slice's won bitmap
+/// and summaries whole (a bit and a byte per 64 positions), each thread's buffers, the
+/// successors, the file encoder. The messages of a meeting and the compressed values the
+/// leader gathers at the end come on top (measured in docs/performance.md). With a
+/// description, for a refusal.
+pub fn part_task_memory(
+    key: &SliceKey,
+    parts: usize,
+    successors: &BTreeSet<SliceKey>,
+    threads: usize,
+    budget: u64,
+) -> (u64, String) {
+    let n = SliceIndexer::new(*key).size();
+    let state = slice_state_bytes(n, false) - n + n.div_ceil(parts as u64);
+    let (_, successors_what) = task_memory(&[], successors, threads, budget, false);
+    let (rest, _) = task_memory(&[], successors, threads, budget, false);
+    let solver = state + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES;
+    let what = format!(
+        "part of {parts} of a slice of {n} positions: the solver's state {}; {successors_what}",
+        human_bytes(solver)
+    );
+    (solver + rest, what)
+}
+
 impl Worker {
     /// Registers if needed, leases a task and does it (or waits as told).
     async fn step(&mut self) -> Result<(), WorkerError> {
@@ -603,10 +629,9 @@ impl Worker {
         }
     }
 
-    async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
-        if task.kind == pb::TaskKind::Verify as i32 {
-            return self.do_verify(worker_id, task).await;
-        }
+    /// A task's slices and successors, read from the wire; the successors' recorded hashes in
+    /// [`Worker::expected`].
+    fn read_task(&mut self, task: &pb::Task) -> Result<(Vec<SliceKey>, BTreeSet<SliceKey>), WorkerError> {
         let slices = task
             .slices
             .iter()
@@ -637,6 +662,32 @@ impl Worker {
             successors = successors.len(),
             "task leased"
         );
+        Ok((slices, successors))
+    }
+
+    /// Keeps in memory only what the task reads (with the recorded hash), pins what it reads
+    /// and writes in the cache, and brings the successors it lacks.
+    async fn hold_successors(
+        &mut self,
+        slices: &[SliceKey],
+        successors: &BTreeSet<SliceKey>,
+    ) -> Result<(), WorkerError> {
+        let (expected, held) = (&self.expected, &mut self.held);
+        self.memory
+            .retain(|k| expected.get(k).is_some_and(|h| held.get(k) == Some(h)));
+        held.retain(|k, _| expected.contains_key(k));
+        self.pinned = successors.iter().chain(slices).copied().collect();
+        self.bring_successors(successors).await
+    }
+
+    async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
+        if task.kind == pb::TaskKind::Verify as i32 {
+            return self.do_verify(worker_id, task).await;
+        }
+        if let Some(part) = task.part {
+            return self.do_part(worker_id, task, part).await;
+        }
+        let (slices, successors) = self.read_task(&task)?;
 
         // Heartbeat the lease while the task is worked on.
         let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
@@ -691,12 +742,7 @@ impl Worker {
         debug!(needed, budget, "the task fits the memory budget");
 
         // What is in memory stays only if the task reads it, with the recorded hash.
-        let (expected, held) = (&self.expected, &mut self.held);
-        self.memory
-            .retain(|k| expected.get(k).is_some_and(|h| held.get(k) == Some(h)));
-        held.retain(|k, _| expected.contains_key(k));
-        self.pinned = successors.iter().chain(&slices).copied().collect();
-        self.bring_successors(&successors).await?;
+        self.hold_successors(&slices, &successors).await?;
 
         // The solver may read slices beyond the task's successors (an en-passant capture is
         // valued by looking one move further, into a successor's successor, which is finished
@@ -758,12 +804,20 @@ impl Worker {
         let cache = self.cache.clone();
         let pinned = self.pinned.clone();
         tokio::task::spawn_blocking(move || cache.evict_blocking(&pinned)).await?;
+        self.upload_and_complete(worker_id, task.lease_id, &solved).await
+    }
 
-        // Upload from the cache files, a chunk at a time, then complete.
+    /// Uploads solved slices from their cache files, a chunk at a time, then completes the
+    /// task of lease `lease_id` with them.
+    async fn upload_and_complete(
+        &mut self,
+        worker_id: u64,
+        lease_id: u64,
+        solved: &[Solved],
+    ) -> Result<(), WorkerError> {
         let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadSliceChunk>(4);
         let cache = self.cache.clone();
         let files: Vec<(SliceKey, [u8; 32])> = solved.iter().map(|s| (s.key, s.hash)).collect();
-        let lease_id = task.lease_id;
         let producer = tokio::task::spawn_blocking(move || -> Result<(), WorkerError> {
             use std::io::Read;
             let mut first = true;
@@ -813,7 +867,7 @@ impl Worker {
         debug!(slices = uploaded.stored.len(), bytes = uploaded.bytes, "uploaded");
         let request = pb::CompleteTaskRequest {
             worker_id,
-            lease_id: task.lease_id,
+            lease_id,
             slices: solved
                 .iter()
                 .map(|s| pb::SolvedSlice {
@@ -831,6 +885,146 @@ impl Worker {
             WorkerStats::add(&self.stats.positions_solved, positions);
         }
         Ok(())
+    }
+
+    /// One part of a slice solved by a group of workers (`task.part`): the successors of the
+    /// whole slice, the solver's passes on this part's K-slices only, meeting the other parts
+    /// through the coordinator ([`AtCoordinator`]); then the helpers give the leader (part 0)
+    /// their values and complete with no slice, and the leader writes the slice to the cache,
+    /// uploads it and completes with it, as any solved slice.
+    async fn do_part(&mut self, worker_id: u64, task: pb::Task, part: pb::Part) -> Result<(), WorkerError> {
+        let (slices, successors) = self.read_task(&task)?;
+        let key = match slices[..] {
+            [key] if splittable(&key) => key,
+            _ => {
+                return Err(WorkerError::BadTask(format!(
+                    "a part of {} slice(s) that cannot be cut",
+                    slices.len()
+                )))
+            }
+        };
+        let (parts, me) = (part.parts as usize, part.index as usize);
+        if !(2..=PAWNLESS_KING_PAIRS).contains(&parts) || me >= parts {
+            return Err(WorkerError::BadTask(format!("part {me} of {parts}")));
+        }
+        info!(slice = %key, part = me, parts, group = part.group, "part leased");
+        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
+        let threads = self.config.threads.max(1);
+        let budget = self.config.memory;
+        let (needed, what) = part_task_memory(&key, parts, &successors, threads, budget);
+        if needed > budget {
+            return Err(WorkerError::OverBudget {
+                slice: key,
+                needed,
+                what,
+                budget,
+            });
+        }
+        self.hold_successors(&slices, &successors).await?;
+        let n = SliceIndexer::new(key).size();
+        let mut at = AtCoordinator {
+            runtime: tokio::runtime::Handle::current(),
+            client: self.client.clone(),
+            worker_id,
+            lease_id: task.lease_id,
+            parts,
+            me,
+            n,
+            round: 0,
+            gave: 0,
+            took: 0,
+        };
+        let memory = std::mem::take(&mut self.memory);
+        let started = std::time::Instant::now();
+        let (memory, outcome) = tokio::task::spawn_blocking(move || {
+            let mut solve = || -> Result<_, SolveError> {
+                let mut mine: Vec<(u32, Vec<u8>)> = Vec::new();
+                let plies = solve_part(&key, &memory, (parts, me), threads, &mut at, &mut |s, v| {
+                    mine.push((s as u32, compress_segment(v)));
+                    Ok(())
+                })?;
+                // The values: each helper gives the leader its segments.
+                let mut gifts = vec![Vec::new(); parts];
+                if me != 0 {
+                    gifts[0] = encode_values(&mine);
+                    mine = Vec::new();
+                }
+                let got = at.meet(gifts)?;
+                Ok((plies, mine, got))
+            };
+            let outcome = solve().map(|(plies, mine, got)| (plies, mine, got, at.gave, at.took));
+            (memory, outcome)
+        })
+        .await?;
+        self.memory = memory;
+        let (plies, mine, got, gave, took) = outcome?;
+        info!(
+            slice = %key,
+            part = me,
+            parts,
+            plies,
+            bytes_given = gave,
+            bytes_taken = took,
+            seconds = started.elapsed().as_secs_f64(),
+            "part solved"
+        );
+        if lost.load(Ordering::Relaxed) {
+            warn!("the lease was lost while solving: its work is dropped");
+            return Ok(());
+        }
+        if me != 0 {
+            let request = pb::CompleteTaskRequest {
+                worker_id,
+                lease_id: task.lease_id,
+                slices: Vec::new(),
+                verdict: None,
+            };
+            self.complete(request).await?;
+            return Ok(());
+        }
+        // The leader: the slice's values in index order, its own and the others', to the cache.
+        let cache = self.cache.clone();
+        let solved = tokio::task::spawn_blocking(move || -> Result<Solved, WorkerError> {
+            let segments = n.div_ceil(SEG_INDICES as u64) as usize;
+            let mut z: Vec<Option<&[u8]>> = vec![None; segments];
+            for (s, bytes) in &mine {
+                z[*s as usize] = Some(bytes);
+            }
+            for (k, given) in got.iter().enumerate().skip(1) {
+                let from = |e: SolveError| SolveError::Exchange(format!("the values of part {k}: {e}"));
+                for (s, bytes) in decode_values(given).map_err(from)? {
+                    let s = s as usize;
+                    if s >= segments || z[s].is_some() {
+                        return Err(from(SolveError::Exchange(format!(
+                            "segment {s} of {segments}, or given twice"
+                        )))
+                        .into());
+                    }
+                    z[s] = Some(bytes);
+                }
+            }
+            if let Some(s) = z.iter().position(Option::is_none) {
+                return Err(SolveError::Exchange(format!("no part gave the values of segment {s}")).into());
+            }
+            let mut file = cache.create_blocking(&key, n)?;
+            for (s, bytes) in z.into_iter().enumerate() {
+                let values = segment_values(bytes.expect("checked above"), s, n)?;
+                file.push(&values)?;
+            }
+            let (hash, _) = file.finish()?;
+            Ok(Solved {
+                key,
+                positions: n,
+                hash,
+                values: None,
+            })
+        })
+        .await??;
+        let cache = self.cache.clone();
+        let pinned = self.pinned.clone();
+        tokio::task::spawn_blocking(move || cache.evict_blocking(&pinned)).await?;
+        self.upload_and_complete(worker_id, task.lease_id, &[solved])
+            .await
     }
 
     /// Completes a task (a solve or a verification): the coordinator's acceptance, or `None`

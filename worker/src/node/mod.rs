@@ -4,3 +4,4 @@
 
 pub mod cache;
 pub mod client;
+mod meet;
