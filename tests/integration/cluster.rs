@@ -2476,3 +2476,116 @@ fn bench_cluster_compares_the_builds_and_gives_each_process_its_cpu() {
     let o = run(&["bench", "--cluster", "2", "--runs", "0", "KPvK"]);
     assert_eq!(o.status.code(), Some(2), "--runs 0: {}", stderr(&o));
 }
+
+/// Issue 35, one slice across workers: `zermelo cluster` with three workers cuts KRBvKR (210 M
+/// positions, 51 segments) into three parts, one a worker, that meet through the coordinator
+/// every ply; the table is byte-identical to `zermelo solve`'s, and the run says how many bytes
+/// the parts gave each other.
+#[test]
+fn three_workers_solve_one_slice_in_parts_to_the_bytes_of_solve() {
+    let reference = tables_with(&["KRBvKR"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let args = [
+        "cluster",
+        "--workers",
+        "3",
+        "--threads",
+        "1",
+        "--split-over",
+        "100000000",
+        "KRBvKR",
+        "--tables",
+        dir.to_str().unwrap(),
+    ];
+    let mut cluster = Proc::spawn(&args, tmp.path().join("cluster.log"), &[]);
+    let status = cluster.wait(Duration::from_secs(600));
+    let log = cluster.log();
+    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
+    let met = log
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once("slices solved in parts (up to 3 parts")?;
+            let (_, rest) = rest.split_once("): ")?;
+            rest.split(' ').next()?.parse::<u64>().ok()
+        })
+        .unwrap_or_else(|| panic!("no bytes between the parts reported:\n{log}"));
+    assert!(met > 0, "{log}");
+    let name = "KRBvKR.zmt";
+    assert!(
+        std::fs::read(dir.join(name)).unwrap() == std::fs::read(reference.join(name)).unwrap(),
+        "{name} differs between three workers in parts and `zermelo solve`"
+    );
+}
+
+/// Issue 35, the trust rules for parts: kill -9 one worker of a group solving KRBvKR in three
+/// parts. Its lease expires, the group fails (the other parts hear it at their next meeting and
+/// drop their work), the slice is leased again, in two parts once the dead worker is forgotten,
+/// and the table is byte-identical to `zermelo solve`'s.
+#[test]
+fn a_part_killed_fails_its_group_and_the_slice_is_solved_again_to_the_same_bytes() {
+    let reference = tables_with(&["KRBvKR"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = ["--lease-ttl", "2", "--parts", "3", "--split-over", "100000000"];
+    let (coord, url) = coordinator_with(tmp.path(), &extra, "http", &[]);
+    let mut workers: Vec<Proc> = (0..3)
+        .map(|i| worker_proc(tmp.path(), &format!("w{i}"), &url, &[]))
+        .collect();
+    let token = "right-token-for-tests";
+    let job = submit(&url, token, &["KRBvKR"], &coord);
+    // Every worker holds a part; kill the one with part 1 (not the leader: the others wait on it).
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let helper = loop {
+        let logs: Vec<String> = workers.iter().map(Proc::log).collect();
+        if logs.iter().all(|l| l.contains("part leased slice=KRBvKR")) {
+            break logs
+                .iter()
+                .position(|l| l.contains("part leased slice=KRBvKR part=1 parts=3"))
+                .expect("a worker holds part 1");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no group of three formed:\n{}",
+            logs.join("\n---\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let mut killed = workers.remove(helper);
+    killed.child.kill().unwrap(); // SIGKILL
+    killed.child.wait().unwrap();
+    let all: Vec<&Proc> = workers.iter().chain([&coord]).collect();
+    wait_job(
+        &url,
+        token,
+        &job,
+        Duration::from_secs(600),
+        &all,
+        |state, _, _| state == "done",
+    );
+    let logs: Vec<String> = workers.iter().map(Proc::log).collect();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("part solved slice=KRBvKR part=0 parts=2")),
+        "the slice was not solved again in two parts:\n{}",
+        logs.join("\n---\n")
+    );
+    assert!(
+        logs.iter().any(|l| l.contains("could not exchange")),
+        "no part heard that its group failed:\n{}",
+        logs.join("\n---\n")
+    );
+    let o = zermelo()
+        .args(["status", "--coordinator", &url, "--token", token])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["bytes_met"].as_u64().unwrap() > 0, "{v}");
+    let name = "KRBvKR.zmt";
+    let built = tmp.path().join("tables").join(name);
+    assert!(
+        std::fs::read(built).unwrap() == std::fs::read(reference.join(name)).unwrap(),
+        "{name} differs after a part was killed"
+    );
+}

@@ -797,7 +797,15 @@ impl Coordinator for CoordinatorService {
                 .complete_verification(lease, WorkerId(r.worker_id), verdict)
                 .await;
         }
-        let holder = self.lock().scheduler.lease_holder(lease).map(|(w, _)| w);
+        // The holder of a task's lease, or of a part of a slice solved in parts (a helper
+        // part completes with no slice: the scheduler refuses one that reports a slice).
+        let holder = {
+            let state = self.lock();
+            let s = &state.scheduler;
+            s.lease_holder(lease)
+                .map(|(w, _)| w)
+                .or_else(|| s.part_of(lease).map(|(_, w)| w))
+        };
         if holder != Some(WorkerId(r.worker_id)) {
             Counters::add(&self.shared.counters.not_allowed, 1);
             let reason = format!(
