@@ -38,8 +38,8 @@ use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
 use super::meet::{compress_segment, decode_values, encode_values, segment_values, AtCoordinator};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
-    paged_need, slice_state_bytes, solve_part, solve_slice_resumable, splittable, thread_bytes, Paging,
-    SolveError, MIN_RESIDENT_KSLICES, SEG_INDICES,
+    paged_need, part_state_bytes, slice_state_bytes, solve_part, solve_slice_resumable, splittable,
+    thread_bytes, Paging, SolveError, MIN_RESIDENT_KSLICES, SEG_INDICES,
 };
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
@@ -543,21 +543,21 @@ pub fn paged_task_memory(
     Some((least, fixed, what))
 }
 
-/// What one part of `parts` of slice `key` needs in memory ([`task_memory`]'s count for it):
-/// the solver's state for the part's K-slices (a byte a position), with the slice's won bitmap
-/// and summaries whole (a bit and a byte per 64 positions), each thread's buffers, the
+/// What part `me` of `parts` of slice `key` needs in memory ([`task_memory`]'s count for it):
+/// the solver's state it touches ([`part_state_bytes`]: a byte a position of its own, a bit a
+/// position of the segments it owns or reads, the summaries whole), each thread's buffers, the
 /// successors, the file encoder. The messages of a meeting and the compressed values the
 /// leader gathers at the end come on top (measured in docs/performance.md). With a
 /// description, for a refusal.
 pub fn part_task_memory(
     key: &SliceKey,
-    parts: usize,
+    (parts, me): (usize, usize),
     successors: &BTreeSet<SliceKey>,
     threads: usize,
     budget: u64,
 ) -> (u64, String) {
     let n = SliceIndexer::new(*key).size();
-    let state = slice_state_bytes(n, false) - n + n.div_ceil(parts as u64);
+    let state = part_state_bytes(key, parts, me);
     let (_, successors_what) = task_memory(&[], successors, threads, budget, false);
     let (rest, _) = task_memory(&[], successors, threads, budget, false);
     let solver = state + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES;
@@ -907,11 +907,11 @@ impl Worker {
         if !(2..=PAWNLESS_KING_PAIRS).contains(&parts) || me >= parts {
             return Err(WorkerError::BadTask(format!("part {me} of {parts}")));
         }
-        info!(slice = %key, part = me, parts, group = part.group, "part leased");
         let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
         let threads = self.config.threads.max(1);
         let budget = self.config.memory;
-        let (needed, what) = part_task_memory(&key, parts, &successors, threads, budget);
+        let (needed, what) = part_task_memory(&key, (parts, me), &successors, threads, budget);
+        info!(slice = %key, part = me, parts, group = part.group, needed, budget, "part leased");
         if needed > budget {
             return Err(WorkerError::OverBudget {
                 slice: key,

@@ -10,11 +10,13 @@
 //! the one before in a varint: most of a message is the squares' words). The values a helper
 //! part gives the leader at the end are compressed segment by segment, each on its own.
 
+use std::io::{Read, Write};
+
 use tokio::runtime::Handle;
 use zermelo_proto as pb;
 
 use super::client::Client;
-use crate::solver::{Exchange, SolveError, SEG_INDICES};
+use crate::solver::{Exchange, GiveWords, SolveError, TakeWords, SEG_INDICES};
 
 /// Bytes of one `Meet` chunk (under gRPC's 4 MiB message limit).
 const CHUNK_BYTES: usize = 1 << 20;
@@ -92,9 +94,63 @@ fn body_limit(n: u64) -> usize {
     (n / 2 + (1 << 20)) as usize
 }
 
+/// Encodes the won words `give` emits for one part, compressed as they come (a part never
+/// holds its won words twice).
+pub(super) fn encode_won(give: impl FnOnce(&mut dyn FnMut(u64, &[u64]))) -> Vec<u8> {
+    let mut z = zstd::stream::Encoder::new(vec![TAG_WON], LEVEL).expect("a zstd encoder");
+    give(&mut |first, words| {
+        let mut run = Vec::with_capacity(12 + 8 * words.len());
+        run.extend_from_slice(&first.to_le_bytes());
+        run.extend_from_slice(&(words.len() as u32).to_le_bytes());
+        for w in words {
+            run.extend_from_slice(&w.to_le_bytes());
+        }
+        z.write_all(&run).expect("zstd into memory");
+    });
+    z.finish().expect("zstd into memory")
+}
+
+/// Decodes won words for a slice of `n` positions as they decompress, handing each run to
+/// `take` (a run is at most a segment's words; the whole at most [`body_limit`]).
+pub(super) fn decode_won(bytes: &[u8], n: u64, take: &mut TakeWords<'_>) -> Result<(), SolveError> {
+    let rest = match bytes.split_first() {
+        Some((&TAG_WON, rest)) => rest,
+        Some((&t, _)) => return Err(bad(format!("a message of kind {t} where kind {TAG_WON} was due"))),
+        None => return Err(bad("an empty message")),
+    };
+    let decoder = zstd::stream::Decoder::with_buffer(rest)
+        .map_err(|e| bad(format!("a message that does not decompress: {e}")))?;
+    let mut r = decoder.take(body_limit(n) as u64);
+    let broken = |e: std::io::Error| bad(format!("won words cut short or that do not decompress: {e}"));
+    loop {
+        let mut head = [0u8; 12];
+        match r.read_exact(&mut head[..1]) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(broken(e)),
+        }
+        r.read_exact(&mut head[1..]).map_err(broken)?;
+        let first = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(head[8..].try_into().expect("4 bytes")) as usize;
+        if len > SEG_INDICES / 64 {
+            return Err(bad(format!("a run of {len} won words")));
+        }
+        let mut raw = vec![0u8; 8 * len];
+        r.read_exact(&mut raw).map_err(broken)?;
+        let words: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        take(first, &words)?;
+    }
+    if r.limit() == 0 {
+        return Err(bad("won words past the bound of the slice"));
+    }
+    Ok(())
+}
+
 /// Encodes one message for one part.
 pub(super) enum Message<'a> {
-    Won(&'a [(u64, Vec<u64>)]),
     Frontier(u64, &'a [(u32, Vec<u8>)]),
     Marks(&'a mut [(u64, u64)]),
     Horizon(u32),
@@ -103,16 +159,6 @@ pub(super) enum Message<'a> {
 pub(super) fn encode(m: Message<'_>) -> Vec<u8> {
     let mut body = Vec::new();
     let tag = match m {
-        Message::Won(words) => {
-            for (first, w) in words {
-                body.extend_from_slice(&first.to_le_bytes());
-                body.extend_from_slice(&(w.len() as u32).to_le_bytes());
-                for x in w {
-                    body.extend_from_slice(&x.to_le_bytes());
-                }
-            }
-            TAG_WON
-        }
         Message::Frontier(joined, won) => {
             body.extend_from_slice(&joined.to_le_bytes());
             for (s, e) in won {
@@ -142,25 +188,6 @@ pub(super) fn encode(m: Message<'_>) -> Vec<u8> {
     let mut out = vec![tag];
     out.extend_from_slice(&compress(&body));
     out
-}
-
-pub(super) fn decode_won(bytes: &[u8], n: u64) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
-    let body = body(bytes, TAG_WON, body_limit(n))?;
-    let mut r = Reader(&body);
-    let mut out = Vec::new();
-    while !r.is_empty() {
-        let first = r.u64()?;
-        let len = r.u32()? as usize;
-        let words = r.take(len.checked_mul(8).ok_or_else(|| bad("won words past memory"))?)?;
-        out.push((
-            first,
-            words
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-                .collect(),
-        ));
-    }
-    Ok(out)
 }
 
 pub(super) fn decode_frontier(bytes: &[u8], n: u64) -> Result<(u64, Frontiers), SolveError> {
@@ -344,15 +371,22 @@ impl AtCoordinator {
 }
 
 impl Exchange for AtCoordinator {
-    fn won_words(&mut self, out: Vec<Vec<(u64, Vec<u64>)>>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
-        let gifts = out.iter().map(|w| encode(Message::Won(w))).collect();
+    fn won_words(&mut self, give: &mut GiveWords<'_>, take: &mut TakeWords<'_>) -> Result<(), SolveError> {
+        let me = self.me;
+        let gifts = (0..self.parts)
+            .map(|k| {
+                if k == me {
+                    Vec::new()
+                } else {
+                    encode_won(|emit| give(k, emit))
+                }
+            })
+            .collect();
         let got = self.meet(gifts)?;
-        let n = self.n;
-        Ok(self
-            .decoded_from_others(got, |b| decode_won(b, n))?
-            .into_iter()
-            .flatten()
-            .collect())
+        for (k, g) in got.iter().enumerate().filter(|&(k, _)| k != me) {
+            decode_won(g, self.n, take).map_err(|e| bad(format!("from part {k}: {e}")))?;
+        }
+        Ok(())
     }
 
     fn frontier(
@@ -373,16 +407,18 @@ impl Exchange for AtCoordinator {
         Ok((total, theirs))
     }
 
-    fn marks(&mut self, _plies: u32, mut out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError> {
-        let gifts = out.iter_mut().map(|l| encode(Message::Marks(l))).collect();
-        drop(out);
-        let got = self.meet(gifts)?;
-        let n = self.n;
-        Ok(self
-            .decoded_from_others(got, |b| decode_marks(b, n))?
+    fn marks(&mut self, _plies: u32, out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError> {
+        // Each part's lines dropped as soon as they are encoded.
+        let gifts = out
             .into_iter()
-            .flatten()
-            .collect())
+            .map(|mut lines| encode(Message::Marks(&mut lines)))
+            .collect();
+        let got = self.meet(gifts)?;
+        let mut inbox = Vec::new();
+        for (k, g) in got.iter().enumerate().filter(|&(k, _)| k != self.me) {
+            inbox.extend(decode_marks(g, self.n).map_err(|e| bad(format!("from part {k}: {e}")))?);
+        }
+        Ok(inbox)
     }
 
     fn horizon(&mut self, _plies: u32, mine: u32) -> Result<u32, SolveError> {
@@ -405,7 +441,18 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         let won = vec![(64u64, vec![1u64, 0, u64::MAX]), (1 << 20, vec![7])];
-        assert_eq!(decode_won(&encode(Message::Won(&won)), N).unwrap(), won);
+        let encoded = encode_won(|emit| {
+            for (first, words) in &won {
+                emit(*first, words);
+            }
+        });
+        let mut back = Vec::new();
+        decode_won(&encoded, N, &mut |first, words| {
+            back.push((first, words.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(back, won);
         let fr = vec![(3u32, vec![0u8, 5, 9]), (4, vec![])];
         assert_eq!(
             decode_frontier(&encode(Message::Frontier(99, &fr)), N).unwrap(),
@@ -432,7 +479,7 @@ mod tests {
         fn any_bytes_decode_without_a_panic(tag in 0u8..7, bytes in prop::collection::vec(any::<u8>(), 0..200)) {
             let mut m = vec![tag];
             m.extend_from_slice(&bytes);
-            let _ = decode_won(&m, N);
+            let _ = decode_won(&m, N, &mut |_, _| Ok(()));
             let _ = decode_frontier(&m, N);
             let _ = decode_marks(&m, N);
             let _ = decode_horizon(&m);
@@ -444,7 +491,7 @@ mod tests {
             // The same bytes compressed, so that the body parsers see them too.
             let mut z = vec![tag];
             z.extend_from_slice(&compress(&bytes));
-            let _ = decode_won(&z, N);
+            let _ = decode_won(&z, N, &mut |_, _| Ok(()));
             let _ = decode_frontier(&z, N);
             let _ = decode_marks(&z, N);
         }

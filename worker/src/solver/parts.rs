@@ -45,14 +45,41 @@ pub fn splittable(key: &SliceKey) -> bool {
     g.pawnless && g.line_man().is_some()
 }
 
+/// Bytes of the solver's state that part `me` of slice `key` cut into `parts` parts touches
+/// (the arrays are the whole slice's, but their pages are mapped only as they are written): a
+/// byte for each of its own positions, a bit for each position of the segments it owns or
+/// reads the won bits of ([`Split::readers`]), the summaries whole (a byte per 64 positions),
+/// and the log of plies when it is kept in memory (a small slice).
+pub fn part_state_bytes(key: &SliceKey, parts: usize, me: usize) -> u64 {
+    let ix = SliceIndexer::new(*key);
+    let n = ix.size();
+    let split = Split::new(&ix, parts, me);
+    let len = |s: usize| (n - (s * SEG_INDICES) as u64).min(SEG_INDICES as u64);
+    let segments = n.div_ceil(SEG_INDICES as u64) as usize;
+    let own: u64 = split.segments().map(len).sum();
+    let bits: u64 = (0..segments)
+        .filter(|&s| split.owns(s * SEG_INDICES) || split.readers(s).contains(&(me as u16)))
+        .map(len)
+        .sum();
+    let log = if (n as usize) < SPILL_FROM { own } else { 0 };
+    own + bits / 8 + n / 64 + log
+}
+
+/// What [`Exchange::won_words`] gives part `k`: `give(k, emit)` emits its runs of words.
+pub type GiveWords<'a> = dyn FnMut(usize, &mut dyn FnMut(u64, &[u64])) + 'a;
+/// What [`Exchange::won_words`] hands each run of words the others gave.
+pub type TakeWords<'a> = dyn FnMut(u64, &[u64]) -> Result<(), SolveError> + 'a;
+
 /// Where the parts of a slice meet: each call of a part returns once every part has made the
 /// same call, with what the others sent it (see the module comment). In one process, threads
 /// ([`solve_in_parts`]); in a cluster, the coordinator between workers.
 pub trait Exchange {
-    /// After the init: this part's won words for each part (`out[k]` for part `k`, empty for
-    /// this one), `(first word, words)` for each of its segments that part reads; returns what
-    /// the others sent this part.
-    fn won_words(&mut self, out: Vec<Vec<(u64, Vec<u64>)>>) -> Result<Vec<(u64, Vec<u64>)>, SolveError>;
+    /// After the init: gives each other part `k` the won words it reads, `give(k, emit)`
+    /// calling `emit(first word, words)` for each of this part's segments that part reads, and
+    /// hands `take` each `(first word, words)` the others gave this part (it checks them against
+    /// the part's slice: an error ends the meeting). Neither side need hold all the words at
+    /// once: a part's won bits are an eighth of a byte a position, a third of its state.
+    fn won_words(&mut self, give: &mut GiveWords<'_>, take: &mut TakeWords<'_>) -> Result<(), SolveError>;
     /// After the scan of ply `plies`: how many positions joined this part's frontier, and after
     /// a win (odd `plies`) its won frontier for each part (`won[k]` for part `k`), `(segment, its
     /// log's encoding)` for its segments that part reads and that have one; returns the size of
@@ -105,15 +132,19 @@ pub fn solve_part(
     init_state(&ctx, &st, threads, &split, &|| false)?;
     st.track_won(threads, false, false, &split)?;
     let words = |s: usize| s * SEG_INDICES / 64..((s + 1) * SEG_INDICES).min(n) / 64;
-    let mut out = vec![Vec::new(); parts];
-    for s in split.segments() {
-        let w = words(s);
-        let bits: Vec<u64> = w.clone().map(|w| st.won[w].load(Relaxed)).collect();
-        for &k in split.readers(s) {
-            out[k as usize].push((w.start as u64, bits.clone()));
+    let mut give = |k: usize, emit: &mut dyn FnMut(u64, &[u64])| {
+        let mut bits = Vec::new();
+        for s in split
+            .segments()
+            .filter(|&s| split.readers(s).contains(&(k as u16)))
+        {
+            let w = words(s);
+            bits.clear();
+            bits.extend(w.clone().map(|w| st.won[w].load(Relaxed)));
+            emit(w.start as u64, &bits);
         }
-    }
-    for (first, bits) in exchange.won_words(out)? {
+    };
+    let mut take = |first: u64, bits: &[u64]| {
         let first = first as usize;
         let s = first * 64 / SEG_INDICES;
         if first * 64 % SEG_INDICES != 0
@@ -123,10 +154,12 @@ pub fn solve_part(
         {
             return Err(bad(format!("won words of {} from word {first}", bits.len())));
         }
-        for (w, b) in words(s).zip(bits) {
+        for (w, &b) in words(s).zip(bits) {
             st.won[w].store(b, Relaxed);
         }
-    }
+        Ok(())
+    };
+    exchange.won_words(&mut give, &mut take)?;
 
     // The passes, in step with the other parts.
     let mut log = DtmLog::new(n >= SPILL_FROM);
@@ -272,6 +305,10 @@ impl Hub {
         Ok(m.taken.clone())
     }
 
+    fn parts(&self) -> usize {
+        self.meeting.lock().expect("hub lock").given.len()
+    }
+
     fn fail(&self) {
         self.meeting.lock().expect("hub lock").failed = true;
         self.all_in.notify_all();
@@ -285,16 +322,23 @@ struct AtHub<'h> {
 }
 
 impl Exchange for AtHub<'_> {
-    fn won_words(&mut self, out: Vec<Vec<(u64, Vec<u64>)>>) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
+    fn won_words(&mut self, give: &mut GiveWords<'_>, take: &mut TakeWords<'_>) -> Result<(), SolveError> {
+        let mut out: Vec<Vec<(u64, Vec<u64>)>> = vec![Vec::new(); self.hub.parts()];
+        for (k, runs) in out.iter_mut().enumerate().filter(|&(k, _)| k != self.me) {
+            give(k, &mut |first, words| runs.push((first, words.to_vec())));
+        }
         let words: usize = out.iter().flatten().map(|(_, w)| w.len()).sum();
         self.hub.crossed.lock().expect("crossed lock").won_bytes += 8 * words as u64;
         let all = self.hub.meet(self.me, Given::Won(out))?;
-        Ok(others(all, self.me)
-            .flat_map(|g| match g {
-                Given::Won(mut w) => std::mem::take(&mut w[self.me]),
-                _ => unreachable!("the parts meet in step"),
-            })
-            .collect())
+        for g in others(all, self.me) {
+            let Given::Won(mut w) = g else {
+                unreachable!("the parts meet in step")
+            };
+            for (first, words) in std::mem::take(&mut w[self.me]) {
+                take(first, &words)?;
+            }
+        }
+        Ok(())
     }
 
     fn frontier(
@@ -462,6 +506,27 @@ mod tests {
         }
     }
 
+    /// A part touches a byte of its own positions and the won bits of what it owns or reads:
+    /// in one part, the whole slice's state; in three, each part less, and a third of the bytes
+    /// each in all.
+    #[test]
+    fn a_part_touches_less_state_than_the_whole_slice() {
+        let key = SliceKey::pawnless("KRvKN".parse::<Material>().unwrap());
+        let n = SliceIndexer::new(key).size();
+        assert_eq!(
+            part_state_bytes(&key, 1, 0),
+            crate::solver::slice_state_bytes(n, false)
+        );
+        let parts: Vec<u64> = (0..3).map(|me| part_state_bytes(&key, 3, me)).collect();
+        let whole = part_state_bytes(&key, 1, 0);
+        assert!(parts.iter().all(|&p| p < whole), "{parts:?} of {whole}");
+        // The bytes are shared out (the log of plies is in a file at this size in this crate's
+        // tests); the summaries are not, nor the bits of the segments read.
+        assert!(n as usize >= SPILL_FROM);
+        let shared = parts.iter().sum::<u64>() - 3 * (n / 64);
+        assert!(shared >= n + n / 8 && shared < n + 3 * n / 8, "{shared} of {n}");
+    }
+
     /// A part that is sent a line of predecessors it does not own (a broken or lying peer)
     /// fails with what was wrong and uses nothing of it; the other part is told and fails too,
     /// instead of waiting for ever.
@@ -471,9 +536,10 @@ mod tests {
         impl Exchange for Liar<'_> {
             fn won_words(
                 &mut self,
-                out: Vec<Vec<(u64, Vec<u64>)>>,
-            ) -> Result<Vec<(u64, Vec<u64>)>, SolveError> {
-                self.0.won_words(out)
+                give: &mut GiveWords<'_>,
+                take: &mut TakeWords<'_>,
+            ) -> Result<(), SolveError> {
+                self.0.won_words(give, take)
             }
             fn frontier(
                 &mut self,
