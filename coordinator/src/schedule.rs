@@ -1020,13 +1020,8 @@ impl Scheduler {
         debug_assert_eq!(task.state, TaskState::Ready);
         debug_assert_eq!(task.waiting, 0);
         task.state = TaskState::Leased(lease);
-        let slices: Vec<SliceIx> = task
-            .slices
-            .iter()
-            .copied()
-            .filter(|&ix| self.slices[ix as usize].finished.is_none())
-            .collect();
         let job = task.job;
+        let slices = self.unfinished(t);
         let successors = self.successors_with_hashes(slices.iter().copied());
         let deadline = self.now + self.config.lease_ttl;
         let parts = self.parts_for(&slices);
@@ -1063,6 +1058,16 @@ impl Scheduler {
                 granted: self.now,
             },
         );
+    }
+
+    /// The unfinished slices of task `t`.
+    fn unfinished(&self, t: TaskIx) -> Vec<SliceIx> {
+        self.tasks[t as usize]
+            .slices
+            .iter()
+            .copied()
+            .filter(|&ix| self.slices[ix as usize].finished.is_none())
+            .collect()
     }
 
     /// How many parts a task of these (unfinished) slices is solved in: 1 unless it is one
@@ -1103,14 +1108,9 @@ impl Scheduler {
         g.helpers[slot] = Slot::Leased(lease);
         let parts = g.helpers.len() as u32 + 1;
         let index = slot as u32 + 1;
-        let task = &self.tasks[self.leases[&group].task as usize];
-        let job = task.job;
-        let slices: Vec<SliceIx> = task
-            .slices
-            .iter()
-            .copied()
-            .filter(|&ix| self.slices[ix as usize].finished.is_none())
-            .collect();
+        let t = self.leases[&group].task;
+        let job = self.tasks[t as usize].job;
+        let slices = self.unfinished(t);
         let successors = self.successors_with_hashes(slices.iter().copied());
         let deadline = self.now + self.config.lease_ttl;
         out.push(Action::Lease(LeasedTask {
@@ -1506,13 +1506,7 @@ impl Scheduler {
             });
             return;
         };
-        let task = &self.tasks[l.task as usize];
-        let unfinished: Vec<SliceIx> = task
-            .slices
-            .iter()
-            .copied()
-            .filter(|&ix| self.slices[ix as usize].finished.is_none())
-            .collect();
+        let unfinished = self.unfinished(l.task);
         let reported: Vec<SliceIx> = new.iter().map(|&(ix, _)| ix).collect();
         if reported != unfinished {
             let odd = reported
