@@ -5,10 +5,11 @@
 //! and what a decoded message says is then checked against the part's slice by the solver
 //! ([`crate::solver::solve_part`]) before anything of it is used.
 //!
-//! A message is a tag byte and its body; the bodies of won words, won frontiers and lines of
-//! predecessors are zstd-compressed (the lines sorted, each line's first index as the gap from
-//! the one before in a varint: most of a message is the squares' words). The values a helper
-//! part gives the leader at the end are compressed segment by segment, each on its own.
+//! A message is a tag byte and its body; the bodies of won words (streamed as they are emitted
+//! and read) and won frontiers are zstd-compressed; the lines of predecessors come compressed
+//! from the solver already, in chunks (`solver::split::encode_lines`: sorted, each line's first
+//! index as the gap from the one before). The values a helper part gives the leader at the end
+//! are compressed segment by segment, each on its own.
 
 use std::io::{Read, Write};
 
@@ -53,17 +54,6 @@ impl<'a> Reader<'a> {
     }
     fn u64(&mut self) -> Result<u64, SolveError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn varint(&mut self) -> Result<u64, SolveError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(bad("a varint past 64 bits"))
     }
     fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -152,7 +142,6 @@ pub(super) fn decode_won(bytes: &[u8], n: u64, take: &mut TakeWords<'_>) -> Resu
 /// Encodes one message for one part.
 pub(super) enum Message<'a> {
     Frontier(u64, &'a [(u32, Vec<u8>)]),
-    Marks(&'a mut [(u64, u64)]),
     Horizon(u32),
 }
 
@@ -167,21 +156,6 @@ pub(super) fn encode(m: Message<'_>) -> Vec<u8> {
                 body.extend_from_slice(e);
             }
             TAG_FRONTIER
-        }
-        Message::Marks(lines) => {
-            lines.sort_unstable();
-            let mut last = 0u64;
-            for &(base, bits) in lines.iter() {
-                let mut gap = base.wrapping_sub(last);
-                last = base;
-                while gap >= 0x80 {
-                    body.push(gap as u8 | 0x80);
-                    gap >>= 7;
-                }
-                body.push(gap as u8);
-                body.extend_from_slice(&bits.to_le_bytes());
-            }
-            TAG_MARKS
         }
         Message::Horizon(h) => return [&[TAG_HORIZON][..], &h.to_le_bytes()].concat(),
     };
@@ -201,18 +175,6 @@ pub(super) fn decode_frontier(bytes: &[u8], n: u64) -> Result<(u64, Frontiers), 
         out.push((s, r.take(len)?.to_vec()));
     }
     Ok((joined, out))
-}
-
-pub(super) fn decode_marks(bytes: &[u8], n: u64) -> Result<Vec<(u64, u64)>, SolveError> {
-    let body = body(bytes, TAG_MARKS, body_limit(n))?;
-    let mut r = Reader(&body);
-    let mut out = Vec::new();
-    let mut last = 0u64;
-    while !r.is_empty() {
-        last = last.wrapping_add(r.varint()?);
-        out.push((last, r.u64()?));
-    }
-    Ok(out)
 }
 
 pub(super) fn decode_horizon(bytes: &[u8]) -> Result<u32, SolveError> {
@@ -407,18 +369,18 @@ impl Exchange for AtCoordinator {
         Ok((total, theirs))
     }
 
-    fn marks(&mut self, _plies: u32, out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError> {
-        // Each part's lines dropped as soon as they are encoded.
+    fn marks(&mut self, _plies: u32, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, SolveError> {
+        // The lines are compressed already, in chunks (the solver's `for_each_lines` reads
+        // them): a tag in front, nothing more.
         let gifts = out
             .into_iter()
-            .map(|mut lines| encode(Message::Marks(&mut lines)))
+            .map(|chunks| [&[TAG_MARKS][..], &chunks].concat())
             .collect();
         let got = self.meet(gifts)?;
-        let mut inbox = Vec::new();
-        for (k, g) in got.iter().enumerate().filter(|&(k, _)| k != self.me) {
-            inbox.extend(decode_marks(g, self.n).map_err(|e| bad(format!("from part {k}: {e}")))?);
-        }
-        Ok(inbox)
+        self.decoded_from_others(got, |b| match b.split_first() {
+            Some((&TAG_MARKS, rest)) => Ok(rest.to_vec()),
+            _ => Err(bad("lines of predecessors that are not")),
+        })
     }
 
     fn horizon(&mut self, _plies: u32, mine: u32) -> Result<u32, SolveError> {
@@ -458,9 +420,6 @@ mod tests {
             decode_frontier(&encode(Message::Frontier(99, &fr)), N).unwrap(),
             (99, fr)
         );
-        let mut lines = vec![(640u64, 5u64), (0, u64::MAX), (1 << 40, 1)];
-        let back = decode_marks(&encode(Message::Marks(&mut lines)), N).unwrap();
-        assert_eq!(back, vec![(0, u64::MAX), (640, 5), (1 << 40, 1)]);
         assert_eq!(decode_horizon(&encode(Message::Horizon(77))).unwrap(), 77);
         let values: Vec<u16> = (0..SEG_INDICES as u32).map(|i| (i % 300) as u16).collect();
         let v = encode_values(&[(2, compress_segment(&values))]);
@@ -481,7 +440,6 @@ mod tests {
             m.extend_from_slice(&bytes);
             let _ = decode_won(&m, N, &mut |_, _| Ok(()));
             let _ = decode_frontier(&m, N);
-            let _ = decode_marks(&m, N);
             let _ = decode_horizon(&m);
             if let Ok(segs) = decode_values(&m) {
                 for (s, z) in segs {
@@ -493,7 +451,6 @@ mod tests {
             z.extend_from_slice(&compress(&bytes));
             let _ = decode_won(&z, N, &mut |_, _| Ok(()));
             let _ = decode_frontier(&z, N);
-            let _ = decode_marks(&z, N);
         }
     }
 }

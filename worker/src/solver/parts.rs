@@ -34,7 +34,7 @@ use super::geometry::Geometry;
 use super::retrograde::{
     init_state, mark_lines, scan_frontier, unmove_frontier, verify_changed, write_values, Context,
 };
-use super::split::{Own, Split};
+use super::split::{for_each_lines, Own, Split};
 use super::state::{State, SPILL_FROM};
 use super::{SolveError, Successors};
 
@@ -92,7 +92,7 @@ pub trait Exchange {
     ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError>;
     /// After the un-moves of ply `plies`: the lines of predecessors for each part (`out[k]` for
     /// part `k`; empty for this one); returns the lines the others sent this part.
-    fn marks(&mut self, plies: u32, out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError>;
+    fn marks(&mut self, plies: u32, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, SolveError>;
     /// Before the pass of ply `plies`: the largest ply this part has assigned; returns the
     /// largest of all (the passes run up to it).
     fn horizon(&mut self, plies: u32, mine: u32) -> Result<u32, SolveError>;
@@ -203,18 +203,20 @@ pub fn solve_part(
             });
         }
         let hold_won = unmove_frontier(&ctx, &st, &log, plies, frontier, threads, &split)?;
-        let mut out = vec![Vec::new(); parts];
-        for (base, bits) in split.take_outbox() {
-            out[split.owner(base as usize)].push((base, bits));
+        let inbox = exchange.marks(plies, split.take_outbox())?;
+        // A chunk at a time, each checked whole before it is marked (a bad one fails the part,
+        // and its state with it: nothing of it reaches a value).
+        for given in &inbox {
+            for_each_lines(given, |lines| {
+                if let Some(&(base, _)) = lines
+                    .iter()
+                    .find(|&&(base, _)| base % 64 != 0 || base as usize >= n || !split.owns(base as usize))
+                {
+                    return Err(bad(format!("a line of predecessors at index {base}")));
+                }
+                mark_lines(&st, plies, hold_won, lines, threads)
+            })?;
         }
-        let inbox = exchange.marks(plies, out)?;
-        if let Some(&(base, _)) = inbox
-            .iter()
-            .find(|&&(base, _)| base % 64 != 0 || base as usize >= n || !split.owns(base as usize))
-        {
-            return Err(bad(format!("a line of predecessors at index {base}")));
-        }
-        mark_lines(&st, plies, hold_won, &inbox, threads)?;
         if plies % 2 == 1 {
             verify_changed(&ctx, &st, plies, hold_won, threads)?;
         }
@@ -236,7 +238,8 @@ pub struct Crossed {
     pub won_bytes: u64,
     /// The won frontiers, as their logs encode them.
     pub frontier_bytes: u64,
-    /// The lines of predecessors marked by another part (16 bytes a line).
+    /// The lines of predecessors marked by another part, in compressed chunks (a line 16
+    /// bytes raw; see `split::encode_lines`).
     pub mark_bytes: u64,
     /// Passes (plies) run.
     pub plies: u32,
@@ -247,7 +250,7 @@ pub struct Crossed {
 enum Given {
     Won(Vec<Vec<(u64, Vec<u64>)>>),
     Frontier(u64, Vec<Vec<(u32, Vec<u8>)>>),
-    Marks(Vec<Vec<(u64, u64)>>),
+    Marks(Vec<Vec<u8>>),
     Horizon(u32),
 }
 
@@ -364,12 +367,12 @@ impl Exchange for AtHub<'_> {
         Ok((total, theirs))
     }
 
-    fn marks(&mut self, _plies: u32, out: Vec<Vec<(u64, u64)>>) -> Result<Vec<(u64, u64)>, SolveError> {
-        let lines: usize = out.iter().map(Vec::len).sum();
-        self.hub.crossed.lock().expect("crossed lock").mark_bytes += 16 * lines as u64;
+    fn marks(&mut self, _plies: u32, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, SolveError> {
+        let bytes: usize = out.iter().map(Vec::len).sum();
+        self.hub.crossed.lock().expect("crossed lock").mark_bytes += bytes as u64;
         let all = self.hub.meet(self.me, Given::Marks(out))?;
         Ok(others(all, self.me)
-            .flat_map(|g| match g {
+            .map(|g| match g {
                 Given::Marks(mut m) => std::mem::take(&mut m[self.me]),
                 _ => unreachable!("the parts meet in step"),
             })
@@ -549,14 +552,10 @@ mod tests {
             ) -> Result<(u64, Vec<(u32, Vec<u8>)>), SolveError> {
                 self.0.frontier(plies, joined, won)
             }
-            fn marks(
-                &mut self,
-                plies: u32,
-                out: Vec<Vec<(u64, u64)>>,
-            ) -> Result<Vec<(u64, u64)>, SolveError> {
+            fn marks(&mut self, plies: u32, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, SolveError> {
                 let mut inbox = self.0.marks(plies, out)?;
                 // Index 0 is part 0's: part 1 is told to mark it.
-                inbox.push((0, 1));
+                crate::solver::split::encode_lines(&mut [(0, 1)], &mut inbox[0]);
                 Ok(inbox)
             }
             fn horizon(&mut self, plies: u32, mine: u32) -> Result<u32, SolveError> {

@@ -76,7 +76,7 @@ use super::memory::{
 use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
-use super::split::{Own, Whole};
+use super::split::{Own, Whole, POST_LINES};
 use super::state::{
     decided, may_lose, undecided, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
     MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE, S_NEXT, S_NO_LOSS,
@@ -771,6 +771,9 @@ pub(super) fn unmove_frontier<S: Own>(
                         let bits = squares.0 & !skip[p as usize / 64].load(Relaxed);
                         if bits != 0 {
                             outbox.push((p, bits));
+                            if outbox.len() >= POST_LINES {
+                                split.post(std::mem::take(&mut outbox));
+                            }
                         }
                     }
                 }),

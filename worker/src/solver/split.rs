@@ -3,12 +3,18 @@
 //! are generic in it ([`Own`]); this module knows which part owns which segment and which parts
 //! read it, and nothing of the passes.
 
+use std::io::Read;
 use std::sync::Mutex;
 
 use zermelo_chess::index::{SliceIndexer, PAWNLESS_KING_PAIRS};
 
 use super::dtm_log::SEG_INDICES;
 use super::paging::pawnless_near_pairs;
+use super::SolveError;
+
+/// A thread of the un-moves posts the lines of other parts it found every this many lines (and
+/// at the end of its segments): what waits uncompressed is bounded.
+pub(super) const POST_LINES: usize = 1 << 16;
 
 /// Which part owns each segment of a slice split into parts, for one of them: the passes of
 /// that part work on its segments, and its un-moves post the predecessors of other parts'
@@ -22,9 +28,10 @@ pub(super) struct Split {
     readers: Vec<Vec<u16>>,
     /// This part.
     me: u16,
-    /// Lines of predecessors of other parts found by this part's un-moves in the pass being
-    /// run: `(first index of the line, squares)`.
-    outbox: Mutex<Vec<(u64, u64)>>,
+    /// Per part, the lines of predecessors of its segments found by this part's un-moves in
+    /// the pass being run, `(first index of the line, squares)`, as chunks of
+    /// [`encode_lines`] (a few bytes a line instead of 16).
+    outbox: Vec<Mutex<Vec<u8>>>,
 }
 
 impl Split {
@@ -77,7 +84,7 @@ impl Split {
             owner,
             readers,
             me: me as u16,
-            outbox: Mutex::default(),
+            outbox: (0..parts).map(|_| Mutex::default()).collect(),
         }
     }
 
@@ -96,10 +103,98 @@ impl Split {
         (0..self.owner.len()).filter(|&s| self.owner[s] == self.me)
     }
 
-    /// Takes the outbox's lines.
-    pub(super) fn take_outbox(&self) -> Vec<(u64, u64)> {
-        std::mem::take(&mut *self.outbox.lock().expect("outbox lock"))
+    /// Takes the outbox: per part, its lines' chunks ([`for_each_lines`] reads them).
+    pub(super) fn take_outbox(&self) -> Vec<Vec<u8>> {
+        self.outbox
+            .iter()
+            .map(|o| std::mem::take(&mut *o.lock().expect("outbox lock")))
+            .collect()
     }
+}
+
+/// The most lines of a chunk: a thread's post at most.
+const CHUNK_LINES: usize = POST_LINES;
+
+/// Appends to `out` a chunk of `lines` (sorted here): its length, then zstd of each line's
+/// first index as the gap from the one before (a varint) and its squares.
+pub(super) fn encode_lines(lines: &mut [(u64, u64)], out: &mut Vec<u8>) {
+    for chunk in lines.chunks_mut(CHUNK_LINES) {
+        chunk.sort_unstable();
+        let mut body = Vec::with_capacity(chunk.len() * 10);
+        let mut last = 0u64;
+        for &(base, bits) in chunk.iter() {
+            let mut gap = base.wrapping_sub(last);
+            last = base;
+            while gap >= 0x80 {
+                body.push(gap as u8 | 0x80);
+                gap >>= 7;
+            }
+            body.push(gap as u8);
+            body.extend_from_slice(&bits.to_le_bytes());
+        }
+        let z = zstd::bulk::compress(&body, 1).expect("zstd into memory");
+        out.extend_from_slice(&(z.len() as u32).to_le_bytes());
+        out.extend_from_slice(&z);
+    }
+}
+
+/// Calls `f` with the lines of each chunk of `bytes` ([`encode_lines`]), a chunk at a time.
+/// Total on any bytes: a chunk cut short, that does not decompress, or of more than a chunk's
+/// lines is an error (`f` has seen the chunks before it).
+pub(super) fn for_each_lines(
+    bytes: &[u8],
+    mut f: impl FnMut(&[(u64, u64)]) -> Result<(), SolveError>,
+) -> Result<(), SolveError> {
+    let bad = |what: &str| SolveError::Exchange(format!("lines of predecessors {what}"));
+    let mut rest = bytes;
+    let mut lines = Vec::new();
+    let mut body = Vec::new();
+    while !rest.is_empty() {
+        let Some((len, after)) = rest.split_first_chunk::<4>() else {
+            return Err(bad("cut short"));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len > after.len() {
+            return Err(bad("cut short"));
+        }
+        let (z, after) = after.split_at(len);
+        rest = after;
+        body.clear();
+        zstd::stream::Decoder::with_buffer(z)
+            .and_then(|d| d.take((CHUNK_LINES * 18) as u64 + 1).read_to_end(&mut body))
+            .map_err(|_| bad("that do not decompress"))?;
+        if body.len() > CHUNK_LINES * 18 {
+            return Err(bad("past a chunk's size"));
+        }
+        lines.clear();
+        let (mut last, mut at) = (0u64, 0usize);
+        while at < body.len() {
+            let mut gap = 0u64;
+            let mut shift = 0;
+            loop {
+                let Some(&b) = body.get(at) else {
+                    return Err(bad("cut short"));
+                };
+                at += 1;
+                if shift > 63 {
+                    return Err(bad("with a gap past 64 bits"));
+                }
+                gap |= ((b & 0x7f) as u64) << shift;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            let Some(bits) = body.get(at..at + 8) else {
+                return Err(bad("cut short"));
+            };
+            at += 8;
+            last = last.wrapping_add(gap);
+            lines.push((last, u64::from_le_bytes(bits.try_into().expect("8 bytes"))));
+        }
+        f(&lines)?;
+    }
+    Ok(())
 }
 
 /// What of a slice the passes work on: the whole slice ([`Whole`]) or a part of it ([`Split`]).
@@ -140,9 +235,16 @@ impl Own for Split {
     fn owns(&self, i: usize) -> bool {
         self.owner[i / SEG_INDICES] == self.me
     }
-    fn post(&self, lines: Vec<(u64, u64)>) {
-        if !lines.is_empty() {
-            self.outbox.lock().expect("outbox lock").extend(lines);
+    fn post(&self, mut lines: Vec<(u64, u64)>) {
+        lines.sort_unstable_by_key(|&(base, _)| (self.owner(base as usize), base));
+        for group in lines.chunk_by_mut(|a, b| self.owner(a.0 as usize) == self.owner(b.0 as usize)) {
+            let mut chunk = Vec::new();
+            encode_lines(group, &mut chunk);
+            let k = self.owner(group[0].0 as usize);
+            self.outbox[k]
+                .lock()
+                .expect("outbox lock")
+                .extend_from_slice(&chunk);
         }
     }
 }
@@ -152,6 +254,50 @@ mod tests {
     use super::*;
     use zermelo_chess::slice::SliceKey;
     use zermelo_chess::Material;
+
+    /// Lines come back as they went, sorted, in chunks; any bytes decode without a panic.
+    #[test]
+    fn lines_round_trip_and_any_bytes_decode_without_a_panic() {
+        let mut lines: Vec<(u64, u64)> = (0..3 * CHUNK_LINES as u64 / 2)
+            .map(|i| ((i * 7919 % 100_003) * 64, i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+            .collect();
+        let mut out = Vec::new();
+        encode_lines(&mut lines.clone(), &mut out);
+        let mut back = Vec::new();
+        let mut chunks = 0;
+        for_each_lines(&out, |l| {
+            chunks += 1;
+            back.extend_from_slice(l);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(chunks, 2);
+        back.sort_unstable();
+        lines.sort_unstable();
+        assert_eq!(back, lines);
+        let mut rng = 12345u64;
+        for len in 0..300 {
+            let mut bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    rng = rng
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (rng >> 56) as u8
+                })
+                .collect();
+            let _ = for_each_lines(&bytes, |_| Ok(()));
+            // A valid chunk with its tail cut or a byte changed.
+            let mut good = Vec::new();
+            encode_lines(&mut [(64, 1), (128, 3)], &mut good);
+            let cut = len % good.len();
+            let _ = for_each_lines(&good[..cut], |_| Ok(()));
+            if !good.is_empty() {
+                let i = len % good.len();
+                good[i] ^= bytes.pop().unwrap_or(1) | 1;
+                let _ = for_each_lines(&good, |_| Ok(()));
+            }
+        }
+    }
 
     /// Every segment has exactly one part, and each part has some.
     #[test]
