@@ -6,10 +6,16 @@
 //! only a live part lease of the group, by its worker, the next round of that part, gifts to the
 //! group's other parts only, and no more bytes than a bound on the slice's size.
 //!
+//! What the parts give waits on disk (`STATE/meetings/GROUP/ROUND-FROM-TO`), not in memory: a
+//! round can carry a slice's values (KRNvKNN's helpers gave the leader 1.3 GB). Each file is
+//! streamed to its part a chunk at a time and removed once read.
+//!
 //! A group whose lease ends (a part lost, or the leader done) takes its meetings with it: a part
-//! waiting in one is answered ABORTED.
+//! waiting in one is answered ABORTED, and the group's folder is removed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,8 +37,9 @@ fn max_gift_bytes(positions: u64) -> u64 {
 }
 
 /// The meetings of every live group, by group (its leader's lease).
-#[derive(Default)]
 pub(super) struct Meetings {
+    /// The folder of the gifts on disk.
+    dir: PathBuf,
     groups: Mutex<HashMap<LeaseId, Rounds>>,
     /// Woken whenever a part gives: the parts waiting look again.
     given: Notify,
@@ -47,19 +54,56 @@ struct Rounds {
 }
 
 struct Round {
-    /// Per part, what it gave (per part it gave to), once it has.
-    given: Vec<Option<Vec<Vec<u8>>>>,
+    /// Per part, whether it gave (its gifts are files, see [`Meetings::gift`]).
+    given: Vec<bool>,
     /// Per part, whether it took what it was given.
     taken: Vec<bool>,
 }
 
+/// What a part takes from a meeting: per other part, the file of its gift, if it gave any.
+type Taken = Vec<(u32, Option<PathBuf>)>;
+
 impl Meetings {
+    pub(super) fn new(dir: PathBuf) -> Meetings {
+        // What an earlier life of the coordinator left: its groups are gone.
+        let _ = std::fs::remove_dir_all(&dir);
+        Meetings {
+            dir,
+            groups: Mutex::default(),
+            given: Notify::new(),
+        }
+    }
+
+    /// The file of what part `from` gives part `to` at `round` of `group`.
+    fn gift(&self, group: LeaseId, round: u64, from: usize, to: usize) -> PathBuf {
+        self.dir
+            .join(group.0.to_string())
+            .join(format!("{round}-{from}-{to}"))
+    }
+
+    /// Checks that part `part.index` may give at `round` (its next round).
+    fn may_give(&self, part: PartOf, round: u64) -> Result<(), Status> {
+        let parts = part.parts as usize;
+        let me = part.index as usize;
+        let groups = self.lock();
+        let next = groups
+            .get(&part.group)
+            .map_or(Some(0), |g| (g.parts == parts).then(|| g.next[me]));
+        if next != Some(round) {
+            return Err(Status::failed_precondition(format!(
+                "part {me} of group {} gives at round {round}, not its next round",
+                part.group
+            )));
+        }
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<LeaseId, Rounds>> {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Part `part.index` gives `gifts` (one per part) at `round`.
-    fn give(&self, part: PartOf, round: u64, gifts: Vec<Vec<u8>>) -> Result<(), Status> {
+    /// Part `part.index` has given at `round` (its gifts are on disk).
+    fn give(&self, part: PartOf, round: u64) -> Result<(), Status> {
         let parts = part.parts as usize;
         let me = part.index as usize;
         let mut groups = self.lock();
@@ -75,31 +119,31 @@ impl Meetings {
             )));
         }
         let r = g.rounds.entry(round).or_insert_with(|| Round {
-            given: vec![None; parts],
+            given: vec![false; parts],
             taken: vec![false; parts],
         });
-        r.given[me] = Some(gifts);
+        r.given[me] = true;
         drop(groups);
         self.given.notify_waiters();
         Ok(())
     }
 
-    /// What the other parts gave part `part.index` at `round` (`(giver, bytes)`), once they all
-    /// have; `None` before.
-    fn take(&self, part: PartOf, round: u64) -> Option<Vec<(u32, Vec<u8>)>> {
+    /// What the other parts gave part `part.index` at `round` (per giver, its gift's file if
+    /// it gave any), once they all have; `None` before.
+    fn take(&self, part: PartOf, round: u64) -> Option<Taken> {
         let me = part.index as usize;
         let mut groups = self.lock();
         let g = groups.get_mut(&part.group)?;
         let r = g.rounds.get_mut(&round)?;
-        if r.given.iter().any(Option::is_none) {
+        if !r.given.iter().all(|&g| g) {
             return None;
         }
-        let mine = r
-            .given
-            .iter_mut()
-            .enumerate()
-            .filter(|&(k, _)| k != me)
-            .map(|(k, gifts)| (k as u32, std::mem::take(&mut gifts.as_mut().expect("given")[me])))
+        let mine = (0..g.parts)
+            .filter(|&k| k != me)
+            .map(|k| {
+                let file = self.gift(part.group, round, k, me);
+                (k as u32, file.exists().then_some(file))
+            })
             .collect();
         r.taken[me] = true;
         if r.taken.iter().all(|&t| t) {
@@ -128,7 +172,13 @@ impl CoordinatorService {
         let (part, positions) = self.live_part(lease, header.worker_id)?;
         let parts = part.parts as usize;
         let limit = max_gift_bytes(positions);
-        let mut gifts: Vec<Vec<u8>> = vec![Vec::new(); parts];
+        let round = header.round;
+        self.shared.meetings.may_give(part, round)?;
+        // Each gift to its file, as it comes.
+        let spool = |e: std::io::Error| Status::internal(format!("spooling a meeting's gift: {e}"));
+        let folder = self.shared.meetings.dir.join(part.group.0.to_string());
+        std::fs::create_dir_all(&folder).map_err(spool)?;
+        let mut files: Vec<Option<std::fs::File>> = (0..parts).map(|_| None).collect();
         let mut total = 0u64;
         let mut chunk = Some(first);
         while let Some(c) = chunk {
@@ -146,11 +196,24 @@ impl CoordinatorService {
                 )));
             }
             Counters::add(&self.shared.counters.bytes_met, c.data.len() as u64);
-            gifts[peer].extend_from_slice(&c.data);
+            if !c.data.is_empty() {
+                if files[peer].is_none() {
+                    let path = self
+                        .shared
+                        .meetings
+                        .gift(part.group, round, part.index as usize, peer);
+                    files[peer] = Some(std::fs::File::create(path).map_err(spool)?);
+                }
+                files[peer]
+                    .as_mut()
+                    .expect("created above")
+                    .write_all(&c.data)
+                    .map_err(spool)?;
+            }
             chunk = stream.message().await?;
         }
-        let round = header.round;
-        self.shared.meetings.give(part, round, gifts)?;
+        drop(files);
+        self.shared.meetings.give(part, round)?;
         debug!(%lease, group = %part.group, part = part.index, round, bytes = total, "given");
 
         let mine = loop {
@@ -167,17 +230,18 @@ impl CoordinatorService {
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
         };
-        let mut chunks = Vec::new();
-        for (from, bytes) in mine {
-            for data in bytes.chunks(CHUNK_BYTES) {
-                chunks.push(Ok(pb::MeetChunk {
-                    header: None,
-                    peer: from,
-                    data: data.to_vec(),
-                }));
+        // Each gift streamed from its file a chunk at a time, the file removed once read.
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::MeetChunk, Status>>(4);
+        tokio::task::spawn_blocking(move || {
+            for (from, file) in mine {
+                let Some(path) = file else { continue };
+                if let Err(e) = send_file(&path, from, &tx) {
+                    let _ = tx.blocking_send(Err(Status::internal(format!("reading a meeting's gift: {e}"))));
+                    return;
+                }
             }
-        }
-        Ok(Box::pin(tokio_stream::iter(chunks)))
+        });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
     }
 
     /// The part that `lease` is, live, held by `worker`, and its slice's positions; ABORTED if
@@ -205,15 +269,49 @@ impl CoordinatorService {
         Ok((part, positions))
     }
 
-    /// Drops the meetings of groups that ended.
+    /// Drops the meetings of groups that ended, with their files.
     pub(super) fn forget_ended_meetings(&self) {
         let state = self.lock();
-        self.shared
-            .meetings
-            .lock()
-            .retain(|&group, _| state.scheduler.group_alive(group));
+        let meetings = &self.shared.meetings;
+        let mut ended = Vec::new();
+        meetings.lock().retain(|&group, _| {
+            let alive = state.scheduler.group_alive(group);
+            if !alive {
+                ended.push(group);
+            }
+            alive
+        });
         drop(state);
+        for group in ended {
+            let _ = std::fs::remove_dir_all(meetings.dir.join(group.0.to_string()));
+        }
         // Parts waiting in a meeting of an ended group look again now.
         self.shared.meetings.given.notify_waiters();
     }
+}
+
+/// Sends the file at `path` as chunks from part `from`, then removes it.
+fn send_file(
+    path: &Path,
+    from: u32,
+    tx: &tokio::sync::mpsc::Sender<Result<pb::MeetChunk, Status>>,
+) -> std::io::Result<()> {
+    let mut file = std::fs::File::open(path)?;
+    loop {
+        let mut data = vec![0u8; CHUNK_BYTES];
+        let n = file.read(&mut data)?;
+        if n == 0 {
+            break;
+        }
+        data.truncate(n);
+        let chunk = pb::MeetChunk {
+            header: None,
+            peer: from,
+            data,
+        };
+        if tx.blocking_send(Ok(chunk)).is_err() {
+            break; // the part went away
+        }
+    }
+    std::fs::remove_file(path)
 }

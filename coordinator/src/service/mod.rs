@@ -352,7 +352,7 @@ impl CoordinatorService {
             clock: Instant::now(),
             counters: Counters::default(),
             check: UploadCheck::new(config.check_sample, config.check_whole_positions),
-            meetings: meet::Meetings::default(),
+            meetings: meet::Meetings::new(config.state.join("meetings")),
         });
         let service = CoordinatorService { shared };
         let jobs: Vec<(JobId, JobSpec)> = replay.jobs().collect();
