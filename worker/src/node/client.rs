@@ -479,32 +479,42 @@ pub fn task_memory(
     let pawns = slices.iter().any(|k| k.material.has_pawns());
     let solver = at_once * (slice_state_bytes(largest, pawns) + ENCODER_BYTES)
         + threads as u64 * thread_bytes(largest, pawns && changed_bits);
-    let (whole, large): (Vec<u64>, Vec<u64>) = successors
-        .iter()
-        .map(|k| 2 * size(k))
-        .partition(|&bytes| bytes <= keep_limit(budget));
-    let held: u64 = whole.iter().sum();
-    let large = large.len();
-    // Large successors are read a block at a time through each thread's cache of blocks.
-    let readers = if large > 0 {
-        threads as u64 * READER_BYTES
-    } else {
-        0
-    };
+    let (reading, successors_what) = successors_memory(successors, threads, budget);
     let kept: u64 = slices
         .iter()
         .map(|k| 2 * size(k))
         .filter(|&b| b <= keep_limit(budget))
         .sum();
     let what = format!(
-        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {} successor slice(s) held whole: {}; {large} read a block at a time: {}; solved slices kept: {}",
+        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {successors_what}; solved slices kept: {}",
         human_bytes(solver),
-        successors.len() - large,
-        human_bytes(held),
-        human_bytes(readers),
         human_bytes(kept)
     );
-    (solver + held + readers + kept, what)
+    (solver + reading + kept, what)
+}
+
+/// What reading `successors` holds: the small ones' values whole (2 bytes a position; small as
+/// in [`keep_limit`]), and for the large ones, read a block at a time from their table form in
+/// the cache, each thread's cache of blocks ([`READER_BYTES`]). With a description.
+fn successors_memory(successors: &BTreeSet<SliceKey>, threads: usize, budget: u64) -> (u64, String) {
+    let (whole, large): (Vec<u64>, Vec<u64>) = successors
+        .iter()
+        .map(|k| 2 * SliceIndexer::new(*k).size())
+        .partition(|&bytes| bytes <= keep_limit(budget));
+    let held: u64 = whole.iter().sum();
+    let large = large.len();
+    let readers = if large > 0 {
+        threads as u64 * READER_BYTES
+    } else {
+        0
+    };
+    let what = format!(
+        "{} successor slice(s) held whole: {}; {large} read a block at a time: {}",
+        successors.len() - large,
+        human_bytes(held),
+        human_bytes(readers)
+    );
+    (held + readers, what)
 }
 
 /// What solving `slices` needs with its state paged through the worker's cache folder, when
@@ -558,8 +568,7 @@ pub fn part_task_memory(
 ) -> (u64, String) {
     let n = SliceIndexer::new(*key).size();
     let state = part_state_bytes(key, parts, me);
-    let (_, successors_what) = task_memory(&[], successors, threads, budget, false);
-    let (rest, _) = task_memory(&[], successors, threads, budget, false);
+    let (rest, successors_what) = successors_memory(successors, threads, budget);
     let solver = state + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES;
     let what = format!(
         "part of {parts} of a slice of {n} positions: the solver's state {}; {successors_what}",
