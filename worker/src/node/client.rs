@@ -20,8 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tracing::{debug, info, info_span, warn, Instrument};
 use zermelo_chess::index::{SliceIndexer, PAWNLESS_KING_PAIRS};
@@ -138,8 +137,7 @@ impl WorkerError {
     }
 }
 
-/// A client of the coordinator that sends the cluster token with every call.
-pub type Client = CoordinatorClient<InterceptedService<Channel, ClientAuth>>;
+pub use super::Client;
 
 /// What an RPC failure means: the token or the coordinator's certificate refused is fatal, the
 /// rest is worth a retry.

@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use tokio::runtime::Handle;
 use zermelo_proto as pb;
 
-use super::client::Client;
+use super::Client;
 use crate::solver::{Exchange, GiveWords, SolveError, TakeWords, SEG_INDICES};
 
 /// Bytes of one `Meet` chunk (under gRPC's 4 MiB message limit).
