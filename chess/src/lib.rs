@@ -11,6 +11,7 @@
 //! ```
 
 pub mod attacks;
+pub mod dtz;
 pub mod fen;
 pub mod index;
 pub mod material;
@@ -23,6 +24,7 @@ pub mod types;
 pub mod unmove;
 pub mod value;
 
+pub use dtz::Dtz;
 pub use fen::FenError;
 pub use material::{Material, MaterialError};
 pub use movegen::{IllegalPosition, MoveList};

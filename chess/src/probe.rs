@@ -50,3 +50,29 @@ pub fn moves<S: ValueSource + ?Sized>(pos: &Position, src: &S) -> Result<Vec<(Mo
     });
     Ok(out)
 }
+
+/// Something that holds stored DTZ50 values.
+pub trait DtzSource {
+    type Error;
+    /// The DTZ50 value stored at `loc`, for a legal position.
+    fn dtz_at(&self, loc: &Location) -> Result<crate::dtz::Dtz, Self::Error>;
+}
+
+/// The DTZ50 value of a legal position (any orientation, en passant honoured) for the side to
+/// move, with the halfmove clock at 0. Bare kings are a draw and need no table.
+pub fn dtz<S: DtzSource + ?Sized>(pos: &Position, src: &S) -> Result<crate::dtz::Dtz, S::Error> {
+    if pos.ep_square.is_some() {
+        let mut best: Option<crate::dtz::Dtz> = None;
+        for m in pos.legal_moves().iter() {
+            let v = dtz(&pos.play(m), src)?.after_move(m.leaves_slice());
+            best = Some(best.map_or(v, |b| b.max(v)));
+        }
+        if let Some(b) = best {
+            return Ok(b);
+        }
+    }
+    match locate(pos) {
+        None => Ok(crate::dtz::Dtz::Draw),
+        Some(loc) => src.dtz_at(&loc),
+    }
+}

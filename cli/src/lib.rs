@@ -6,6 +6,7 @@ pub mod analyse;
 pub mod bench;
 pub mod build;
 pub mod cluster;
+pub mod dtz;
 pub mod memory;
 pub mod probe;
 pub mod progress;

@@ -98,6 +98,24 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=462))]
         parts: u16,
     },
+    /// Build the DTZ50 tables (KRPvKR.zdz) of each MATERIAL and of every material it converts
+    /// into: the plies to the next zeroing move (capture or pawn move) or mate under the 50-move
+    /// rule, exact (never rounded), with the WDL50 class (win, cursed win, draw, blessed loss,
+    /// loss) in the same value. Needs no table of mates; tables already complete are kept.
+    /// Prints a JSON line per material.
+    #[command(display_order = 2)]
+    Dtz {
+        /// Materials such as KPvK or KRPvKR (any order and case).
+        #[arg(required = true, value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Directory of the table files (created if missing). A list DIR:DIR2:... writes to the
+        /// first and reuses the complete DTZ50 tables found in the others.
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
+        /// Worker threads (default: all cores). The tables do not depend on it.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+    },
     /// Print the value of each FEN's position and of its every move, as JSON lines.
     ///
     /// Each line is the response of the lichess tablebase API (GET /standard), same fields and
@@ -178,6 +196,10 @@ enum Command {
         /// before any work, with the size it needs.
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,
+        /// Verify the DTZ50 tables (KRPvKR.zdz, built by `zermelo dtz`) instead of the tables
+        /// of mates: every value re-derived from its children under the 50-move rule.
+        #[arg(long)]
+        dtz50: bool,
     },
     /// Benchmark the build: solves the materials into a fresh temporary directory and prints wall
     /// time, positions per second and peak memory.
@@ -773,6 +795,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
         Command::Probe { tables, fens } => {
             tables.must_exist()?;
             let dir = tables.table_dir();
+            let dtz = TableDir::dtz50(&tables.0);
             let mut code = 0u8;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -785,7 +808,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                             return Ok(());
                         }
                         match probe_fen(&dir, fen, MAX_MEN) {
-                            Ok(info) => serde_json::to_string(&info).expect("json"),
+                            Ok(mut info) => {
+                                if let Ok(pos) = zermelo_cli::probe::parse_position(fen, MAX_MEN) {
+                                    let clock = zermelo_cli::probe::halfmove_clock(fen);
+                                    // Without DTZ50 tables the answer stays as the mates give it.
+                                    let _ = zermelo_cli::probe::fill_dtz50(&mut info, &pos, clock, &dtz);
+                                }
+                                serde_json::to_string(&info).expect("json")
+                            }
                             Err(e) => {
                                 code = code.max(if e.is_corruption() { 2 } else { 1 });
                                 // The JSON line says it; the log only at debug level, so that
@@ -935,6 +965,26 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             .map_err(|e| Failure::input(format!("serving on {listen}: {e}")))?;
             Ok(0)
         }
+        Command::Dtz {
+            materials,
+            tables,
+            threads: t,
+        } => {
+            let materials = parse_materials(&materials)?;
+            let threads = threads(t)?;
+            std::fs::create_dir_all(tables.first())
+                .map_err(|e| Failure::input(format!("cannot create {}: {e}", tables.first().display())))?;
+            let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, |b| {
+                println!("{}", serde_json::to_string(b).expect("json"));
+            })
+            .map_err(|e| Failure::input(e.to_string()))?;
+            let built = done.iter().filter(|b| b.built).count();
+            eprintln!(
+                "DTZ50: {built} table(s) built, {} complete already",
+                done.len() - built
+            );
+            Ok(0)
+        }
         Command::Stats { tables, material } => {
             let asked = material;
             let material = parse_materials(std::slice::from_ref(&asked))?[0];
@@ -952,9 +1002,11 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             threads: t,
             sample,
             memory,
+            dtz50,
         } => {
             let materials = parse_materials(&materials)?;
             let opts = VerifyOptions {
+                dtz50,
                 threads: threads(t)?,
                 sample_percent: sample,
                 memory: Some(memory::budget(memory.map(|m| m.0))),

@@ -1,13 +1,15 @@
 //! Probing positions: one JSON object per FEN, shaped like the lichess tablebase API.
 
 use serde::Serialize;
+use zermelo_chess::dtz::Dtz;
 use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::{Material, Move, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// What the lichess tablebase API says of a position, for the side to move there: the fields
 /// shared by the answer and by each of its moves, with the same names, types and meaning.
-/// Zermelo has no DTZ yet: `dtz` and `precise_dtz` are `null`.
+/// `dtz` and `precise_dtz` (always equal: Zermelo's DTZ50 is exact) are `null` where no DTZ50
+/// table (`.zdz`) is found; then `category` follows the mates and ignores the 50-move rule.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PositionInfo {
     pub checkmate: bool,
@@ -88,9 +90,10 @@ impl MoveInfo {
 
 /// The answer for one position, from the side to move's point of view: the response of the
 /// lichess tablebase API (`GET /standard`), with the same names, types and meaning, and the FEN
-/// asked. Zermelo has no DTZ yet: `dtz` and `precise_dtz` are `null`. Values are exact mates
-/// that ignore the 50-move rule: the FEN's halfmove clock is not used
-/// (`ignores_50_move_rule`).
+/// asked. `dtm` is the exact mate that ignores the 50-move rule. With DTZ50 tables, `dtz` and
+/// `precise_dtz` are filled and `category` follows the rule with the FEN's halfmove clock
+/// (`ignores_50_move_rule` false; see [`fill_dtz50`]); without, they are `null` and the
+/// category ignores the rule.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ProbeInfo {
     pub fen: String,
@@ -227,6 +230,65 @@ pub fn probe_position<S: ValueSource + ?Sized>(
         .map(|(m, v)| move_info(pos, &m, v))
         .collect();
     Ok(ProbeInfo::new(fen, pos, value, moves))
+}
+
+/// The halfmove clock of a FEN (its fifth field; 0 if it has none or it is not a number).
+pub fn halfmove_clock(fen: &str) -> u16 {
+    fen.replace('_', " ")
+        .split_whitespace()
+        .nth(4)
+        .and_then(|f| f.parse::<u16>().ok())
+        .unwrap_or(0)
+}
+
+/// Fills `dtz`, `precise_dtz` and the rule's `category` of `info` (the answer for `pos`) and of
+/// each of its moves from the DTZ50 tables of `dtz`, with the halfmove clock `clock`; leaves
+/// `info` as it is and returns false if a table is missing. A win in `n` plies to the next
+/// zeroing move is a win if `n + clock <= 100`, else a cursed win (a draw by the rule); the
+/// same for losses (blessed losses). After a move the clock is 0 if the move was a capture or
+/// a pawn move, else one more.
+pub fn fill_dtz50<S: probe::DtzSource + ?Sized>(
+    info: &mut ProbeInfo,
+    pos: &Position,
+    clock: u16,
+    src: &S,
+) -> Result<bool, S::Error> {
+    let Ok(here) = probe::dtz(pos, src) else {
+        return Ok(false);
+    };
+    let mut after = Vec::with_capacity(info.moves.len());
+    for m in pos.legal_moves().iter() {
+        match probe::dtz(&pos.play(m), src) {
+            Ok(v) => after.push((m.uci(), v, m.leaves_slice())),
+            Err(_) => return Ok(false),
+        }
+    }
+    set_dtz(&mut info.pos, here, clock);
+    info.ignores_50_move_rule = false;
+    for mi in &mut info.moves {
+        if let Some((_, v, zeroing)) = after.iter().find(|(u, _, _)| *u == mi.uci) {
+            set_dtz(
+                &mut mi.after,
+                *v,
+                if *zeroing { 0 } else { clock.saturating_add(1) },
+            );
+        }
+    }
+    Ok(true)
+}
+
+/// `dtz`, `precise_dtz` and the category under the rule of a position of DTZ50 `v` with the
+/// halfmove clock `clock`.
+fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16) {
+    info.dtz = Some(v.signed());
+    info.precise_dtz = Some(v.signed());
+    info.category = match v.wdl50_at(clock) {
+        2 => "win",
+        1 => "cursed-win",
+        0 => "draw",
+        -1 => "blessed-loss",
+        _ => "loss",
+    };
 }
 
 /// One move and the value `v` of the position after it (for the side to move there).

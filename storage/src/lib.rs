@@ -91,6 +91,10 @@ pub enum Metric {
     /// Values in the DTM encoding that depend on a declared adjudication rule (some exits were
     /// scored by the rule, not solved): not exact, never to be served as a DTM table.
     AdjudicatedDtm = 2,
+    /// Distance to the next zeroing move under the 50-move rule (DTZ50, exact), with its
+    /// WDL50 class in the same value; one `u16` per position, in a file of its own
+    /// ([`dtz_file_name`]).
+    Dtz50 = 3,
 }
 
 impl Metric {
@@ -104,6 +108,7 @@ impl Metric {
         match code {
             1 => Some(Metric::Dtm),
             2 => Some(Metric::AdjudicatedDtm),
+            3 => Some(Metric::Dtz50),
             _ => None,
         }
     }
@@ -153,4 +158,9 @@ impl SliceEntry {
 /// The file name of a material's table: `"KPvK"` -> `"KPvK.zmt"`.
 pub fn table_file_name(material: &str) -> String {
     format!("{material}.zmt")
+}
+
+/// The file name of a material's DTZ50 table (metric [`Metric::Dtz50`]): `KRPvKR.zdz`.
+pub fn dtz_file_name(material: &str) -> String {
+    format!("{material}.zdz")
 }

@@ -113,6 +113,9 @@ pub struct VerifyOptions {
     /// A memory budget in bytes (see [`Limits`]); `None` (the default) keeps a 1 GiB cache of
     /// whole successor slices and 32 MiB of blocks per thread.
     pub memory: Option<u64>,
+    /// Verify the DTZ50 tables (`KRPvKR.zdz`, metric 3) instead of the tables of mates: every
+    /// value re-derived from the children with the 50-move rule's own rules (see [`dtz`]).
+    pub dtz50: bool,
 }
 
 /// What a successful verification covered.
@@ -151,6 +154,12 @@ pub enum VerifyError {
     /// A table's values are not exact DTM (an adjudicated table): nothing to verify against.
     #[error("table {} holds adjudicated values, not exact DTM; only exact tables are verified", file.display())]
     NotExact { file: PathBuf },
+    /// A table of mates where a DTZ50 table was expected.
+    #[error("{} holds mates, not DTZ50 values", file.display())]
+    NotDtz { file: PathBuf },
+    /// A DTZ50 table where a table of mates was expected.
+    #[error("{} holds DTZ50 values, not mates", file.display())]
+    NotDtm { file: PathBuf },
     /// A table uses a position index this verifier does not know.
     #[error("table {} has index layout {found}, this verifier reads layout {}", file.display(), LAYOUT)]
     WrongLayout { file: PathBuf, found: u32 },
@@ -345,6 +354,7 @@ pub fn verify_table_in(
     let material = parse_material(material)?;
     let name = material.to_string();
     let mut library = Library::in_dirs(dirs);
+    library.dtz50 = opts.dtz50;
     let table = library.table(material)?;
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -375,7 +385,7 @@ pub fn verify_table_in(
         tracing::debug!(limits = ?library.limits, paged, "memory limits");
     }
     let scratch = (dirs.iter())
-        .find(|d| d.join(table_file_name(&name)).exists())
+        .find(|d| d.join(library.file_name(material)).exists())
         .unwrap_or(&dirs[0]);
     if let Some(resident) = paged {
         tracing::info!(
@@ -441,7 +451,9 @@ pub fn verify_table_in(
         positions: AtomicU64::new(0),
         progress,
         total,
-        lines: opts.sample_percent.is_none(),
+        // Lines derive mates (line.rs): a DTZ50 table is checked position by position.
+        lines: opts.sample_percent.is_none() && !opts.dtz50,
+        dtz50: opts.dtz50,
         lines_checked: AtomicU64::new(0),
         lines_disagreed: AtomicU64::new(0),
     };
@@ -947,6 +959,8 @@ struct Shared<'a> {
     total: u64,
     /// Whether lines are checked together (every index is checked: no sample).
     lines: bool,
+    /// Whether the values are DTZ50 (see [`dtz`]).
+    dtz50: bool,
     lines_checked: AtomicU64,
     lines_disagreed: AtomicU64,
 }
@@ -958,6 +972,7 @@ impl Shared<'_> {
         let key = self.keys[phase.slice];
         let mut worker = Worker::new(self.library, self.material, key, half);
         worker.lines = self.lines;
+        worker.dtz50 = self.dtz50;
         worker.worker_blocks = self.library.limits.worker_blocks;
         loop {
             let u = self.next.fetch_add(1, Ordering::Relaxed);
@@ -1025,6 +1040,8 @@ struct Worker<'a> {
     /// the counts were last taken.
     lines_checked: u64,
     lines_disagreed: u64,
+    /// The values are DTZ50 ([`dtz`]), not mates ([`value`]).
+    dtz50: bool,
 }
 
 /// A block of a successor slice's table: the slice's material and pawns, the block's number.
@@ -1087,6 +1104,28 @@ impl<'a> Worker<'a> {
             line_moves: Vec::new(),
             lines_checked: 0,
             lines_disagreed: 0,
+            dtz50: false,
+        }
+    }
+
+    /// The value of a position for its mover from a child's (for the child's mover), reached
+    /// by a zeroing move (a capture or a pawn move) or not.
+    #[inline]
+    fn from_child(&self, child: u32, zeroing: bool) -> u32 {
+        if self.dtz50 {
+            dtz::from_child(child, zeroing)
+        } else {
+            value::from_child(child)
+        }
+    }
+
+    /// `best` becomes the better of itself and `v`.
+    #[inline]
+    fn keep_better(&self, best: &mut Option<u32>, v: u32) {
+        if self.dtz50 {
+            *best = Some(best.map_or(v, |b| dtz::better(b, v)));
+        } else {
+            value::keep_better(best, v);
         }
     }
 
@@ -1188,8 +1227,16 @@ impl<'a> Worker<'a> {
         VerifyError::Mismatch {
             material: self.material.to_string(),
             fen,
-            stored: value::describe(stored),
-            derived: value::describe(derived),
+            stored: if self.dtz50 {
+                dtz::describe(stored)
+            } else {
+                value::describe(stored)
+            },
+            derived: if self.dtz50 {
+                dtz::describe(derived)
+            } else {
+                value::describe(derived)
+            },
         }
     }
 
@@ -1244,12 +1291,13 @@ impl<'a> Worker<'a> {
                             table: material.to_string(),
                         });
                     }
-                    value::keep_better(&mut best, value::from_child(stored));
+                    self.keep_better(&mut best, self.from_child(stored, false));
                 }
                 Child::Moved(child) => {
+                    // A capture or a pawn move: zeroing.
                     self.settle(&mut batch, &mut best)?;
                     let stored = self.value(child)?;
-                    value::keep_better(&mut best, value::from_child(stored));
+                    self.keep_better(&mut best, self.from_child(stored, true));
                 }
             }
             Ok::<(), Fault>(())
@@ -1257,6 +1305,7 @@ impl<'a> Worker<'a> {
         self.settle(&mut batch, &mut best)?;
         Ok(match best {
             Some(v) => v,
+            None if in_check && self.dtz50 => dtz::CHECKMATED,
             None if in_check => value::CHECKMATED,
             None => value::DRAW,
         })
@@ -1280,7 +1329,7 @@ impl<'a> Worker<'a> {
                     table: self.material.to_string(),
                 });
             }
-            value::keep_better(best, value::from_child(u32::from(stored)));
+            self.keep_better(best, self.from_child(u32::from(stored), false));
         }
         Ok(())
     }
@@ -1418,6 +1467,8 @@ struct Library<'a> {
     tables: Mutex<HashMap<Material, Arc<Table>>>,
     cache: Mutex<SliceCache>,
     limits: Limits,
+    /// Reads DTZ50 tables (`.zdz`, metric 3) instead of tables of mates.
+    dtz50: bool,
 }
 
 /// One cached slice: filled by the first thread that needs it while the others wait on it.
@@ -1468,6 +1519,17 @@ impl<'a> Library<'a> {
             tables: Mutex::new(HashMap::new()),
             cache: Mutex::new(SliceCache::default()),
             limits: Limits::DEFAULT,
+            dtz50: false,
+        }
+    }
+
+    /// The file name of the table of `material`: `.zdz` for DTZ50, else `.zmt`.
+    fn file_name(&self, material: Material) -> String {
+        let name = material.to_string();
+        if self.dtz50 {
+            zermelo_storage::dtz_file_name(&name)
+        } else {
+            table_file_name(&name)
         }
     }
 
@@ -1478,10 +1540,11 @@ impl<'a> Library<'a> {
             return Ok(Arc::clone(t));
         }
         let name = material.to_string();
+        let file_name = self.file_name(material);
         let file = (self.dirs.iter())
-            .map(|d| d.join(table_file_name(&name)))
+            .map(|d| d.join(&file_name))
             .find(|f| f.exists())
-            .unwrap_or_else(|| self.dirs[0].join(table_file_name(&name)));
+            .unwrap_or_else(|| self.dirs[0].join(&file_name));
         if !file.exists() {
             return Err(VerifyError::MissingTable { file });
         }
@@ -1489,9 +1552,11 @@ impl<'a> Library<'a> {
         // process's memory, and every value is read once or a few times.
         let table = Table::open_pread(&file)?;
         let meta = table.meta();
-        match meta.metric {
-            Metric::Dtm => {}
-            Metric::AdjudicatedDtm => return Err(VerifyError::NotExact { file }),
+        match (meta.metric, self.dtz50) {
+            (Metric::Dtm, false) | (Metric::Dtz50, true) => {}
+            (Metric::AdjudicatedDtm, _) => return Err(VerifyError::NotExact { file }),
+            (Metric::Dtz50, false) => return Err(VerifyError::NotDtm { file }),
+            (Metric::Dtm, true) => return Err(VerifyError::NotDtz { file }),
         }
         if meta.index_layout != LAYOUT {
             return Err(VerifyError::WrongLayout {
@@ -1658,6 +1723,79 @@ mod value {
             CHECKMATED => "checkmated (loss in 0 plies)".to_owned(),
             v if (v - 2) % 2 == 1 => format!("win in {} plies", v - 2),
             v => format!("loss in {} plies", v - 2),
+        }
+    }
+}
+
+/// DTZ50 values, read from `storage/FORMAT.md` ("Values, metric 3"): 0 illegal, 1 draw, `2n` a
+/// win with the next zeroing move (or mate) in `n` plies, `2n + 3` a loss in `n` (0: checkmated).
+/// A position's value is the best over its moves: a quiet move (no capture, no pawn move) adds a
+/// ply to the child's distance; a zeroing move starts the count again, so it gives a win in 1
+/// when the child is lost within the rule (at most 100 plies), a win in 101 (cursed) when the
+/// child's loss is beyond it, a draw for a draw, a loss in 101 (blessed) for a child's win beyond
+/// the rule, a loss in 1 for a child's win within it. Quicker wins are better, then draws, then
+/// slower losses. The induction of the crate's comment holds for these rules as for mates
+/// (distances of children a move leads to are one less, or the move is zeroing and its value
+/// comes from a table checked on its own).
+mod dtz {
+    pub(super) const DRAW: u32 = 1;
+    /// Loss in 0 plies: checkmated now.
+    pub(super) const CHECKMATED: u32 = 3;
+    /// The plies the 50-move rule allows between zeroing moves.
+    const RULE: u32 = 100;
+
+    /// `Some((true, n))` a win in `n`, `Some((false, n))` a loss in `n`, `None` a draw.
+    fn decode(v: u32) -> Option<(bool, u32)> {
+        debug_assert!(v != 0);
+        match v {
+            DRAW => None,
+            v if v % 2 == 0 => Some((true, v / 2)),
+            v => Some((false, (v - 3) / 2)),
+        }
+    }
+
+    fn encode(win: bool, n: u32) -> u32 {
+        if win {
+            2 * n
+        } else {
+            2 * n + 3
+        }
+    }
+
+    pub(super) fn from_child(child: u32, zeroing: bool) -> u32 {
+        match (decode(child), zeroing) {
+            (None, _) => DRAW,
+            (Some((win, n)), false) => encode(!win, n + 1),
+            (Some((win, n)), true) => encode(!win, if n <= RULE { 1 } else { RULE + 1 }),
+        }
+    }
+
+    fn score(v: u32) -> i64 {
+        match decode(v) {
+            None => 0,
+            Some((true, n)) => i64::from(u32::MAX) - i64::from(n),
+            Some((false, n)) => i64::from(n) - i64::from(u32::MAX),
+        }
+    }
+
+    pub(super) fn better(a: u32, b: u32) -> u32 {
+        if score(b) > score(a) {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// A value in words: `"win, next zeroing move in 7 plies"`.
+    pub(super) fn describe(v: u32) -> String {
+        match v {
+            0 => "illegal".to_owned(),
+            CHECKMATED => "checkmated (loss in 0 plies)".to_owned(),
+            v => match decode(v) {
+                None => "draw".to_owned(),
+                Some((true, n)) => format!("win, next zeroing move or mate in {n} plies (DTZ50)"),
+                Some((false, n)) => format!("loss, next zeroing move or mate in {n} plies (DTZ50)"),
+            },
         }
     }
 }

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use zermelo_chess::index::{Location, INDEX_LAYOUT};
-use zermelo_chess::probe::{self, ValueSource};
+use zermelo_chess::probe::{self, DtzSource, ValueSource};
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Material, Position, Value};
+use zermelo_chess::{Dtz, Material, Position, Value};
 use zermelo_storage::{Metric, StorageError, Table, ValueReader};
 
 use crate::solver::{CodedValues, IndexedValues, SliceValuesRef, SolveError, Successors};
@@ -31,6 +31,8 @@ pub enum TableError {
     NotExact { path: PathBuf },
     #[error("table file {path} holds exact values where adjudicated ones were expected")]
     NotAdjudicated { path: PathBuf },
+    #[error("table file {path} does not hold DTZ50 values")]
+    NotDtz { path: PathBuf },
     #[error("table {material} has no slice {slice}; the file is incomplete or corrupt")]
     MissingSlice { material: Material, slice: SliceKey },
     #[error(
@@ -52,6 +54,14 @@ pub type SliceValues = Arc<Vec<u16>>;
 /// The file name of a material's table.
 pub fn table_file_name(material: &Material) -> String {
     zermelo_storage::table_file_name(&material.to_string())
+}
+
+/// The file of a material's table of `metric`: `KRPvKR.zmt` for mates, `KRPvKR.zdz` for DTZ50.
+pub fn metric_file_name(material: &Material, metric: Metric) -> String {
+    match metric {
+        Metric::Dtz50 => zermelo_storage::dtz_file_name(&material.to_string()),
+        Metric::Dtm | Metric::AdjudicatedDtm => table_file_name(material),
+    }
 }
 
 /// A list of table directories as `--tables`, `ZERMELO_TABLES` and the Python module take it:
@@ -146,6 +156,19 @@ impl TableDir {
         }
     }
 
+    /// The DTZ50 tables (`.zdz` files) of a list of directories ([`dir_list`], at least one).
+    pub fn dtz50(dirs: &[PathBuf]) -> TableDir {
+        TableDir {
+            metric: Metric::Dtz50,
+            ..TableDir::from_list(dirs)
+        }
+    }
+
+    /// What the tables it reads hold.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
     /// True if the material's table file is in the directory (it may still be unreadable).
     pub fn has(&self, material: &Material) -> bool {
         self.path_of(material).exists()
@@ -159,7 +182,7 @@ impl TableDir {
     /// Where the material's table is read from: the first directory that has its file, else
     /// where it would be written.
     pub fn path_of(&self, material: &Material) -> PathBuf {
-        let name = table_file_name(material);
+        let name = metric_file_name(material, self.metric);
         self.dirs()
             .map(|d| d.join(&name))
             .find(|p| p.exists())
@@ -168,7 +191,7 @@ impl TableDir {
 
     /// Where the material's table is written: in the first directory.
     pub fn write_path_of(&self, material: &Material) -> PathBuf {
-        self.dir.join(table_file_name(material))
+        self.dir.join(metric_file_name(material, self.metric))
     }
 
     /// The table of a material, checked to be that material's and of this index layout.
@@ -199,6 +222,7 @@ impl TableDir {
             return Err(match self.metric {
                 Metric::Dtm => TableError::NotExact { path },
                 Metric::AdjudicatedDtm => TableError::NotAdjudicated { path },
+                Metric::Dtz50 => TableError::NotDtz { path },
             });
         }
         if table.meta().index_layout != INDEX_LAYOUT {
@@ -247,6 +271,18 @@ impl ValueSource for TableDir {
     }
 }
 
+impl DtzSource for TableDir {
+    type Error = TableError;
+
+    fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
+        let raw = located_raw(self, loc, |table, slice, index| table.value(slice, index))?;
+        Dtz::from_raw(raw).ok_or(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
+        })
+    }
+}
+
 /// The value at `loc` in its material's table of `dir`, the raw value read by `read` (table,
 /// slice, index); an illegal mark there is an error of the table.
 fn located_value(
@@ -254,6 +290,19 @@ fn located_value(
     loc: &Location,
     read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
 ) -> Result<Value, TableError> {
+    let raw = located_raw(dir, loc, read)?;
+    Value::from_raw(raw).ok_or(TableError::IllegalValue {
+        slice: loc.slice,
+        index: loc.index,
+    })
+}
+
+/// The raw value at `loc` in its material's table of `dir`, read by `read`.
+fn located_raw(
+    dir: &TableDir,
+    loc: &Location,
+    read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
+) -> Result<u16, TableError> {
     let table = dir.table(&loc.slice.material)?;
     let i = table
         .find_slice(loc.slice.raw())
@@ -261,11 +310,7 @@ fn located_value(
             material: loc.slice.material,
             slice: loc.slice,
         })?;
-    let raw = read(&table, i, loc.index)?;
-    Value::from_raw(raw).ok_or(TableError::IllegalValue {
-        slice: loc.slice,
-        index: loc.index,
-    })
+    Ok(read(&table, i, loc.index)?)
 }
 
 /// A [`TableDir`] read through each thread's own cache of decompressed blocks ([`READER`]):

@@ -6,6 +6,7 @@
 
 mod checkpoint;
 mod dtm_log;
+pub mod dtz50;
 mod geometry;
 mod le;
 mod memory;

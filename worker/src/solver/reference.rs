@@ -287,10 +287,8 @@ fn init_position(
 
 /// From a position whose final value is exactly `plies`, un-moves to its predecessors.
 fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
-    let placement = ix.placement(j as u64);
-    let n_men = ix.men().len();
     let lost_here = plies.is_multiple_of(2);
-    let visit = |p: usize| {
+    for_each_predecessor(ix, j, |p: usize| {
         let v = cells.value(p);
         if v < UNDECIDED {
             return;
@@ -310,7 +308,15 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, plies: u32) {
                 }
             }
         }
-    };
+    });
+}
+
+/// Calls `visit` with the index of each predecessor of position `j` of the slice of `ix` by a
+/// move inside the slice, once for every such move (as the move counters need), however the
+/// slice stores its positions.
+pub(crate) fn for_each_predecessor(ix: &SliceIndexer, j: usize, mut visit: impl FnMut(usize)) {
+    let placement = ix.placement(j as u64);
+    let n_men = ix.men().len();
     let turn = placement.turn.other();
     if !ix.is_pawnless() {
         // Moves inside a pawn slice never leave it or need a symmetry: un-move in place.

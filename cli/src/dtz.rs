@@ -1,0 +1,161 @@
+//! `zermelo dtz`: the DTZ50 tables (`.zdz` files) of materials and of every material they
+//! convert into, leaf-first, each slice by [`zermelo_worker::solver::dtz50`] from the DTZ50
+//! values of its successors: the material's slices solved before it (pawn moves) and the
+//! tables of the materials its captures and promotions lead into.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tracing::info;
+use zermelo_chess::dtz::Dtz;
+use zermelo_chess::index::{Location, INDEX_LAYOUT};
+use zermelo_chess::probe::{self, DtzSource};
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::{Material, Position};
+use zermelo_coordinator::plan::plan;
+use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
+use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzSuccessors};
+use zermelo_worker::solver::SolveError;
+use zermelo_worker::tables::TableDir;
+
+/// What a DTZ50 build did for one material.
+#[derive(Debug, serde::Serialize)]
+pub struct DtzBuilt {
+    pub material: String,
+    /// False if its table was complete already (and kept).
+    pub built: bool,
+    pub slices: usize,
+    pub positions: u64,
+    pub seconds: f64,
+    pub file: PathBuf,
+    pub file_bytes: u64,
+}
+
+/// Why a DTZ50 build stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DtzError {
+    #[error("solving {slice}: {source}")]
+    Solve { slice: SliceKey, source: SolveError },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: zermelo_storage::StorageError,
+    },
+}
+
+/// The successors of a slice for its DTZ50: the material's slices solved already, in memory,
+/// and the other materials' tables.
+struct Successors<'a> {
+    material: Material,
+    solved: &'a HashMap<SliceKey, Vec<u16>>,
+    tables: &'a TableDir,
+}
+
+impl DtzSource for Successors<'_> {
+    type Error = SolveError;
+
+    fn dtz_at(&self, loc: &Location) -> Result<Dtz, SolveError> {
+        if loc.slice.material == self.material {
+            let values = self
+                .solved
+                .get(&loc.slice)
+                .ok_or(SolveError::MissingSuccessor(loc.slice))?;
+            let raw = values.get(loc.index as usize).copied().unwrap_or(0);
+            return Dtz::from_raw(raw).ok_or(SolveError::BadSuccessor {
+                slice: loc.slice,
+                index: loc.index,
+            });
+        }
+        Ok(self.tables.dtz_at(loc)?)
+    }
+}
+
+impl DtzSuccessors for Successors<'_> {
+    fn dtz_of(&self, pos: &Position) -> Result<Dtz, SolveError> {
+        probe::dtz(pos, self)
+    }
+}
+
+/// Builds the DTZ50 tables of `targets` and of every material they convert into in the first
+/// of `dirs` (the others are searched for complete tables), skipping those complete already.
+/// `progress` is told of each material as it is done.
+pub fn build_dtz50(
+    targets: &[Material],
+    dirs: &[PathBuf],
+    threads: usize,
+    mut progress: impl FnMut(&DtzBuilt),
+) -> Result<Vec<DtzBuilt>, DtzError> {
+    let tables = TableDir::dtz50(dirs);
+    let mut out = Vec::new();
+    for mp in plan(targets).materials {
+        let start = Instant::now();
+        let material = mp.material;
+        let path = tables.path_of(&material);
+        let positions = mp.positions;
+        let slices = mp.slice_count();
+        // A table that opens (its header, tables and footer checked) is complete.
+        if tables.table(&material).is_ok() {
+            let built = DtzBuilt {
+                material: material.to_string(),
+                built: false,
+                slices,
+                positions,
+                seconds: 0.0,
+                file_bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
+                file: path,
+            };
+            progress(&built);
+            out.push(built);
+            continue;
+        }
+        let mut solved: HashMap<SliceKey, Vec<u16>> = HashMap::new();
+        for key in mp.slices() {
+            let succ = Successors {
+                material,
+                solved: &solved,
+                tables: &tables,
+            };
+            let values = solve_slice_dtz50(key, &succ, threads)
+                .map_err(|source| DtzError::Solve { slice: *key, source })?;
+            solved.insert(*key, values);
+        }
+        let mut keys: Vec<&SliceKey> = solved.keys().collect();
+        keys.sort_by_key(|k| k.raw());
+        let data: Vec<SliceData<'_>> = keys
+            .iter()
+            .map(|k| SliceData {
+                key: k.raw(),
+                values: &solved[*k],
+            })
+            .collect();
+        let meta = TableMeta {
+            material: material.to_string(),
+            metric: Metric::Dtz50,
+            index_layout: INDEX_LAYOUT,
+        };
+        let path = tables.write_path_of(&material);
+        let options = WriteOptions {
+            threads,
+            ..WriteOptions::default()
+        };
+        let summary = write_table_with(&path, &meta, &data, &options).map_err(|source| DtzError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        tables.forget(&material);
+        let built = DtzBuilt {
+            material: material.to_string(),
+            built: true,
+            slices,
+            positions,
+            seconds: start.elapsed().as_secs_f64(),
+            file_bytes: summary.bytes,
+            file: path,
+        };
+        info!(material = %built.material, slices, positions, seconds = built.seconds, bytes = built.file_bytes, "DTZ50 table written");
+        progress(&built);
+        out.push(built);
+    }
+    Ok(out)
+}

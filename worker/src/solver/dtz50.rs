@@ -1,0 +1,313 @@
+//! DTZ50 of a slice: the plies to the next zeroing move or mate under the 50-move rule, exact
+//! (see `zermelo_chess::dtz`), by a retrograde over the slice's own moves.
+//!
+//! In Zermelo's slicing every zeroing move leaves the slice (a capture changes the material, a
+//! pawn move the pawns) and every other move stays inside it; so a zeroing move is an *exit*,
+//! valued by the class of the position after it alone (win in 1 or 101 plies, draw, loss in
+//! 101 or 1), read from the successors' DTZ50 tables; the moves inside count one ply each.
+//! Unlike mate distances, wins and losses come at any distance, both in the same pass:
+//!
+//! 1. *Exits*: every position's zeroing moves are valued; the best is kept, with mates (lost in
+//!    0) and stalemates; moves inside the slice are counted. A winning exit makes a position a
+//!    win in its distance unless one inside comes sooner; a drawing one keeps it from losing.
+//! 2. *Passes*, one per distance `d` from 0: from the positions whose value is exactly `d`
+//!    plies, un-move to their predecessors. A predecessor of a loss in `d` wins in `d + 1`; a
+//!    predecessor of a win loses one inside move, and with none left it loses in `d + 1`, or
+//!    in 101 if an exit holds out that long. Exits give only 1 and 101, so the positions that
+//!    are decided other than through the pass before wait for distance 1 or 101.
+//! 3. *Finish*: what is still undecided is a draw.
+//!
+//! About 4.25 bytes per index (a cell each, and two bitmaps); the passes cost an un-move
+//! generation per decided position. Independent of the mate solver: its values are checked by
+//! `verify`, and against Syzygy's tables (see `docs/dtz50.md`).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use tracing::debug;
+use zermelo_chess::dtz::{Dtz, MAX_DTZ, RULE_PLIES};
+use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::Position;
+
+use super::par::for_each_chunk;
+use super::reference::for_each_predecessor;
+use super::SolveError;
+
+/// DTZ50 values of positions outside the slice being solved.
+pub trait DtzSuccessors: Sync {
+    /// The DTZ50 value, for the side to move with the halfmove clock at 0, of a legal position
+    /// reached by a zeroing move (it may have an en-passant square).
+    fn dtz_of(&self, pos: &Position) -> Result<Dtz, SolveError>;
+}
+
+// A cell: the kind in bits 24-25, the count of inside moves not yet known to lose in bits
+// 16-23, and in bits 0-15 the value's raw code (final) or an exit's distance (undecided).
+const KIND: u32 = 3 << 24;
+/// Not a position (or not looked at yet).
+const NONE: u32 = 0;
+/// Final: bits 0-15 hold the value's raw code.
+const FINAL: u32 = 1 << 24;
+/// Undecided and may lose: bits 0-15 hold the slowest losing exit (0 if none).
+const MAY_LOSE: u32 = 2 << 24;
+/// Undecided and cannot lose: bits 0-15 hold a winning exit's distance (0 if none).
+const NO_LOSS: u32 = 3 << 24;
+const COUNT_ONE: u32 = 1 << 16;
+
+/// The distance exits decide at besides 1: a cursed win or a blessed loss.
+const LATE: u16 = RULE_PLIES + 1;
+
+struct Cells {
+    cells: Vec<AtomicU32>,
+    /// Positions whose value is final at the distance of the pass (`frontier[d % 2]`), and at
+    /// the next.
+    frontier: [Vec<AtomicU64>; 2],
+    /// Positions decided at distance 101 other than through the pass before: final there, or
+    /// undecided with a winning exit in 101.
+    late: Vec<AtomicU64>,
+    any_late: AtomicBool,
+}
+
+impl Cells {
+    #[inline]
+    fn set_bit(map: &[AtomicU64], i: usize) {
+        let (w, b) = (&map[i / 64], 1u64 << (i % 64));
+        if w.load(Relaxed) & b == 0 {
+            w.fetch_or(b, Relaxed);
+        }
+    }
+
+    /// Value `v`, final at distance `d`: joins the frontier of `d` (1 or the next pass's) or
+    /// waits for 101.
+    fn decide(&self, i: usize, v: Dtz, d: u16, pass: u16) {
+        self.cells[i].store(FINAL | v.raw() as u32, Relaxed);
+        if d == LATE && d > pass + 1 {
+            Cells::set_bit(&self.late, i);
+            self.any_late.store(true, Relaxed);
+        } else {
+            Cells::set_bit(&self.frontier[d as usize % 2], i);
+        }
+    }
+}
+
+/// The DTZ50 values of slice `key` (the raw codes of [`Dtz`], 0 where an index is not a
+/// position). `threads` does not change them.
+pub fn solve_slice_dtz50(
+    key: &SliceKey,
+    succ: &dyn DtzSuccessors,
+    threads: usize,
+) -> Result<Vec<u16>, SolveError> {
+    let ix = SliceIndexer::new(*key);
+    let n = ix.size() as usize;
+    let start = std::time::Instant::now();
+    let words = n.div_ceil(64);
+    let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+    let cells = Cells {
+        cells: (0..n).map(|_| AtomicU32::new(NONE)).collect(),
+        frontier: [bitmap(), bitmap()],
+        late: bitmap(),
+        any_late: AtomicBool::new(false),
+    };
+
+    // 1. Exits, mates, stalemates, inside-move counts.
+    for_each_chunk(n, 1 << 12, threads, |range| {
+        for i in range {
+            init_position(&ix, &cells, i, succ)?;
+        }
+        Ok::<(), SolveError>(())
+    })?;
+
+    // 2. Passes, one per distance, while a frontier or a late decision is left.
+    let mut d: u16 = 0;
+    loop {
+        if d == LATE && cells.any_late.load(Relaxed) {
+            for_each_chunk(words, 64, threads, |range| {
+                for w in range {
+                    let mut bits = cells.late[w].swap(0, Relaxed);
+                    while bits != 0 {
+                        let i = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let c = cells.cells[i].load(Relaxed);
+                        // Undecided with a winning exit in 101: won there. Final already:
+                        // joins only if at 101 (not if an inside move decided it sooner).
+                        if c & KIND == NO_LOSS {
+                            cells.cells[i].store(FINAL | Dtz::Win(LATE).raw() as u32, Relaxed);
+                        } else if c & KIND != FINAL
+                            || !matches!(Dtz::from_raw(c as u16), Some(Dtz::Win(LATE) | Dtz::Loss(LATE)))
+                        {
+                            continue;
+                        }
+                        Cells::set_bit(&cells.frontier[d as usize % 2], i);
+                    }
+                }
+                Ok::<(), SolveError>(())
+            })?;
+        }
+        let frontier = &cells.frontier[d as usize % 2];
+        let any = AtomicBool::new(false);
+        for_each_chunk(words, 64, threads, |range| {
+            for w in range {
+                let mut bits = frontier[w].swap(0, Relaxed);
+                if bits != 0 {
+                    any.store(true, Relaxed);
+                }
+                while bits != 0 {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    propagate(&ix, &cells, i, d)?;
+                }
+            }
+            Ok::<(), SolveError>(())
+        })?;
+        let waiting = d < LATE && cells.any_late.load(Relaxed);
+        if !any.load(Relaxed) && !waiting && next_is_empty(&cells, d) {
+            break;
+        }
+        if d >= MAX_DTZ - 1 {
+            return Err(SolveError::TooDeep(*key));
+        }
+        d += 1;
+    }
+    debug!(slice = %key, passes = d, seconds = start.elapsed().as_secs_f64(), "DTZ50 of a slice solved");
+
+    // 3. Finish: what is undecided is a draw.
+    Ok(cells
+        .cells
+        .into_iter()
+        .map(|c| {
+            let c = c.into_inner();
+            match c & KIND {
+                NONE => 0,
+                FINAL => c as u16,
+                _ => Dtz::Draw.raw(),
+            }
+        })
+        .collect())
+}
+
+fn next_is_empty(cells: &Cells, d: u16) -> bool {
+    cells.frontier[(d as usize + 1) % 2]
+        .iter()
+        .all(|w| w.load(Relaxed) == 0)
+}
+
+/// Looks at one index before the passes: not a position, final (no inside move, or a mate),
+/// or undecided with its best exit and its count of inside moves.
+fn init_position(
+    ix: &SliceIndexer,
+    cells: &Cells,
+    i: usize,
+    succ: &dyn DtzSuccessors,
+) -> Result<(), SolveError> {
+    let Some(pos) = ix.position(i as u64) else {
+        return Ok(());
+    };
+    let their_king = pos
+        .board
+        .king_of(pos.turn.other())
+        .expect("a slice has both kings");
+    if pos.attackers_to(their_king, pos.turn, pos.board.occupied()).any() {
+        return Ok(());
+    }
+    let moves = pos.legal_moves();
+    if moves.is_empty() {
+        if pos.is_check() {
+            cells.decide(i, Dtz::Loss(0), 0, 0);
+        } else {
+            cells.cells[i].store(FINAL | Dtz::Draw.raw() as u32, Relaxed);
+        }
+        return Ok(());
+    }
+    let mut inside: u32 = 0;
+    let mut best: Option<Dtz> = None;
+    let mut slowest_loss: u16 = 0;
+    for m in moves.iter() {
+        if m.leaves_slice() {
+            let v = succ.dtz_of(&pos.play(m))?.after_move(true);
+            if let Dtz::Loss(l) = v {
+                slowest_loss = slowest_loss.max(l);
+            }
+            best = Some(best.map_or(v, |b| b.max(v)));
+        } else {
+            inside += 1;
+        }
+    }
+    if inside == 0 {
+        match best.expect("a move exists") {
+            Dtz::Draw => cells.cells[i].store(FINAL | Dtz::Draw.raw() as u32, Relaxed),
+            v @ (Dtz::Win(e) | Dtz::Loss(e)) => cells.decide(i, v, e, 0),
+        }
+        return Ok(());
+    }
+    debug_assert!(inside < 256, "inside-move count must fit its 8 bits");
+    let count = inside * COUNT_ONE;
+    match best {
+        None | Some(Dtz::Loss(_)) => cells.cells[i].store(MAY_LOSE | count | slowest_loss as u32, Relaxed),
+        Some(Dtz::Draw) => cells.cells[i].store(NO_LOSS | count, Relaxed),
+        // A win by an exit in 1: nothing inside is sooner.
+        Some(Dtz::Win(1)) => cells.decide(i, Dtz::Win(1), 1, 0),
+        Some(Dtz::Win(e)) => {
+            cells.cells[i].store(NO_LOSS | count | e as u32, Relaxed);
+            cells.decide_later(i, e);
+        }
+    }
+    Ok(())
+}
+
+impl Cells {
+    /// Flags an undecided index to be looked at at distance `e` (101: the only other exit
+    /// distance).
+    fn decide_later(&self, i: usize, e: u16) {
+        debug_assert_eq!(e, LATE);
+        Cells::set_bit(&self.late, i);
+        self.any_late.store(true, Relaxed);
+    }
+}
+
+/// From a position whose value is final at exactly distance `d`, un-moves to its predecessors.
+fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) -> Result<(), SolveError> {
+    let v = Dtz::from_raw(cells.cells[j].load(Relaxed) as u16).expect("a frontier position is final");
+    let next = d + 1;
+    for_each_predecessor(ix, j, |p| {
+        let cell = &cells.cells[p];
+        let mut c = cell.load(Relaxed);
+        loop {
+            let kind = c & KIND;
+            if kind != MAY_LOSE && kind != NO_LOSS {
+                return;
+            }
+            let new = match v {
+                // A move into a loss in `d`: the predecessor wins in `d + 1`.
+                Dtz::Loss(_) => FINAL | Dtz::Win(next).raw() as u32,
+                Dtz::Win(_) if kind == MAY_LOSE => {
+                    if (c >> 16) & 0xff == 1 {
+                        // Its last inside move loses: lost in `d + 1`, or later by an exit.
+                        let slowest = (c & 0xffff) as u16;
+                        FINAL | Dtz::Loss(next.max(slowest)).raw() as u32
+                    } else {
+                        c - COUNT_ONE
+                    }
+                }
+                _ => return,
+            };
+            match cell.compare_exchange_weak(c, new, Relaxed, Relaxed) {
+                Ok(_) => {
+                    if new & KIND == FINAL {
+                        let at = match Dtz::from_raw(new as u16) {
+                            Some(Dtz::Win(e) | Dtz::Loss(e)) => e,
+                            _ => next,
+                        };
+                        if at == next {
+                            Cells::set_bit(&cells.frontier[next as usize % 2], p);
+                        } else {
+                            Cells::set_bit(&cells.late, p);
+                            cells.any_late.store(true, Relaxed);
+                        }
+                    }
+                    return;
+                }
+                Err(now) => c = now,
+            }
+        }
+    });
+    Ok(())
+}
