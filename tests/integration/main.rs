@@ -12,6 +12,7 @@ mod cli_errors;
 mod cluster;
 mod corruption;
 mod determinism;
+mod dtz;
 mod kpk;
 mod materials;
 mod memory;
