@@ -990,6 +990,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             let material = parse_materials(std::slice::from_ref(&asked))?[0];
             let dir = tables.table_dir();
             let mut s = stats(&dir, &material).map_err(|e| Failure::input(e.to_string()))?;
+            // Under the 50-move rule too, where the DTZ50 table is there.
+            let dtz = TableDir::dtz50(&tables.0);
+            if dtz.has(&material) {
+                let [w, b] = zermelo_cli::stats::dtz50_stats(&dtz, &material)
+                    .map_err(|e| Failure::input(e.to_string()))?;
+                s.white.dtz50 = Some(w);
+                s.black.dtz50 = Some(b);
+            }
             if asked_with_colours_swapped(&asked, &material) {
                 s = s.colours_swapped();
             }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Bitboard, Material, Position, Value};
+use zermelo_chess::{Bitboard, Dtz, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// Counts for one side to move; win/draw/loss from its point of view.
@@ -18,6 +18,25 @@ pub struct SideStats {
     pub max_dtm: u32,
     /// A position with this side to move at that distance (the first in table order), if any.
     pub longest_fen: Option<String>,
+    /// Under the 50-move rule, from the DTZ50 table (`.zdz`) when it is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtz50: Option<SideDtz50>,
+}
+
+/// Counts of one side to move under the 50-move rule (halfmove clock 0), same weights as the
+/// counts of mates: wins, cursed wins (won, but drawn by the rule), draws, blessed losses and
+/// losses, and the longest DTZ50.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct SideDtz50 {
+    pub win: u64,
+    pub cursed_win: u64,
+    pub draw: u64,
+    pub blessed_loss: u64,
+    pub loss: u64,
+    /// The longest distance to the next zeroing move or mate, in plies, won or lost.
+    pub max_dtz: u32,
+    /// A position with this side to move at that distance (the first in table order).
+    pub longest_dtz_fen: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,13 +63,17 @@ impl Stats {
     /// The same counts for the material with colours swapped (`KPvK` asked as `KvKP`): the
     /// sides exchanged, each longest-mate FEN seen with colours swapped.
     pub fn colours_swapped(self) -> Stats {
+        let flip_fen = |f: String| {
+            Position::from_fen(&f)
+                .expect("a FEN the table wrote")
+                .flip_colors()
+                .to_fen()
+        };
         let flip = |mut s: SideStats| {
-            s.longest_fen = s.longest_fen.map(|f| {
-                Position::from_fen(&f)
-                    .expect("a FEN the table wrote")
-                    .flip_colors()
-                    .to_fen()
-            });
+            s.longest_fen = s.longest_fen.map(flip_fen);
+            if let Some(d) = &mut s.dtz50 {
+                d.longest_dtz_fen = d.longest_dtz_fen.take().map(flip_fen);
+            }
             s
         };
         let material: Material = self.table.parse().expect("a table's material");
@@ -84,13 +107,15 @@ fn weight(ix: &SliceIndexer, i: u64) -> u64 {
     }
 }
 
-/// Counts a material's table, reading each slice a block at a time.
-pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError> {
+/// Calls `f(key, index, side, weight, raw)` with every stored value of the material's table in
+/// `tables`, in table order, reading a block at a time (side 0 White to move; the weight as
+/// [`weight`]).
+fn for_each_value(
+    tables: &TableDir,
+    material: &Material,
+    mut f: impl FnMut(SliceKey, u64, usize, u64, u16),
+) -> Result<(), TableError> {
     let table = tables.table(material)?;
-    let mut sides = [[0u64; 4]; 2];
-    let mut max = [0u32; 2];
-    // Where each side's longest mate was first seen: slice and index.
-    let mut longest: [Option<(SliceKey, u64)>; 2] = [None, None];
     for (i, entry) in table.slices().iter().enumerate() {
         let key = SliceKey {
             material: *material,
@@ -104,33 +129,76 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
             for &raw in values {
                 let index = at;
                 at += 1;
-                let Some(v) = Value::from_raw(raw) else { continue };
-                let side = (index >= half) as usize;
-                let w = weight(&ix, index);
-                let slot = match v {
-                    Value::Win(_) => 1,
-                    Value::Draw => 2,
-                    Value::Loss(_) => 3,
-                };
-                if let Value::Win(n) | Value::Loss(n) = v {
-                    if n as u32 > max[side] || longest[side].is_none() {
-                        max[side] = max[side].max(n as u32);
-                        longest[side] = Some((key, index));
-                    }
+                if raw != 0 {
+                    f(key, index, (index >= half) as usize, weight(&ix, index), raw);
                 }
-                sides[side][0] += w;
-                sides[side][slot] += w;
             }
         })?;
     }
+    Ok(())
+}
+
+/// The FEN of index `index` of slice `key`.
+fn fen_of((key, index): (SliceKey, u64)) -> Option<String> {
+    SliceIndexer::new(key).position(index).map(|p| p.to_fen())
+}
+
+/// Counts a material's DTZ50 table (`tables` reading `.zdz` files), for each side to move.
+pub fn dtz50_stats(tables: &TableDir, material: &Material) -> Result<[SideDtz50; 2], TableError> {
+    let mut sides = [[0u64; 5]; 2];
+    let mut max = [0u32; 2];
+    let mut longest: [Option<(SliceKey, u64)>; 2] = [None, None];
+    for_each_value(tables, material, |key, index, side, w, raw| {
+        let Some(v) = Dtz::from_raw(raw) else { return };
+        sides[side][(2 - v.wdl50()) as usize] += w;
+        if let Dtz::Win(n) | Dtz::Loss(n) = v {
+            if n as u32 > max[side] || longest[side].is_none() {
+                max[side] = max[side].max(n as u32);
+                longest[side] = Some((key, index));
+            }
+        }
+    })?;
+    Ok([0, 1].map(|s| SideDtz50 {
+        win: sides[s][0],
+        cursed_win: sides[s][1],
+        draw: sides[s][2],
+        blessed_loss: sides[s][3],
+        loss: sides[s][4],
+        max_dtz: max[s],
+        longest_dtz_fen: longest[s].and_then(fen_of),
+    }))
+}
+
+/// Counts a material's table, reading each slice a block at a time.
+pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError> {
+    let mut sides = [[0u64; 4]; 2];
+    let mut max = [0u32; 2];
+    // Where each side's longest mate was first seen: slice and index.
+    let mut longest: [Option<(SliceKey, u64)>; 2] = [None, None];
+    for_each_value(tables, material, |key, index, side, w, raw| {
+        let Some(v) = Value::from_raw(raw) else { return };
+        let slot = match v {
+            Value::Win(_) => 1,
+            Value::Draw => 2,
+            Value::Loss(_) => 3,
+        };
+        if let Value::Win(n) | Value::Loss(n) = v {
+            if n as u32 > max[side] || longest[side].is_none() {
+                max[side] = max[side].max(n as u32);
+                longest[side] = Some((key, index));
+            }
+        }
+        sides[side][0] += w;
+        sides[side][slot] += w;
+    })?;
     let side = |s: usize| SideStats {
         legal: sides[s][0],
         win: sides[s][1],
         draw: sides[s][2],
         loss: sides[s][3],
         max_dtm: max[s],
-        longest_fen: longest[s]
-            .and_then(|(key, index)| SliceIndexer::new(key).position(index).map(|p| p.to_fen())),
+        longest_fen: longest[s].and_then(fen_of),
+        dtz50: None,
     };
     Ok(Stats {
         material: material.to_string(),
