@@ -119,7 +119,10 @@ enum Command {
     /// Print the value of each FEN's position and of its every move, as JSON lines.
     ///
     /// Each line is the response of the lichess tablebase API (GET /standard), same fields and
-    /// move order, with "dtz" and "precise_dtz" null (no DTZ yet) and the FEN asked. Values are exact mates that ignore the 50-move rule (the halfmove clock is not used). FENs
+    /// move order, and the FEN asked. "dtm" is the exact mate, which ignores the 50-move rule;
+    /// where the DTZ50 tables (.zdz, from `zermelo dtz`) are in the directories, "dtz" and
+    /// "precise_dtz" hold the exact DTZ50 and "category" follows the rule with the FEN's halfmove
+    /// clock (else they are null and the category ignores the rule). FENs
     /// come from the arguments, or one per line on stdin; underscores may stand for spaces. A FEN
     /// that cannot be answered gives {"fen": ..., "error": ...} and exit 1 (2 for a damaged table).
     #[command(display_order = 2)]
@@ -149,7 +152,7 @@ enum Command {
     /// Serve the tables over HTTP: the lichess tablebase API (GET /standard?fen=).
     ///
     /// GET /standard?fen=FEN answers as `probe` does (the lichess tablebase server's response,
-    /// "dtz" and "precise_dtz" null); GET /standard/mainline?fen=FEN gives the principal
+    /// "dtz" and "precise_dtz" from the DTZ50 tables where they are); GET /standard/mainline?fen=FEN gives the principal
     /// variation to mate; GET /health and GET /metrics (Prometheus). Errors are JSON
     /// {"error": ...}: 400 for a bad FEN, 404 for a missing table (naming the `solve` command
     /// that builds it). Every request is logged. Stops on ctrl-c or SIGTERM.
@@ -807,15 +810,8 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         if fen.is_empty() {
                             return Ok(());
                         }
-                        match probe_fen(&dir, fen, MAX_MEN) {
-                            Ok(mut info) => {
-                                if let Ok(pos) = zermelo_cli::probe::parse_position(fen, MAX_MEN) {
-                                    let clock = zermelo_cli::probe::halfmove_clock(fen);
-                                    // Without DTZ50 tables the answer stays as the mates give it.
-                                    let _ = zermelo_cli::probe::fill_dtz50(&mut info, &pos, clock, &dtz);
-                                }
-                                serde_json::to_string(&info).expect("json")
-                            }
+                        match probe_fen(&dir, &dtz, fen, MAX_MEN) {
+                            Ok(info) => serde_json::to_string(&info).expect("json"),
                             Err(e) => {
                                 code = code.max(if e.is_corruption() { 2 } else { 1 });
                                 // The JSON line says it; the log only at debug level, so that

@@ -193,6 +193,7 @@ impl ProbeFailure {
                     | TableError::MissingSlice { .. }
                     | TableError::NotExact { .. }
                     | TableError::NotAdjudicated { .. }
+                    | TableError::NotDtz { .. }
             )
         )
     }
@@ -212,10 +213,17 @@ pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure>
     Ok(pos)
 }
 
-/// Probes one FEN.
-pub fn probe_fen(tables: &TableDir, fen: &str, max_men: u32) -> Result<ProbeInfo, ProbeFailure> {
+/// Probes one FEN: the mates of `tables`, and DTZ50 from `dtz` where its tables are.
+pub fn probe_fen(
+    tables: &TableDir,
+    dtz: &TableDir,
+    fen: &str,
+    max_men: u32,
+) -> Result<ProbeInfo, ProbeFailure> {
     let pos = parse_position(fen, max_men)?;
-    Ok(probe_position(fen, &pos, tables)?)
+    let mut info = probe_position(fen, &pos, tables)?;
+    fill_dtz50(&mut info, &pos, halfmove_clock(fen), dtz)?;
+    Ok(info)
 }
 
 /// The value of a position and of each of its moves, read from any value source.
@@ -242,25 +250,29 @@ pub fn halfmove_clock(fen: &str) -> u16 {
 }
 
 /// Fills `dtz`, `precise_dtz` and the rule's `category` of `info` (the answer for `pos`) and of
-/// each of its moves from the DTZ50 tables of `dtz`, with the halfmove clock `clock`; leaves
-/// `info` as it is and returns false if a table is missing. A win in `n` plies to the next
+/// each of its moves from the DTZ50 tables of `src`, with the halfmove clock `clock`; leaves
+/// `info` as it is and returns false if a table is missing (an error for one that is damaged). A win in `n` plies to the next
 /// zeroing move is a win if `n + clock <= 100`, else a cursed win (a draw by the rule); the
 /// same for losses (blessed losses). After a move the clock is 0 if the move was a capture or
 /// a pawn move, else one more.
-pub fn fill_dtz50<S: probe::DtzSource + ?Sized>(
+pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
     info: &mut ProbeInfo,
     pos: &Position,
     clock: u16,
     src: &S,
-) -> Result<bool, S::Error> {
-    let Ok(here) = probe::dtz(pos, src) else {
-        return Ok(false);
+) -> Result<bool, TableError> {
+    let missing = |e: &TableError| matches!(e, TableError::Missing { .. });
+    let here = match probe::dtz(pos, src) {
+        Ok(v) => v,
+        Err(e) if missing(&e) => return Ok(false),
+        Err(e) => return Err(e),
     };
     let mut after = Vec::with_capacity(info.moves.len());
     for m in pos.legal_moves().iter() {
         match probe::dtz(&pos.play(m), src) {
             Ok(v) => after.push((m.uci(), v, m.leaves_slice())),
-            Err(_) => return Ok(false),
+            Err(e) if missing(&e) => return Ok(false),
+            Err(e) => return Err(e),
         }
     }
     set_dtz(&mut info.pos, here, clock);

@@ -2,8 +2,9 @@
 //!
 //! - `GET /standard?fen=FEN`: what `zermelo probe` prints for the FEN ([`ProbeInfo`]), the
 //!   response of lichess's tablebase server (`tablebase.lichess.ovh/standard`): the same field
-//!   names, types and meaning, and the same move order. `dtz` and `precise_dtz` are `null`
-//!   (Zermelo has no DTZ yet). Underscores may stand for the FEN's spaces.
+//!   names, types and meaning, and the same move order. `dtz` and `precise_dtz` hold the exact
+//!   DTZ50 and the category follows the 50-move rule with the FEN's halfmove clock where the
+//!   DTZ50 tables (`.zdz`) are; else they are `null`. Underscores may stand for the FEN's spaces.
 //! - `GET /standard/mainline?fen=FEN`: the principal variation to mate (best play on both
 //!   sides, the DTM line), each step in UCI and SAN; empty for a draw.
 //! - `GET /standard/squares?fen=FEN`: Church's co-ordinate squares of the FEN's pawns (kings
@@ -51,7 +52,7 @@ use zermelo_chess::probe::{moves, value};
 use zermelo_chess::{Color, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
-use crate::probe::{parse_position, probe_position, ProbeFailure};
+use crate::probe::{fill_dtz50, halfmove_clock, parse_position, probe_position, ProbeFailure};
 use crate::squares;
 use crate::MAX_MEN;
 
@@ -108,6 +109,8 @@ impl Metrics {
 
 struct App {
     tables: TableDir,
+    /// The DTZ50 tables of the same directories, where there are any.
+    dtz: TableDir,
     metrics: Metrics,
 }
 
@@ -185,7 +188,9 @@ async fn blocking_with<T: Send + 'static>(
 
 async fn standard(State(app): State<Arc<App>>, q: Result<Query<FenQuery>, QueryRejection>) -> Response {
     blocking(app, q, |app, fen, pos| {
-        Ok(probe_position(fen, pos, &ThreadCached(&app.tables))?)
+        let mut info = probe_position(fen, pos, &ThreadCached(&app.tables))?;
+        fill_dtz50(&mut info, pos, halfmove_clock(fen), &ThreadCached(&app.dtz))?;
+        Ok(info)
     })
     .await
 }
@@ -202,7 +207,7 @@ struct Step {
 }
 
 /// The principal variation to mate, as lichess's `/standard/mainline` answers it; `dtz` and
-/// `precise_dtz` are `null`, `dtm` is the position's.
+/// `precise_dtz` are `null` (the line follows the mates, not DTZ50), `dtm` is the position's.
 #[derive(Serialize)]
 struct Mainline {
     mainline: Vec<Step>,
@@ -379,6 +384,7 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
 /// The routes of the server over `tables`.
 fn router(tables: TableDir) -> Router {
     let app = Arc::new(App {
+        dtz: tables.dtz50_view(),
         tables,
         metrics: Metrics::new(),
     });

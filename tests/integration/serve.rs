@@ -344,3 +344,59 @@ fn serve_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// With DTZ50 tables beside the mates, `GET /standard` fills `dtz` and `precise_dtz` (equal:
+/// always precise) for the position and every move, parses with the strict lichess struct, and
+/// answers as `probe` does, halfmove clock included.
+#[test]
+fn serve_gives_dtz50_where_its_tables_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_ok(&run(&["solve", "KRvKP", "--tables", d]));
+    assert_ok(&run(&["dtz", "KRvKP", "--tables", d]));
+    let server = serve(dir.path());
+    let mut seed = 0x5eed_d72;
+    let mut fens = random_fens("KRvKP", 40, &mut seed);
+    fens.push("8/8/8/8/4k3/8/8/K6R w - - 72 80".to_string());
+    let mut filled = 0;
+    for fen in &fens {
+        let (status, body) = get(&server.addr, &format!("/standard?fen={}", fen.replace(' ', "_")));
+        let expected = probe_lines(dir.path(), fen);
+        if status != 200 {
+            assert!(expected.get("error").is_some(), "{fen}: {body}");
+            continue;
+        }
+        let mut answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        strict(&answer);
+        // The same answer as probe's but for the FEN as asked (underscores here).
+        answer["fen"] = expected["fen"].clone();
+        assert_eq!(answer, expected, "{fen}");
+        assert!(
+            answer["dtz"].is_i64() && answer["dtz"] == answer["precise_dtz"],
+            "{body}"
+        );
+        assert_eq!(answer["ignores_50_move_rule"], false);
+        let moves = answer["moves"].as_array().unwrap();
+        assert!(
+            moves
+                .iter()
+                .all(|m| m["dtz"].is_i64() && m["dtz"] == m["precise_dtz"]),
+            "{body}"
+        );
+        filled += 1;
+    }
+    assert!(filled >= 20, "{filled}");
+    // A win in 29 plies with 72 on the clock is drawn by the rule.
+    let (_, body) = get(&server.addr, "/standard?fen=8/8/8/8/4k3/8/8/K6R_w_-_-_72_80");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (answer["dtz"].as_i64(), answer["category"].as_str()),
+        (Some(29), Some("cursed-win"))
+    );
+}
+
+/// `zermelo probe`'s answer for one FEN.
+fn probe_lines(dir: &std::path::Path, fen: &str) -> serde_json::Value {
+    let o = run(&["probe", "--tables", dir.to_str().unwrap(), fen]);
+    serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap()
+}

@@ -169,6 +169,17 @@ impl TableDir {
         self.metric
     }
 
+    /// The DTZ50 tables of the same directories.
+    pub fn dtz50_view(&self) -> TableDir {
+        TableDir {
+            dir: self.dir.clone(),
+            more: self.more.clone(),
+            metric: Metric::Dtz50,
+            pread: self.pread,
+            open: RwLock::new(HashMap::new()),
+        }
+    }
+
     /// True if the material's table file is in the directory (it may still be unreadable).
     pub fn has(&self, material: &Material) -> bool {
         self.path_of(material).exists()
@@ -324,6 +335,20 @@ impl ValueSource for ThreadCached<'_> {
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
         located_value(self.0, loc, |table, slice, index| {
             READER.with(|r| r.borrow_mut().value(table, slice, index))
+        })
+    }
+}
+
+impl DtzSource for ThreadCached<'_> {
+    type Error = TableError;
+
+    fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
+        let raw = located_raw(self.0, loc, |table, slice, index| {
+            READER.with(|r| r.borrow_mut().value(table, slice, index))
+        })?;
+        Dtz::from_raw(raw).ok_or(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
         })
     }
 }
