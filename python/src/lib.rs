@@ -10,9 +10,9 @@ use std::path::Path;
 
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use zermelo_chess::probe::{moves, value};
+use zermelo_chess::probe::{self, moves, value};
 use zermelo_chess::{Material, Value};
-use zermelo_cli::probe::{parse_position, probe_position, ProbeFailure};
+use zermelo_cli::probe::{fill_dtz50, halfmove_clock, parse_position, probe_position, ProbeFailure};
 use zermelo_cli::MAX_MEN;
 use zermelo_worker::tables::{dir_list, TableDir, TableError, ThreadCached};
 
@@ -29,6 +29,8 @@ fn failure(e: ProbeFailure) -> PyErr {
 #[pyclass(frozen)]
 struct Tables {
     dir: TableDir,
+    /// The DTZ50 tables (`.zdz`) of the same directories.
+    dtz: TableDir,
 }
 
 #[pymethods]
@@ -42,8 +44,10 @@ impl Tables {
                 d.display()
             )));
         }
+        let dir = TableDir::from_list(&dirs);
         Ok(Tables {
-            dir: TableDir::from_list(&dirs),
+            dtz: dir.dtz50_view(),
+            dir,
         })
     }
 
@@ -51,7 +55,8 @@ impl Tables {
     fn probe_json(&self, py: Python<'_>, fen: &str) -> PyResult<String> {
         py.detach(|| {
             let pos = parse_position(fen, MAX_MEN)?;
-            let info = probe_position(fen, &pos, &ThreadCached(&self.dir))?;
+            let mut info = probe_position(fen, &pos, &ThreadCached(&self.dir))?;
+            fill_dtz50(&mut info, &pos, halfmove_clock(fen), &ThreadCached(&self.dtz))?;
             Ok(serde_json::to_string(&info).expect("an answer serializes"))
         })
         .map_err(failure)
@@ -71,6 +76,32 @@ impl Tables {
             Ok((wdl, v.dtm()))
         })
         .map_err(failure)
+    }
+
+    /// `(wdl50, dtz)` of `fen` for the side to move with the halfmove clock at 0, from the DTZ50
+    /// tables: wdl50 2, 1 (cursed win), 0, -1 (blessed loss), -2 as python-chess numbers it, dtz
+    /// the signed plies to the next zeroing move or mate (exact). A missing table raises
+    /// `FileNotFoundError` naming `zermelo dtz`.
+    fn dtz50(&self, py: Python<'_>, fen: &str) -> PyResult<(i32, i32)> {
+        py.detach(|| {
+            let pos = parse_position(fen, MAX_MEN)?;
+            let v = probe::dtz(&pos, &ThreadCached(&self.dtz)).map_err(|e| match e {
+                TableError::Missing { material, dir } => ProbeFailure::Input(format!(
+                    "no DTZ50 table {material}.zdz in {} (build it with `zermelo dtz {material} --tables DIR`)",
+                    dir.display()
+                )),
+                e => ProbeFailure::Table(e),
+            });
+            let v = match v {
+                Err(ProbeFailure::Input(m)) => return Err(Missing(m)),
+                other => other.map_err(Other)?,
+            };
+            Ok((i32::from(v.wdl50()), v.signed()))
+        })
+        .map_err(|e| match e {
+            Missing(m) => PyFileNotFoundError::new_err(m),
+            Other(f) => failure(f),
+        })
     }
 
     /// The best move of `fen` in UCI (the fastest mate, or the slowest loss, or a move that
@@ -118,9 +149,43 @@ fn solve(
         .collect())
 }
 
+/// Why `dtz50` failed: a DTZ50 table missing, or anything else.
+enum DtzFailure {
+    Missing(String),
+    Other(ProbeFailure),
+}
+use DtzFailure::{Missing, Other};
+
+impl From<ProbeFailure> for DtzFailure {
+    fn from(e: ProbeFailure) -> DtzFailure {
+        Other(e)
+    }
+}
+
+/// Builds the DTZ50 tables (`.zdz`) of each material and of every material it converts into in
+/// `directory`, skipping complete ones; returns the materials built.
+#[pyfunction]
+#[pyo3(signature = (materials, directory, threads=None))]
+fn dtz(py: Python<'_>, materials: Vec<String>, directory: &str, threads: Option<usize>) -> PyResult<Vec<String>> {
+    let parsed = materials
+        .iter()
+        .map(|m| Material::parse_table(m, MAX_MEN).map_err(|e| PyValueError::new_err(e.to_string())))
+        .collect::<PyResult<Vec<Material>>>()?;
+    let threads = match threads {
+        Some(0) => return Err(PyValueError::new_err("threads must be at least 1")),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let built = py
+        .detach(|| zermelo_cli::dtz::build_dtz50(&parsed, &[Path::new(directory).to_path_buf()], threads, |_| {}))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(built.into_iter().filter(|b| b.built).map(|b| b.material).collect())
+}
+
 #[pymodule]
 fn _zermelo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tables>()?;
     m.add_function(wrap_pyfunction!(solve, m)?)?;
+    m.add_function(wrap_pyfunction!(dtz, m)?)?;
     Ok(())
 }

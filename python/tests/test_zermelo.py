@@ -91,3 +91,37 @@ def test_the_kpk_study_prints_the_published_counts(tables):
     assert "White to move: 81,664 legal positions, 62,480 won by White" in out, out
     assert "Black to move: 84,012 legal positions, 48,802 won by White" in out, out
     assert "right in " in out and "of 165,676 positions" in out, out
+
+
+@pytest.fixture(scope="session")
+def dtz_tables(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dtz")
+    zermelo.solve(["KPvK"], d)
+    built = zermelo.dtz(["KPvK"], d)
+    assert "KPvK" in built and "KQvK" in built
+    assert zermelo.dtz("kpvk", d) == [], "complete DTZ50 tables are not built again"
+    return d
+
+
+def test_dtz50_and_wdl50(dtz_tables, tables):
+    tb = zermelo.Tablebase(dtz_tables)
+    # The pawn's first move wins at once under the rule: the next zeroing move is now.
+    assert tb.probe_dtz(MATE_IN_25) == 1 and tb.probe_wdl(MATE_IN_25) == 2
+    # Black to move: a king move, then White's pawn move (python-chess may say -1: it rounds).
+    black = "8/8/8/8/8/8/4P3/K1k5 b - - 0 1"
+    assert tb.probe_dtz(black) == -2 and tb.probe_wdl(black) == -2
+    # A draw (the king takes the pawn), a stalemate, and checkmate (a loss in 0 plies).
+    assert tb.probe_dtz("8/8/8/8/8/8/kP6/7K b - - 0 1") == 0
+    assert tb.probe_dtz("1k6/1P6/1K6/8/8/8/8/8 b - - 0 1") == 0
+    mated = "k1Q5/8/1K6/8/8/8/8/8 b - - 0 1"
+    assert tb.probe_dtz(mated) == 0 and tb.probe_wdl(mated) == -2
+    a = tb.probe(MATE_IN_25)
+    assert (a["dtz"], a["precise_dtz"], a["ignores_50_move_rule"]) == (1, 1, False)
+    # The halfmove clock: a win 1 ply from its zeroing move holds with 99 on the clock.
+    assert tb.probe(MATE_IN_25.replace(" 0 1", " 99 80"))["category"] == "win"
+    # Without DTZ50 tables: probe_dtz names the command that builds them; probe_wdl gives
+    # the mates' value.
+    plain = zermelo.Tablebase(tables)
+    with pytest.raises(FileNotFoundError, match="zermelo dtz"):
+        plain.probe_dtz(MATE_IN_25)
+    assert plain.probe_wdl(MATE_IN_25) == 2

@@ -14,6 +14,7 @@ import os
 from typing import List, Optional, Sequence, Union
 
 from ._zermelo import Tables as _Tables
+from ._zermelo import dtz as _dtz
 from ._zermelo import solve as _solve
 
 __all__ = ["Tablebase", "solve"]
@@ -46,8 +47,22 @@ class Tablebase:
         return json.loads(self._tables.probe_json(_fen(position)))
 
     def probe_wdl(self, position) -> int:
-        """2 if the side to move wins, 0 for a draw, -2 if it loses."""
-        return self._tables.value(_fen(position))[0]
+        """As python-chess's ``probe_wdl``: under the 50-move rule (halfmove clock 0) from the
+        DTZ50 tables where they are, 2 win, 1 cursed win, 0 draw, -1 blessed loss, -2 loss;
+        without them, from the mates (the rule ignored): 2, 0 or -2."""
+        fen = _fen(position)
+        try:
+            return self._tables.dtz50(fen)[0]
+        except FileNotFoundError:
+            return self._tables.value(fen)[0]
+
+    def probe_dtz(self, position) -> int:
+        """As python-chess's ``probe_dtz``, but exact (never off by one): the plies to the next
+        zeroing move (capture or pawn move) or mate under the 50-move rule, positive when the
+        side to move wins (over 100: a cursed win), negative when it loses (under -100: a
+        blessed loss), 0 for a draw and for checkmate. Needs the DTZ50 tables (``dtz``);
+        FileNotFoundError without them."""
+        return self._tables.dtz50(_fen(position))[1]
 
     def probe_dtm(self, position) -> Optional[int]:
         """Plies to mate with best play: positive when the side to move mates, negative when it
@@ -58,6 +73,15 @@ class Tablebase:
         """The best move in UCI (fastest mate, slowest loss, or one that keeps the draw), or
         None when there is no legal move."""
         return self._tables.best_move(_fen(position))
+
+
+def dtz(materials: Union[str, List[str]], directory, threads: Optional[int] = None) -> List[str]:
+    """Builds the DTZ50 tables (``KRPvKR.zdz``) of each material and of every material it
+    converts into in ``directory``, skipping complete ones; returns the materials built."""
+    if isinstance(materials, str):
+        materials = [materials]
+    os.makedirs(os.fspath(directory), exist_ok=True)
+    return _dtz(list(materials), os.fspath(directory), threads)
 
 
 def solve(materials: Union[str, List[str]], directory, threads: Optional[int] = None,
