@@ -32,9 +32,31 @@ pub struct DtzBuilt {
     pub file_bytes: u64,
 }
 
+/// Bytes a position of the slice being solved holds: its cell, three bitmaps and its value.
+const SLICE_BYTES_PER_POSITION: f64 = 4.0 + 3.0 / 8.0 + 2.0;
+/// Bytes a position of the material being built holds: its solved slices, until its table is
+/// written.
+const MATERIAL_BYTES_PER_POSITION: u64 = 2;
+
+/// The memory the DTZ50 build of a material needs: its largest slice being solved, and its
+/// slices solved so far.
+pub fn material_need(largest_slice: u64, positions: u64) -> u64 {
+    (largest_slice as f64 * SLICE_BYTES_PER_POSITION) as u64 + positions * MATERIAL_BYTES_PER_POSITION
+}
+
 /// Why a DTZ50 build stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DtzError {
+    #[error(
+        "the DTZ50 build of {material} needs about {} of memory ({positions} positions; this solver holds about 6.4 bytes a position of its largest slice and 2 of the material), more than the budget of {}; nothing was built",
+        crate::memory::human_bytes(*need), crate::memory::human_bytes(*budget)
+    )]
+    OverBudget {
+        material: String,
+        positions: u64,
+        need: u64,
+        budget: u64,
+    },
     #[error("solving {slice}: {source}")]
     Solve { slice: SliceKey, source: SolveError },
     #[error("writing {path}: {source}")]
@@ -80,15 +102,37 @@ impl DtzSuccessors for Successors<'_> {
 /// Builds the DTZ50 tables of `targets` and of every material they convert into in the first
 /// of `dirs` (the others are searched for complete tables), skipping those complete already.
 /// `progress` is told of each material as it is done.
+/// Every material is checked against the memory `budget` before any work.
 pub fn build_dtz50(
     targets: &[Material],
     dirs: &[PathBuf],
     threads: usize,
+    budget: u64,
     mut progress: impl FnMut(&DtzBuilt),
 ) -> Result<Vec<DtzBuilt>, DtzError> {
     let tables = TableDir::dtz50(dirs);
+    let plan = plan(targets);
+    for mp in &plan.materials {
+        if tables.table(&mp.material).is_ok() {
+            continue;
+        }
+        let largest = mp
+            .slices()
+            .map(|k| zermelo_chess::index::SliceIndexer::new(*k).size())
+            .max()
+            .unwrap_or(0);
+        let need = material_need(largest, mp.positions);
+        if need > budget {
+            return Err(DtzError::OverBudget {
+                material: mp.material.to_string(),
+                positions: mp.positions,
+                need,
+                budget,
+            });
+        }
+    }
     let mut out = Vec::new();
-    for mp in plan(targets).materials {
+    for mp in plan.materials {
         let start = Instant::now();
         let material = mp.material;
         let path = tables.path_of(&material);

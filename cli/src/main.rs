@@ -98,11 +98,13 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=462))]
         parts: u16,
     },
-    /// Build the DTZ50 tables (KRPvKR.zdz) of each MATERIAL and of every material it converts
-    /// into: the plies to the next zeroing move (capture or pawn move) or mate under the 50-move
-    /// rule, exact (never rounded), with the WDL50 class (win, cursed win, draw, blessed loss,
-    /// loss) in the same value. Needs no table of mates; tables already complete are kept.
-    /// Prints a JSON line per material.
+    /// Build the DTZ50 tables (KRPvKR.zdz): exact distance to the next zeroing move under the
+    /// 50-move rule, with cursed wins and blessed losses.
+    ///
+    /// For each MATERIAL and every material it converts into: the plies to the next zeroing
+    /// move (capture or pawn move) or mate under the 50-move rule, exact (never rounded), with
+    /// the WDL50 class (win, cursed win, draw, blessed loss, loss) in the same value. Needs no
+    /// table of mates; tables already complete are kept. Prints a JSON line per material.
     #[command(display_order = 2)]
     Dtz {
         /// Materials such as KPvK or KRPvKR (any order and case).
@@ -115,6 +117,11 @@ enum Command {
         /// Worker threads (default: all cores). The tables do not depend on it.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
+        /// Memory budget, e.g. 16GiB (default: three quarters of the machine's memory, or of the
+        /// container's cgroup limit). A material whose build needs more (about 6.4 bytes a
+        /// position of its largest slice and 2 of the material) is refused before any work.
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<ByteSize>,
     },
     /// Print the value of each FEN's position and of its every move, as JSON lines.
     ///
@@ -965,12 +972,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             materials,
             tables,
             threads: t,
+            memory: m,
         } => {
             let materials = parse_materials(&materials)?;
             let threads = threads(t)?;
             std::fs::create_dir_all(tables.first())
                 .map_err(|e| Failure::input(format!("cannot create {}: {e}", tables.first().display())))?;
-            let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, |b| {
+            let budget = memory::budget(m.map(|b| b.0));
+            let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, budget, |b| {
                 println!("{}", serde_json::to_string(b).expect("json"));
             })
             .map_err(|e| Failure::input(e.to_string()))?;

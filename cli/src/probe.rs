@@ -286,7 +286,26 @@ pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
             );
         }
     }
+    info.moves.sort_by(dtz50_order);
     Ok(true)
+}
+
+/// The order of moves when DTZ50 is known, best for the side to move first: by the category
+/// after the move under the rule (the opponent lost, blessed, drawn, cursed, won); among moves
+/// that win, the next zeroing move soonest, among moves that lose, latest; then as
+/// [`lichess_order`] (the mate distance, checkmates, ..., UCI).
+pub fn dtz50_order(a: &MoveInfo, b: &MoveInfo) -> std::cmp::Ordering {
+    let rank = |m: &MoveInfo| -> (i32, i64) {
+        let dtz = m.after.dtz.unwrap_or(0).unsigned_abs() as i64;
+        match m.after.category {
+            "loss" => (4, -dtz),
+            "blessed-loss" => (3, -dtz),
+            "draw" => (2, 0),
+            "cursed-win" => (1, dtz),
+            _ => (0, dtz),
+        }
+    };
+    rank(b).cmp(&rank(a)).then_with(|| lichess_order(a, b))
 }
 
 /// `dtz`, `precise_dtz` and the category under the rule of a position of DTZ50 `v` with the

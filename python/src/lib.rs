@@ -177,7 +177,10 @@ fn dtz(py: Python<'_>, materials: Vec<String>, directory: &str, threads: Option<
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let built = py
-        .detach(|| zermelo_cli::dtz::build_dtz50(&parsed, &[Path::new(directory).to_path_buf()], threads, |_| {}))
+        .detach(|| {
+            let budget = zermelo_cli::memory::budget(None);
+            zermelo_cli::dtz::build_dtz50(&parsed, &[Path::new(directory).to_path_buf()], threads, budget, |_| {})
+        })
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     Ok(built.into_iter().filter(|b| b.built).map(|b| b.material).collect())
 }

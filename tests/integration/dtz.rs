@@ -142,3 +142,27 @@ fn probe_honours_the_halfmove_clock() {
     assert_eq!(p[0]["category"], "win");
     assert_eq!(p[0]["ignores_50_move_rule"], true);
 }
+
+/// A build past the memory budget is refused before any work, with what it needs.
+#[test]
+fn a_dtz50_build_past_the_budget_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "dtz",
+        "KQRvKR",
+        "--tables",
+        dir.path().to_str().unwrap(),
+        "--memory",
+        "64MiB",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("KQRvKR needs about") && stderr(&o).contains("nothing was built"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
+}
