@@ -400,10 +400,23 @@
     svg.dataset.fen = state.fen;
   }
 
-  /** The result of a move for the side making it, from its category (the opponent's view). */
+  /** The result of a move for the side making it, from its category (the opponent's view):
+   * under the 50-move rule (with DTZ50 tables) a blessed loss for the opponent is a cursed win
+   * for the mover, and a cursed win a blessed loss. */
   function outcome(category) {
+    if (category === "blessed-loss") return "cursed";
+    if (category === "cursed-win") return "blessed";
     if (/loss$/.test(category)) return "win";
     if (/win$/.test(category)) return "loss";
+    return "draw";
+  }
+
+  /** The colour class of a position's own category (the side to move's view). */
+  function own(category) {
+    if (category === "cursed-win") return "cursed";
+    if (category === "blessed-loss") return "blessed";
+    if (/win$/.test(category)) return "win";
+    if (/loss$/.test(category)) return "loss";
     return "draw";
   }
 
@@ -423,6 +436,7 @@
     v.className = "value";
     v.dataset.category = info ? info.category : "";
     v.dataset.dtm = info && info.dtm !== null ? String(info.dtm) : "";
+    v.dataset.dtz = info && info.dtz !== null && info.dtz !== undefined ? String(info.dtz) : "";
     v.dataset.fen = info ? state.fen : "";
     if (!info) {
       // Waiting for the answer, or none came (the error is shown).
@@ -438,9 +452,20 @@
     else if (info.category === "win") text = `${side} to move wins: mate in ${(info.dtm + 1) / 2} (DTM ${info.dtm} plies)`;
     else if (info.category === "loss") text = `${side} to move loses: mated in ${-info.dtm / 2} (DTM ${info.dtm} plies)`;
     else if (info.category === "draw") text = `Draw, ${side} to move`;
+    else if (info.category === "cursed-win")
+      text = `${side} to move wins without the 50-move rule, but the rule draws it (cursed win; DTM ${info.dtm} plies)`;
+    else if (info.category === "blessed-loss")
+      text = `${side} to move loses without the 50-move rule, but the rule saves it (blessed loss; DTM ${info.dtm} plies)`;
     else text = info.category;
+    // DTZ50 beside DTM, where the server has its tables.
+    if (info.dtz !== null && info.dtz !== undefined && !info.checkmate && info.category !== "draw")
+      text += `, DTZ ${info.dtz}`;
     v.textContent = text;
-    v.classList.add(info.checkmate ? "loss" : info.category === "win" ? "win" : info.category === "loss" ? "loss" : "draw");
+    v.classList.add(info.checkmate ? "loss" : own(info.category));
+    $("rule-note").textContent = info.ignores_50_move_rule === false
+      ? "Distances to mate (DTM) in plies ignore the 50-move rule; DTZ (plies to the next capture " +
+        "or pawn move, DTZ50) and the colours follow it, with the FEN's halfmove clock."
+      : "Distances to mate (DTM) in plies, with best play on both sides; the 50-move rule is not applied.";
   }
 
   function renderMoves() {
@@ -455,7 +480,8 @@
       box.appendChild(p);
       return;
     }
-    const titles = { win: "Winning", draw: "Drawing", loss: "Losing" };
+    const titles = { win: "Winning", cursed: "Cursed win (drawn by the 50-move rule)", draw: "Drawing",
+      blessed: "Blessed loss (saved by the 50-move rule)", loss: "Losing" };
     const table = document.createElement("table");
     let group = null;
     for (const m of info.moves) {
@@ -474,6 +500,7 @@
       tr.dataset.uci = m.uci;
       tr.dataset.category = m.category;
       tr.dataset.dtm = m.dtm === null ? "" : String(m.dtm);
+      tr.dataset.dtz = m.dtz === null || m.dtz === undefined ? "" : String(m.dtz);
       const san = tr.insertCell();
       san.className = "san";
       san.textContent = m.san;
@@ -487,6 +514,12 @@
         dtm.className = "dtm";
         dtm.textContent = `DTM ${Math.abs(m.dtm)}`;
         value.appendChild(dtm);
+      }
+      if (m.dtz !== null && m.dtz !== undefined && m.dtz !== 0) {
+        const dtz = document.createElement("span");
+        dtz.className = "dtz";
+        dtz.textContent = `DTZ ${Math.abs(m.dtz)}`;
+        value.appendChild(dtz);
       }
       tr.addEventListener("click", () => play(m.uci));
       tr.addEventListener("mouseenter", () => {

@@ -334,3 +334,59 @@ def test_errors_are_shown(page, zermelo, tables):
     assert page.value()["text"].strip() == "" and page.value()["category"] == ""
     assert page.moves() == []
     page.shot("12-missing-table")
+
+
+@pytest.fixture(scope="session")
+def dtz_server(zermelo, tmp_path_factory):
+    """A server over KRvK's tables of mates and the DTZ50 tables of KPvK (KRvK among them)."""
+    d = tmp_path_factory.mktemp("dtz-tables")
+    subprocess.run([zermelo, "solve", "KPvK", "--tables", str(d)], check=True, capture_output=True)
+    subprocess.run([zermelo, "dtz", "KPvK", "--tables", str(d)], check=True, capture_output=True)
+    proc = subprocess.Popen(
+        [zermelo, "serve", "--tables", str(d), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = None
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if "listening on http://" in line:
+            url = "http://" + line.split("listening on http://")[1].split()[0] + "/"
+            break
+    if url is None:
+        proc.kill()
+        pytest.fail("zermelo serve did not say where it listens")
+    yield url, d
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_dtz_beside_dtm_and_a_cursed_win_coloured(browser, dtz_server, shots, zermelo):
+    url, tables = dtz_server
+    page = Page(browser, url, shots)
+    # KRvK, the rook's side mating in 29 plies (DTZ 29): a win with 71 plies on the clock, a
+    # cursed win with 72.
+    for clock, category in ((71, "win"), (72, "cursed-win")):
+        fen = f"8/8/8/8/4k3/8/8/K6R w - - {clock} 80"
+        page.open(fen)
+        page.wait_shown(fen)
+        want = probe(zermelo, tables, fen)
+        assert (want["category"], want["dtz"]) == (category, 29)
+        v = page.d.find_element(By.ID, "value")
+        assert v.get_attribute("data-category") == category
+        assert v.get_attribute("data-dtz") == "29"
+        assert "DTZ 29" in v.text and "DTM 29" in v.text, v.text
+        rows = page.d.find_elements(By.CSS_SELECTOR, "#moves tr.move")
+        assert [r.get_attribute("data-uci") for r in rows] == [m["uci"] for m in want["moves"]]
+        assert [r.get_attribute("data-dtz") for r in rows] == [str(m["dtz"]) for m in want["moves"]]
+        assert any("DTZ" in r.text for r in rows)
+    # The cursed win in its own colour, not the win's; its best moves under the cursed heading.
+    colour = page.d.execute_script("return getComputedStyle(document.getElementById('value')).color")
+    assert "cursed" in v.get_attribute("class") and colour == "rgb(163, 134, 43)", colour
+    heading = page.d.find_element(By.CSS_SELECTOR, "#moves th")
+    assert "cursed" in heading.get_attribute("class") and heading.text.lower().startswith("cursed win"), heading.text
+    page.shot("20-cursed-win")
