@@ -48,8 +48,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tracing::info;
-use zermelo_chess::probe::{moves, value};
-use zermelo_chess::{Color, Material, Position, Value};
+use zermelo_chess::probe::{self, moves, value};
+use zermelo_chess::{Color, Dtz, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
 use crate::probe::{fill_dtz50, halfmove_clock, parse_position, probe_position, ProbeFailure};
@@ -119,6 +119,8 @@ struct FenQuery {
     fen: Option<String>,
     /// `svg` for `/standard/squares`: the numbered diagram instead of JSON.
     format: Option<String>,
+    /// `dtm` for `/standard/mainline`: the line to mate even where DTZ50 tables are.
+    line: Option<String>,
 }
 
 /// An error answer: `{"error": message}` with its status.
@@ -206,8 +208,9 @@ struct Step {
     dtm: Option<i32>,
 }
 
-/// The principal variation to mate, as lichess's `/standard/mainline` answers it; `dtz` and
-/// `precise_dtz` are `null` (the line follows the mates, not DTZ50), `dtm` is the position's.
+/// The principal variation, as lichess's `/standard/mainline` answers it: by DTZ50 where its
+/// tables are ([`dtz_mainline`]), else (or with `line=dtm`) the line to mate with `dtz` and
+/// `precise_dtz` `null`; `dtm` is the position's.
 #[derive(Serialize)]
 struct Mainline {
     mainline: Vec<Step>,
@@ -252,13 +255,95 @@ fn mainline(pos: &Position, src: &ThreadCached<'_>) -> Result<Mainline, TableErr
     })
 }
 
+/// The most plies a DTZ50 line is followed (a line ends in mate, through its zeroing moves).
+const MAX_LINE_PLIES: usize = 2000;
+
+/// Best play under the 50-move rule, as lichess's mainline follows DTZ: at each ply the move
+/// best by DTZ50 (the rule's result kept; the winner's next zeroing move soonest, the loser's
+/// latest; then the mate distance; ties in UCI order), through zeroing moves, until mate; nothing
+/// for a draw. `None` when a DTZ50 table is missing. Each step has its DTZ50 and DTM after the
+/// move; `winner` is the side that mates at the end of the line.
+fn dtz_mainline(
+    pos: &Position,
+    mates: &ThreadCached<'_>,
+    dtz: &ThreadCached<'_>,
+) -> Result<Option<Mainline>, TableError> {
+    let missing = |e: &TableError| matches!(e, TableError::Missing { .. });
+    let here = match probe::dtz(pos, dtz) {
+        Ok(v) => v,
+        Err(e) if missing(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let v = value(pos, mates)?;
+    let mut steps = Vec::new();
+    let mut p = *pos;
+    let mut winner = None;
+    if here != Dtz::Draw {
+        while steps.len() < MAX_LINE_PLIES {
+            let mut best: Option<(Dtz, Value, String, zermelo_chess::Move)> = None;
+            for m in p.legal_moves().iter() {
+                let after = p.play(m);
+                let d = match probe::dtz(&after, dtz) {
+                    Ok(d) => d,
+                    Err(e) if missing(&e) => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                let a = value(&after, mates)?;
+                let key = (d.after_move(m.leaves_slice()), a.after_move(), m.uci());
+                let better = match &best {
+                    None => true,
+                    Some((bd, ba, bu, _)) => {
+                        (key.0, key.1, std::cmp::Reverse(&key.2)) > (*bd, *ba, std::cmp::Reverse(bu))
+                    }
+                };
+                if better {
+                    best = Some((key.0, key.1, key.2, *m));
+                }
+            }
+            let Some((_, _, _, m)) = best else {
+                // Checkmated: the side that moved last mates.
+                winner = Some(if p.turn == Color::White { 'b' } else { 'w' });
+                break;
+            };
+            let after = p.play(&m);
+            let d = probe::dtz(&after, dtz)?;
+            steps.push(Step {
+                uci: m.uci(),
+                san: p.san(&m),
+                dtz: Some(d.signed()),
+                precise_dtz: Some(d.signed()),
+                dtm: value(&after, mates)?.dtm(),
+            });
+            p = after;
+        }
+    }
+    Ok(Some(Mainline {
+        mainline: steps,
+        winner,
+        dtz: Some(here.signed()),
+        precise_dtz: Some(here.signed()),
+        dtm: v.dtm(),
+    }))
+}
+
 async fn standard_mainline(
     State(app): State<Arc<App>>,
     q: Result<Query<FenQuery>, QueryRejection>,
 ) -> Response {
-    blocking(app, q, |app, _, pos| {
-        Ok(mainline(pos, &ThreadCached(&app.tables))?)
-    })
+    blocking_with(
+        app,
+        q,
+        |app, _, pos, q| {
+            let mates = ThreadCached(&app.tables);
+            if q.line.as_deref() != Some("dtm") {
+                if let Some(line) = dtz_mainline(pos, &mates, &ThreadCached(&app.dtz))? {
+                    return Ok(line);
+                }
+            }
+            Ok(mainline(pos, &mates)?)
+        },
+        |v| Json(v).into_response(),
+    )
     .await
 }
 

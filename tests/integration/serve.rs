@@ -393,6 +393,40 @@ fn serve_gives_dtz50_where_its_tables_are() {
         (answer["dtz"].as_i64(), answer["category"].as_str()),
         (Some(29), Some("cursed-win"))
     );
+
+    // The mainline follows DTZ50: each step's DTZ is one less in size than the one before
+    // (here no move is a capture or a pawn move), down to mate; `line=dtm` gives the mates' line.
+    let (status, body) = get(
+        &server.addr,
+        "/standard/mainline?fen=8/8/8/8/4k3/8/8/K6R_w_-_-_0_1",
+    );
+    assert_eq!(status, 200, "{body}");
+    let m: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (m["winner"].as_str(), m["dtz"].as_i64(), m["dtm"].as_i64()),
+        (Some("w"), Some(29), Some(29))
+    );
+    let steps = m["mainline"].as_array().unwrap();
+    assert_eq!(steps.len(), 29, "{body}");
+    for (k, step) in steps.iter().enumerate() {
+        let left = 28 - k as i64;
+        let signed = if k % 2 == 0 { -left } else { left };
+        assert_eq!(step["dtz"].as_i64(), Some(signed), "{k}: {body}");
+        assert_eq!(step["precise_dtz"], step["dtz"]);
+    }
+    assert!(
+        steps.last().unwrap()["san"].as_str().unwrap().ends_with('#'),
+        "{body}"
+    );
+    let (_, body) = get(
+        &server.addr,
+        "/standard/mainline?fen=8/8/8/8/4k3/8/8/K6R_w_-_-_0_1&line=dtm",
+    );
+    let m: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        m["dtz"].is_null() && m["mainline"].as_array().unwrap().len() == 29,
+        "{body}"
+    );
 }
 
 /// `zermelo probe`'s answer for one FEN.
