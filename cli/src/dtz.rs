@@ -17,7 +17,7 @@ use zermelo_coordinator::plan::plan;
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzSuccessors};
 use zermelo_worker::solver::SolveError;
-use zermelo_worker::tables::TableDir;
+use zermelo_worker::tables::{TableDir, ThreadCached};
 
 /// What a DTZ50 build did for one material.
 #[derive(Debug, serde::Serialize)]
@@ -89,7 +89,8 @@ impl DtzSource for Successors<'_> {
                 index: loc.index,
             });
         }
-        Ok(self.tables.dtz_at(loc)?)
+        // Through this thread's own cache of blocks: no lock a value.
+        Ok(ThreadCached(self.tables).dtz_at(loc)?)
     }
 }
 
