@@ -103,17 +103,11 @@ impl DtzSuccessors for Successors<'_> {
 /// Builds the DTZ50 tables of `targets` and of every material they convert into in the first
 /// of `dirs` (the others are searched for complete tables), skipping those complete already.
 /// `progress` is told of each material as it is done.
-/// Every material is checked against the memory `budget` before any work.
-pub fn build_dtz50(
-    targets: &[Material],
-    dirs: &[PathBuf],
-    threads: usize,
-    budget: u64,
-    mut progress: impl FnMut(&DtzBuilt),
-) -> Result<Vec<DtzBuilt>, DtzError> {
+/// Checks the DTZ50 build of `targets` (the materials whose tables are not complete in `dirs`)
+/// against the memory `budget`, before any work.
+pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Result<(), DtzError> {
     let tables = TableDir::dtz50(dirs);
-    let plan = plan(targets);
-    for mp in &plan.materials {
+    for mp in &plan(targets).materials {
         if tables.table(&mp.material).is_ok() {
             continue;
         }
@@ -132,6 +126,20 @@ pub fn build_dtz50(
             });
         }
     }
+    Ok(())
+}
+
+/// Every material is checked against the memory `budget` before any work.
+pub fn build_dtz50(
+    targets: &[Material],
+    dirs: &[PathBuf],
+    threads: usize,
+    budget: u64,
+    mut progress: impl FnMut(&DtzBuilt),
+) -> Result<Vec<DtzBuilt>, DtzError> {
+    check_budget(targets, dirs, budget)?;
+    let tables = TableDir::dtz50(dirs);
+    let plan = plan(targets);
     let mut out = Vec::new();
     for mp in plan.materials {
         let start = Instant::now();

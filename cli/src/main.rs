@@ -97,6 +97,10 @@ enum Command {
         /// crossed are logged ("solved in parts"). For checking and measuring that exchange.
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=462))]
         parts: u16,
+        /// Also build the DTZ50 tables (KRPvKR.zdz) of the same materials once the tables of
+        /// mates are done, as `zermelo dtz` does (checked against --memory before any work).
+        #[arg(long)]
+        dtz50: bool,
     },
     /// Build the DTZ50 tables (KRPvKR.zdz): exact distance to the next zeroing move under the
     /// 50-move rule, with cursed wins and blessed losses.
@@ -743,9 +747,14 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             plan_only,
             checkpoint_every,
             parts,
+            dtz50,
         } => {
             let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
+            if dtz50 && !plan_only {
+                zermelo_cli::dtz::check_budget(&materials, &tables.0, memory::budget(memory.map(|m| m.0)))
+                    .map_err(|e| Failure::input(e.to_string()))?;
+            }
             if plan_only {
                 let plan = zermelo_cli::build::plan_build(
                     &materials,
@@ -800,6 +809,23 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 start.elapsed().as_secs_f64(),
                 tables.display()
             );
+            if dtz50 {
+                let start = Instant::now();
+                let done = zermelo_cli::dtz::build_dtz50(
+                    &materials,
+                    &tables.0,
+                    threads,
+                    memory::budget(memory.map(|m| m.0)),
+                    |_| {},
+                )
+                .map_err(|e| Failure::input(e.to_string()))?;
+                let built = done.iter().filter(|b| b.built).count();
+                eprintln!(
+                    "zermelo: {built} DTZ50 table(s) built, {} already complete, in {:.1} s",
+                    done.len() - built,
+                    start.elapsed().as_secs_f64()
+                );
+            }
             Ok(0)
         }
         Command::Probe { tables, fens } => {
