@@ -17,7 +17,7 @@
 //!    are decided other than through the pass before wait for distance 1 or 101.
 //! 3. *Finish*: what is still undecided is a draw.
 //!
-//! About 4.25 bytes per index (a cell each, and two bitmaps); the passes cost an un-move
+//! About 4.4 bytes per index (a cell each, and three bitmaps); the passes cost an un-move
 //! generation per decided position. Independent of the mate solver: its values are checked by
 //! `verify`, and against Syzygy's tables (see `docs/dtz50.md`).
 
