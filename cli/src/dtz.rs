@@ -129,17 +129,25 @@ pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Resu
     Ok(())
 }
 
-/// Every material is checked against the memory `budget` before any work.
+/// Every material is checked against the memory `budget` before any work. `report(done, total,
+/// material)` follows the work in positions (those looked at before the passes, over the
+/// materials to build).
 pub fn build_dtz50(
     targets: &[Material],
     dirs: &[PathBuf],
     threads: usize,
     budget: u64,
+    report: &(dyn Fn(u64, u64, &Material) + Sync),
     mut progress: impl FnMut(&DtzBuilt),
 ) -> Result<Vec<DtzBuilt>, DtzError> {
     check_budget(targets, dirs, budget)?;
     let tables = TableDir::dtz50(dirs);
     let plan = plan(targets);
+    let total: u64 = (plan.materials.iter())
+        .filter(|mp| tables.table(&mp.material).is_err())
+        .map(|mp| mp.positions)
+        .sum();
+    let done = std::sync::atomic::AtomicU64::new(0);
     let mut out = Vec::new();
     for mp in plan.materials {
         let start = Instant::now();
@@ -169,7 +177,11 @@ pub fn build_dtz50(
                 solved: &solved,
                 tables: &tables,
             };
-            let values = solve_slice_dtz50(key, &succ, threads)
+            let inited = |n: u64| {
+                let now = done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+                report(now, total, &material);
+            };
+            let values = solve_slice_dtz50(key, &succ, threads, &inited)
                 .map_err(|source| DtzError::Solve { slice: *key, source })?;
             solved.insert(*key, values);
         }

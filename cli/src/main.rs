@@ -811,14 +811,21 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             );
             if dtz50 {
                 let start = Instant::now();
+                let progress = Progress::new(show_bar, "DTZ50");
+                let report = |done: u64, total: u64, m: &Material| {
+                    progress.set_what(&format!("DTZ50 {m}"));
+                    progress.update(done, total);
+                };
                 let done = zermelo_cli::dtz::build_dtz50(
                     &materials,
                     &tables.0,
                     threads,
                     memory::budget(memory.map(|m| m.0)),
+                    &report,
                     |_| {},
                 )
                 .map_err(|e| Failure::input(e.to_string()))?;
+                progress.finish();
                 let built = done.iter().filter(|b| b.built).count();
                 eprintln!(
                     "zermelo: {built} DTZ50 table(s) built, {} already complete, in {:.1} s",
@@ -1005,10 +1012,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             std::fs::create_dir_all(tables.first())
                 .map_err(|e| Failure::input(format!("cannot create {}: {e}", tables.first().display())))?;
             let budget = memory::budget(m.map(|b| b.0));
-            let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, budget, |b| {
+            let progress = Progress::new(show_bar, "DTZ50");
+            let report = |done: u64, total: u64, m: &Material| {
+                progress.set_what(&format!("DTZ50 {m}"));
+                progress.update(done, total);
+            };
+            let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, budget, &report, |b| {
                 println!("{}", serde_json::to_string(b).expect("json"));
             })
             .map_err(|e| Failure::input(e.to_string()))?;
+            progress.finish();
             let built = done.iter().filter(|b| b.built).count();
             eprintln!(
                 "DTZ50: {built} table(s) built, {} complete already",

@@ -90,11 +90,13 @@ impl Cells {
 }
 
 /// The DTZ50 values of slice `key` (the raw codes of [`Dtz`], 0 where an index is not a
-/// position). `threads` does not change them.
+/// position). `threads` does not change them. `inited(n)` is told, now and then, that `n`
+/// more indices were looked at before the passes (the longest part of the work).
 pub fn solve_slice_dtz50(
     key: &SliceKey,
     succ: &dyn DtzSuccessors,
     threads: usize,
+    inited: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<u16>, SolveError> {
     let ix = SliceIndexer::new(*key);
     let n = ix.size() as usize;
@@ -110,9 +112,11 @@ pub fn solve_slice_dtz50(
 
     // 1. Exits, mates, stalemates, inside-move counts.
     for_each_chunk(n, 1 << 12, threads, |range| {
+        let len = range.len() as u64;
         for i in range {
             init_position(&ix, &cells, i, succ)?;
         }
+        inited(len);
         Ok::<(), SolveError>(())
     })?;
 
