@@ -100,15 +100,18 @@ impl DtzSuccessors for Successors<'_> {
     }
 }
 
-/// Builds the DTZ50 tables of `targets` and of every material they convert into in the first
-/// of `dirs` (the others are searched for complete tables), skipping those complete already.
-/// `progress` is told of each material as it is done.
+/// Whether the DTZ50 table of `material` is complete in `tables`: it opens (header, tables and
+/// footer checked) and every byte hashes as written. A damaged one is built again.
+fn complete(tables: &TableDir, material: &Material) -> bool {
+    tables.table(material).is_ok_and(|t| t.verify_checksum().is_ok())
+}
+
 /// Checks the DTZ50 build of `targets` (the materials whose tables are not complete in `dirs`)
 /// against the memory `budget`, before any work.
 pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Result<(), DtzError> {
     let tables = TableDir::dtz50(dirs);
     for mp in &plan(targets).materials {
-        if tables.table(&mp.material).is_ok() {
+        if complete(&tables, &mp.material) {
             continue;
         }
         let largest = mp
@@ -129,6 +132,10 @@ pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Resu
     Ok(())
 }
 
+/// Builds the DTZ50 tables of `targets` and of every material they convert into in the first
+/// of `dirs` (the others are searched for complete tables), skipping those complete already.
+/// `progress` is told of each material as it is done.
+///
 /// Every material is checked against the memory `budget` before any work. `report(done, total,
 /// material)` follows the work in positions (those looked at before the passes, over the
 /// materials to build).
@@ -144,7 +151,7 @@ pub fn build_dtz50(
     let tables = TableDir::dtz50(dirs);
     let plan = plan(targets);
     let total: u64 = (plan.materials.iter())
-        .filter(|mp| tables.table(&mp.material).is_err())
+        .filter(|mp| !complete(&tables, &mp.material))
         .map(|mp| mp.positions)
         .sum();
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -155,8 +162,7 @@ pub fn build_dtz50(
         let path = tables.path_of(&material);
         let positions = mp.positions;
         let slices = mp.slice_count();
-        // A table that opens (its header, tables and footer checked) is complete.
-        if tables.table(&material).is_ok() {
+        if complete(&tables, &material) {
             let built = DtzBuilt {
                 material: material.to_string(),
                 built: false,

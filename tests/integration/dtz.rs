@@ -166,3 +166,32 @@ fn a_dtz50_build_past_the_budget_is_refused_before_any_work() {
         "nothing written"
     );
 }
+
+/// A complete DTZ50 table is kept; one with a byte flipped is built again, to the same bytes.
+#[test]
+fn a_damaged_dtz50_table_is_built_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    build_dtz(dir.path(), &["KQvK"]);
+    let path = dir.path().join("KQvK.zdz");
+    let good = std::fs::read(&path).unwrap();
+    let o = run(&["dtz", "KQvK", "--tables", d]);
+    assert_ok(&o);
+    assert!(
+        stdout(&o).contains(r#""material":"KQvK","built":false"#),
+        "{}",
+        stdout(&o)
+    );
+    let mut bad = good.clone();
+    let at = bad.len() / 3;
+    bad[at] ^= 0x40;
+    std::fs::write(&path, &bad).unwrap();
+    let o = run(&["dtz", "KQvK", "--tables", d]);
+    assert_ok(&o);
+    assert!(
+        stdout(&o).contains(r#""material":"KQvK","built":true"#),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), good);
+}
