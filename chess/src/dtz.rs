@@ -70,11 +70,12 @@ impl Dtz {
     }
 
     /// WDL50 with the halfmove clock at `clock` plies: a win in `n` holds if `n + clock <= 100`,
-    /// else it is cursed; the same for a loss.
+    /// else it is cursed; the same for a loss. Checkmate is a loss whatever the clock says.
     #[inline]
     pub const fn wdl50_at(self, clock: u16) -> i8 {
         match self {
             Dtz::Draw => 0,
+            Dtz::Loss(0) => -2,
             Dtz::Win(n) if n as u32 + clock as u32 <= RULE_PLIES as u32 => 2,
             Dtz::Win(_) => 1,
             Dtz::Loss(n) if n as u32 + clock as u32 <= RULE_PLIES as u32 => -2,
@@ -189,6 +190,12 @@ mod tests {
         assert_eq!(Dtz::Loss(0).wdl50(), -2);
         assert_eq!(Dtz::Win(60).wdl50_at(40), 2);
         assert_eq!(Dtz::Win(60).wdl50_at(41), 1);
+        assert_eq!(
+            Dtz::Loss(0).wdl50_at(150),
+            -2,
+            "checkmate is a loss whatever the clock"
+        );
+        assert_eq!(Dtz::Loss(1).wdl50_at(100), -1);
         assert_eq!(Dtz::Loss(0).after_move(false), Dtz::Win(1));
         assert_eq!(Dtz::Loss(0).after_move(true), Dtz::Win(1));
         assert_eq!(Dtz::Loss(150).after_move(true), Dtz::Win(101));

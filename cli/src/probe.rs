@@ -251,10 +251,10 @@ pub fn halfmove_clock(fen: &str) -> u16 {
 
 /// Fills `dtz`, `precise_dtz` and the rule's `category` of `info` (the answer for `pos`) and of
 /// each of its moves from the DTZ50 tables of `src`, with the halfmove clock `clock`; leaves
-/// `info` as it is and returns false if a table is missing (an error for one that is damaged). A win in `n` plies to the next
-/// zeroing move is a win if `n + clock <= 100`, else a cursed win (a draw by the rule); the
-/// same for losses (blessed losses). After a move the clock is 0 if the move was a capture or
-/// a pawn move, else one more.
+/// `info` as it is and returns false if a table is missing (an error for one that is damaged).
+/// A win in `n` plies to the next zeroing move is a win if `n + clock <= 100`, else a cursed
+/// win (a draw by the rule); the same for losses (blessed losses); checkmate is a loss. After
+/// a move the clock is 0 if the move was a capture or a pawn move, else one more.
 pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
     info: &mut ProbeInfo,
     pos: &Position,
