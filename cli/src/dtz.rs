@@ -13,7 +13,7 @@ use zermelo_chess::index::{Location, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, DtzSource};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position};
-use zermelo_coordinator::plan::plan;
+use zermelo_coordinator::plan::{plan, MaterialPlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzSuccessors};
 use zermelo_worker::solver::SolveError;
@@ -110,10 +110,16 @@ fn complete(tables: &TableDir, material: &Material) -> bool {
 /// against the memory `budget`, before any work.
 pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Result<(), DtzError> {
     let tables = TableDir::dtz50(dirs);
-    for mp in &plan(targets).materials {
-        if complete(&tables, &mp.material) {
-            continue;
-        }
+    let plan = plan(targets);
+    let to_build: Vec<&MaterialPlan> = (plan.materials.iter())
+        .filter(|mp| !complete(&tables, &mp.material))
+        .collect();
+    check_plan(&to_build, budget)
+}
+
+/// [`check_budget`] for the materials `to_build`.
+fn check_plan(to_build: &[&MaterialPlan], budget: u64) -> Result<(), DtzError> {
+    for mp in to_build {
         let largest = mp
             .slices()
             .map(|k| zermelo_chess::index::SliceIndexer::new(*k).size())
@@ -147,22 +153,28 @@ pub fn build_dtz50(
     report: &(dyn Fn(u64, u64, &Material) + Sync),
     mut progress: impl FnMut(&DtzBuilt),
 ) -> Result<Vec<DtzBuilt>, DtzError> {
-    check_budget(targets, dirs, budget)?;
     let tables = TableDir::dtz50(dirs);
     let plan = plan(targets);
-    let total: u64 = (plan.materials.iter())
-        .filter(|mp| !complete(&tables, &mp.material))
-        .map(|mp| mp.positions)
-        .sum();
+    // Each table's bytes hashed once: whether it is complete.
+    let built_already: Vec<bool> = (plan.materials.iter())
+        .map(|mp| complete(&tables, &mp.material))
+        .collect();
+    let to_build: Vec<&MaterialPlan> = (plan.materials.iter())
+        .zip(&built_already)
+        .filter(|(_, &b)| !b)
+        .map(|(mp, _)| mp)
+        .collect();
+    check_plan(&to_build, budget)?;
+    let total: u64 = to_build.iter().map(|mp| mp.positions).sum();
     let done = std::sync::atomic::AtomicU64::new(0);
     let mut out = Vec::new();
-    for mp in plan.materials {
+    for (mp, built_already) in plan.materials.into_iter().zip(built_already) {
         let start = Instant::now();
         let material = mp.material;
         let path = tables.path_of(&material);
         let positions = mp.positions;
         let slices = mp.slice_count();
-        if complete(&tables, &material) {
+        if built_already {
             let built = DtzBuilt {
                 material: material.to_string(),
                 built: false,

@@ -280,7 +280,8 @@ fn dtz_mainline(
     let mut winner = None;
     if here != Dtz::Draw {
         while steps.len() < MAX_LINE_PLIES {
-            let mut best: Option<(Dtz, Value, String, zermelo_chess::Move)> = None;
+            // The best move, with the values of the position after it (from its side to move).
+            let mut best: Option<(zermelo_chess::Move, Position, Dtz, Value)> = None;
             for m in p.legal_moves().iter() {
                 let after = p.play(m);
                 let d = match probe::dtz(&after, dtz) {
@@ -289,30 +290,32 @@ fn dtz_mainline(
                     Err(e) => return Err(e),
                 };
                 let a = value(&after, mates)?;
-                let key = (d.after_move(m.leaves_slice()), a.after_move(), m.uci());
-                let better = match &best {
-                    None => true,
-                    Some((bd, ba, bu, _)) => {
-                        (key.0, key.1, std::cmp::Reverse(&key.2)) > (*bd, *ba, std::cmp::Reverse(bu))
-                    }
+                // Better for the mover: by DTZ50, then the mate; ties to the first in UCI order.
+                let key = |m: &zermelo_chess::Move, d: Dtz, a: Value| {
+                    (
+                        d.after_move(m.leaves_slice()),
+                        a.after_move(),
+                        std::cmp::Reverse(m.uci()),
+                    )
                 };
-                if better {
-                    best = Some((key.0, key.1, key.2, *m));
+                if best
+                    .as_ref()
+                    .is_none_or(|(bm, _, bd, ba)| key(m, d, a) > key(bm, *bd, *ba))
+                {
+                    best = Some((*m, after, d, a));
                 }
             }
-            let Some((_, _, _, m)) = best else {
+            let Some((m, after, d, a)) = best else {
                 // Checkmated: the side that moved last mates.
                 winner = Some(if p.turn == Color::White { 'b' } else { 'w' });
                 break;
             };
-            let after = p.play(&m);
-            let d = probe::dtz(&after, dtz)?;
             steps.push(Step {
                 uci: m.uci(),
                 san: p.san(&m),
                 dtz: Some(d.signed()),
                 precise_dtz: Some(d.signed()),
-                dtm: value(&after, mates)?.dtm(),
+                dtm: a.dtm(),
             });
             p = after;
         }

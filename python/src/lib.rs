@@ -84,23 +84,15 @@ impl Tables {
     /// `FileNotFoundError` naming `zermelo dtz`.
     fn dtz50(&self, py: Python<'_>, fen: &str) -> PyResult<(i32, i32)> {
         py.detach(|| {
-            let pos = parse_position(fen, MAX_MEN)?;
-            let v = probe::dtz(&pos, &ThreadCached(&self.dtz)).map_err(|e| match e {
-                TableError::Missing { material, dir } => ProbeFailure::Input(format!(
+            let pos = parse_position(fen, MAX_MEN).map_err(failure)?;
+            match probe::dtz(&pos, &ThreadCached(&self.dtz)) {
+                Ok(v) => Ok((i32::from(v.wdl50()), v.signed())),
+                Err(TableError::Missing { material, dir }) => Err(PyFileNotFoundError::new_err(format!(
                     "no DTZ50 table {material}.zdz in {} (build it with `zermelo dtz {material} --tables DIR`)",
                     dir.display()
-                )),
-                e => ProbeFailure::Table(e),
-            });
-            let v = match v {
-                Err(ProbeFailure::Input(m)) => return Err(Missing(m)),
-                other => other.map_err(Other)?,
-            };
-            Ok((i32::from(v.wdl50()), v.signed()))
-        })
-        .map_err(|e| match e {
-            Missing(m) => PyFileNotFoundError::new_err(m),
-            Other(f) => failure(f),
+                ))),
+                Err(e) => Err(failure(ProbeFailure::Table(e))),
+            }
         })
     }
 
@@ -129,15 +121,8 @@ fn solve(
     threads: Option<usize>,
     memory: Option<u64>,
 ) -> PyResult<Vec<String>> {
-    let parsed = materials
-        .iter()
-        .map(|m| Material::parse_table(m, MAX_MEN).map_err(|e| PyValueError::new_err(e.to_string())))
-        .collect::<PyResult<Vec<Material>>>()?;
-    let threads = match threads {
-        Some(0) => return Err(PyValueError::new_err("threads must be at least 1")),
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    let parsed = materials_of(&materials)?;
+    let threads = threads_or_all(threads)?;
     let budget = zermelo_cli::memory::budget(memory);
     let outcomes = py
         .detach(|| zermelo_cli::build::build(&parsed, Path::new(directory), threads, budget, &|_, _, _| {}))
@@ -149,17 +134,21 @@ fn solve(
         .collect())
 }
 
-/// Why `dtz50` failed: a DTZ50 table missing, or anything else.
-enum DtzFailure {
-    Missing(String),
-    Other(ProbeFailure),
-}
-use DtzFailure::{Missing, Other};
-
-impl From<ProbeFailure> for DtzFailure {
-    fn from(e: ProbeFailure) -> DtzFailure {
-        Other(e)
+/// Threads to use: `threads`, or all cores; 0 is refused.
+fn threads_or_all(threads: Option<usize>) -> PyResult<usize> {
+    match threads {
+        Some(0) => Err(PyValueError::new_err("threads must be at least 1")),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
+}
+
+/// The materials named, parsed (at most [`MAX_MEN`] men).
+fn materials_of(names: &[String]) -> PyResult<Vec<Material>> {
+    names
+        .iter()
+        .map(|m| Material::parse_table(m, MAX_MEN).map_err(|e| PyValueError::new_err(e.to_string())))
+        .collect()
 }
 
 /// Builds the DTZ50 tables (`.zdz`) of each material and of every material it converts into in
@@ -167,15 +156,8 @@ impl From<ProbeFailure> for DtzFailure {
 #[pyfunction]
 #[pyo3(signature = (materials, directory, threads=None))]
 fn dtz(py: Python<'_>, materials: Vec<String>, directory: &str, threads: Option<usize>) -> PyResult<Vec<String>> {
-    let parsed = materials
-        .iter()
-        .map(|m| Material::parse_table(m, MAX_MEN).map_err(|e| PyValueError::new_err(e.to_string())))
-        .collect::<PyResult<Vec<Material>>>()?;
-    let threads = match threads {
-        Some(0) => return Err(PyValueError::new_err("threads must be at least 1")),
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    let parsed = materials_of(&materials)?;
+    let threads = threads_or_all(threads)?;
     let built = py
         .detach(|| {
             let budget = zermelo_cli::memory::budget(None);

@@ -58,8 +58,8 @@ def tables(zermelo, tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="session")
-def server(zermelo, tables):
+def serving(zermelo, tables):
+    """Runs `zermelo serve` over `tables` on a free port: yields its URL, then stops it."""
     proc = subprocess.Popen(
         [zermelo, "serve", "--tables", str(tables), "--listen", "127.0.0.1:0"],
         stdout=subprocess.DEVNULL,
@@ -81,6 +81,11 @@ def server(zermelo, tables):
     yield url
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def server(zermelo, tables):
+    yield from serving(zermelo, tables)
 
 
 @pytest.fixture(scope="session")
@@ -342,27 +347,8 @@ def dtz_server(zermelo, tmp_path_factory):
     d = tmp_path_factory.mktemp("dtz-tables")
     subprocess.run([zermelo, "solve", "KPvK", "--tables", str(d)], check=True, capture_output=True)
     subprocess.run([zermelo, "dtz", "KPvK", "--tables", str(d)], check=True, capture_output=True)
-    proc = subprocess.Popen(
-        [zermelo, "serve", "--tables", str(d), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = None
-    deadline = time.time() + TIMEOUT
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        if "listening on http://" in line:
-            url = "http://" + line.split("listening on http://")[1].split()[0] + "/"
-            break
-    if url is None:
-        proc.kill()
-        pytest.fail("zermelo serve did not say where it listens")
-    yield url, d
-    proc.terminate()
-    proc.wait(timeout=10)
+    for url in serving(zermelo, d):
+        yield url, d
 
 
 def test_dtz_beside_dtm_and_a_cursed_win_coloured(browser, dtz_server, shots, zermelo):

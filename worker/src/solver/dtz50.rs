@@ -30,7 +30,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Position;
 
 use super::par::for_each_chunk;
-use super::reference::for_each_predecessor;
+use super::reference::{for_each_predecessor, legal_position};
 use super::SolveError;
 
 /// DTZ50 values of positions outside the slice being solved.
@@ -76,16 +76,27 @@ impl Cells {
         }
     }
 
-    /// Value `v`, final at distance `d`: joins the frontier of `d` (1 or the next pass's) or
-    /// waits for 101.
+    /// Value `v`, final at distance `d`, set by the pass of `pass` (or the init, 0).
     fn decide(&self, i: usize, v: Dtz, d: u16, pass: u16) {
         self.cells[i].store(FINAL | v.raw() as u32, Relaxed);
+        self.join(i, d, pass);
+    }
+
+    /// Index `i`, decided at distance `d` by the pass of `pass` (or the init, 0): joins the
+    /// frontier of `d` (1, or the next pass's), or waits for 101.
+    fn join(&self, i: usize, d: u16, pass: u16) {
         if d == LATE && d > pass + 1 {
-            Cells::set_bit(&self.late, i);
-            self.any_late.store(true, Relaxed);
+            self.wait_late(i);
         } else {
             Cells::set_bit(&self.frontier[d as usize % 2], i);
         }
+    }
+
+    /// Flags index `i` to be looked at when the passes reach 101 (the only exit distance but
+    /// 1): final there, or undecided with a winning exit in 101.
+    fn wait_late(&self, i: usize) {
+        Cells::set_bit(&self.late, i);
+        self.any_late.store(true, Relaxed);
     }
 }
 
@@ -157,7 +168,7 @@ pub fn solve_slice_dtz50(
                 while bits != 0 {
                     let i = w * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    propagate(&ix, &cells, i, d)?;
+                    propagate(&ix, &cells, i, d);
                 }
             }
             Ok::<(), SolveError>(())
@@ -202,16 +213,9 @@ fn init_position(
     i: usize,
     succ: &dyn DtzSuccessors,
 ) -> Result<(), SolveError> {
-    let Some(pos) = ix.position(i as u64) else {
+    let Some(pos) = legal_position(ix, i) else {
         return Ok(());
     };
-    let their_king = pos
-        .board
-        .king_of(pos.turn.other())
-        .expect("a slice has both kings");
-    if pos.attackers_to(their_king, pos.turn, pos.board.occupied()).any() {
-        return Ok(());
-    }
     let moves = pos.legal_moves();
     if moves.is_empty() {
         if pos.is_check() {
@@ -250,25 +254,16 @@ fn init_position(
         // A win by an exit in 1: nothing inside is sooner.
         Some(Dtz::Win(1)) => cells.decide(i, Dtz::Win(1), 1, 0),
         Some(Dtz::Win(e)) => {
+            debug_assert_eq!(e, LATE);
             cells.cells[i].store(NO_LOSS | count | e as u32, Relaxed);
-            cells.decide_later(i, e);
+            cells.wait_late(i);
         }
     }
     Ok(())
 }
 
-impl Cells {
-    /// Flags an undecided index to be looked at at distance `e` (101: the only other exit
-    /// distance).
-    fn decide_later(&self, i: usize, e: u16) {
-        debug_assert_eq!(e, LATE);
-        Cells::set_bit(&self.late, i);
-        self.any_late.store(true, Relaxed);
-    }
-}
-
 /// From a position whose value is final at exactly distance `d`, un-moves to its predecessors.
-fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) -> Result<(), SolveError> {
+fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) {
     let v = Dtz::from_raw(cells.cells[j].load(Relaxed) as u16).expect("a frontier position is final");
     let next = d + 1;
     for_each_predecessor(ix, j, |p| {
@@ -279,33 +274,25 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) -> Result<(), S
             if kind != MAY_LOSE && kind != NO_LOSS {
                 return;
             }
-            let new = match v {
+            // The new cell, and the distance it is decided at if it is.
+            let (new, at) = match v {
                 // A move into a loss in `d`: the predecessor wins in `d + 1`.
-                Dtz::Loss(_) => FINAL | Dtz::Win(next).raw() as u32,
+                Dtz::Loss(_) => (FINAL | Dtz::Win(next).raw() as u32, Some(next)),
                 Dtz::Win(_) if kind == MAY_LOSE => {
                     if (c >> 16) & 0xff == 1 {
                         // Its last inside move loses: lost in `d + 1`, or later by an exit.
-                        let slowest = (c & 0xffff) as u16;
-                        FINAL | Dtz::Loss(next.max(slowest)).raw() as u32
+                        let at = next.max((c & 0xffff) as u16);
+                        (FINAL | Dtz::Loss(at).raw() as u32, Some(at))
                     } else {
-                        c - COUNT_ONE
+                        (c - COUNT_ONE, None)
                     }
                 }
                 _ => return,
             };
             match cell.compare_exchange_weak(c, new, Relaxed, Relaxed) {
                 Ok(_) => {
-                    if new & KIND == FINAL {
-                        let at = match Dtz::from_raw(new as u16) {
-                            Some(Dtz::Win(e) | Dtz::Loss(e)) => e,
-                            _ => next,
-                        };
-                        if at == next {
-                            Cells::set_bit(&cells.frontier[next as usize % 2], p);
-                        } else {
-                            Cells::set_bit(&cells.late, p);
-                            cells.any_late.store(true, Relaxed);
-                        }
+                    if let Some(at) = at {
+                        cells.join(p, at, d);
                     }
                     return;
                 }
@@ -313,5 +300,4 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) -> Result<(), S
             }
         }
     });
-    Ok(())
 }

@@ -219,6 +219,21 @@ pub fn solve_slice_reference(
         .collect())
 }
 
+/// The position of index `i` of the slice of `ix`, if it is a legal one. Built from an index,
+/// a position has one king a side and its pawns on ranks 2-7; it is legal unless the side not
+/// to move is attacked (by a king too: kings side by side).
+pub(crate) fn legal_position(ix: &SliceIndexer, i: usize) -> Option<zermelo_chess::Position> {
+    let pos = ix.position(i as u64)?;
+    let their_king = pos
+        .board
+        .king_of(pos.turn.other())
+        .expect("a slice has both kings");
+    if pos.attackers_to(their_king, pos.turn, pos.board.occupied()).any() {
+        return None;
+    }
+    Some(pos)
+}
+
 /// Looks at one index before the passes: illegal, final (no inside move), or undecided with its
 /// best exit and its count of inside moves.
 fn init_position(
@@ -227,18 +242,9 @@ fn init_position(
     i: usize,
     succ: &dyn Successors,
 ) -> Result<(), SolveError> {
-    let Some(pos) = ix.position(i as u64) else {
+    let Some(pos) = legal_position(ix, i) else {
         return Ok(());
     };
-    // Built from an index, the position has one king a side and its pawns on ranks 2-7; it is
-    // legal unless the side not to move is attacked (by a king too: kings side by side).
-    let their_king = pos
-        .board
-        .king_of(pos.turn.other())
-        .expect("a slice has both kings");
-    if pos.attackers_to(their_king, pos.turn, pos.board.occupied()).any() {
-        return Ok(());
-    }
     debug_assert!(pos.validate().is_ok(), "{pos}");
     let moves = pos.legal_moves();
     if moves.is_empty() {
