@@ -1111,7 +1111,7 @@ impl<'a> Worker<'a> {
     /// The value of a position for its mover from a child's (for the child's mover), reached
     /// by a zeroing move (a capture or a pawn move) or not.
     #[inline]
-    fn from_child(&self, child: u32, zeroing: bool) -> u32 {
+    fn child_value(&self, child: u32, zeroing: bool) -> u32 {
         if self.dtz50 {
             dtz::from_child(child, zeroing)
         } else {
@@ -1291,13 +1291,13 @@ impl<'a> Worker<'a> {
                             table: material.to_string(),
                         });
                     }
-                    self.keep_better(&mut best, self.from_child(stored, false));
+                    self.keep_better(&mut best, self.child_value(stored, false));
                 }
                 Child::Moved(child) => {
                     // A capture or a pawn move: zeroing.
                     self.settle(&mut batch, &mut best)?;
                     let stored = self.value(child)?;
-                    self.keep_better(&mut best, self.from_child(stored, true));
+                    self.keep_better(&mut best, self.child_value(stored, true));
                 }
             }
             Ok::<(), Fault>(())
@@ -1329,7 +1329,7 @@ impl<'a> Worker<'a> {
                     table: self.material.to_string(),
                 });
             }
-            self.keep_better(best, self.from_child(u32::from(stored), false));
+            self.keep_better(best, self.child_value(u32::from(stored), false));
         }
         Ok(())
     }
