@@ -32,23 +32,23 @@ pub struct DtzBuilt {
     pub file_bytes: u64,
 }
 
-/// Bytes a position of the slice being solved holds: its cell, three bitmaps and its value.
-const SLICE_BYTES_PER_POSITION: f64 = 4.0 + 3.0 / 8.0 + 2.0;
-/// Bytes a position of the material being built holds: its solved slices, until its table is
-/// written.
+/// Bytes a position of the material being built holds: its value (the cell it is solved in,
+/// then the value in place, kept until the table is written).
 const MATERIAL_BYTES_PER_POSITION: u64 = 2;
+/// Bytes a position of the slice being solved holds besides its cell: two bitmaps.
+const SLICE_BYTES_PER_POSITION: f64 = 2.0 / 8.0;
 
-/// The memory the DTZ50 build of a material needs: its largest slice being solved, and its
-/// slices solved so far.
+/// The memory the DTZ50 build of a material needs: the values of all its slices, and the
+/// bitmaps of its largest slice being solved.
 pub fn material_need(largest_slice: u64, positions: u64) -> u64 {
-    (largest_slice as f64 * SLICE_BYTES_PER_POSITION) as u64 + positions * MATERIAL_BYTES_PER_POSITION
+    positions * MATERIAL_BYTES_PER_POSITION + (largest_slice as f64 * SLICE_BYTES_PER_POSITION) as u64
 }
 
 /// Why a DTZ50 build stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DtzError {
     #[error(
-        "the DTZ50 build of {material} needs about {} of memory ({positions} positions; this solver holds about 6.4 bytes a position of its largest slice and 2 of the material), more than the budget of {}; nothing was built",
+        "the DTZ50 build of {material} needs about {} of memory ({positions} positions; this solver holds 2 bytes a position of the material and a quarter of one of its largest slice), more than the budget of {}; nothing was built",
         crate::memory::human_bytes(*need), crate::memory::human_bytes(*budget)
     )]
     OverBudget {

@@ -122,8 +122,8 @@ enum Command {
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
         /// Memory budget, e.g. 16GiB (default: three quarters of the machine's memory, or of the
-        /// container's cgroup limit). A material whose build needs more (about 6.4 bytes a
-        /// position of its largest slice and 2 of the material) is refused before any work.
+        /// container's cgroup limit). A material whose build needs more (2 bytes a position of
+        /// the material and a quarter of one of its largest slice) is refused before any work.
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,
     },

@@ -17,14 +17,15 @@
 //!    are decided other than through the pass before wait for distance 1 or 101.
 //! 3. *Finish*: what is still undecided is a draw.
 //!
-//! About 4.4 bytes per index (a cell each, and three bitmaps); the passes cost an un-move
-//! generation per decided position. Independent of the mate solver: its values are checked by
-//! `verify`, and against Syzygy's tables (see `docs/dtz50.md`).
+//! About 2.25 bytes per index: a 16-bit cell each, which becomes the value in place, and two
+//! bitmaps. The passes cost an un-move generation per decided position. Independent of the mate
+//! solver: its values are checked by `verify`, and against Syzygy's tables (see
+//! `docs/dtz50.md`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
 
 use tracing::debug;
-use zermelo_chess::dtz::{Dtz, MAX_DTZ, RULE_PLIES};
+use zermelo_chess::dtz::{Dtz, RULE_PLIES};
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Position;
@@ -40,30 +41,29 @@ pub trait DtzSuccessors: Sync {
     fn dtz_of(&self, pos: &Position) -> Result<Dtz, SolveError>;
 }
 
-// A cell: the kind in bits 24-25, the count of inside moves not yet known to lose in bits
-// 16-23, and in bits 0-15 the value's raw code (final) or an exit's distance (undecided).
-const KIND: u32 = 3 << 24;
-/// Not a position (or not looked at yet).
-const NONE: u32 = 0;
-/// Final: bits 0-15 hold the value's raw code.
-const FINAL: u32 = 1 << 24;
-/// Undecided and may lose: bits 0-15 hold the slowest losing exit (0 if none).
-const MAY_LOSE: u32 = 2 << 24;
-/// Undecided and cannot lose: bits 0-15 hold a winning exit's distance (0 if none).
-const NO_LOSS: u32 = 3 << 24;
-const COUNT_ONE: u32 = 1 << 16;
+// A cell: 0 where an index is not a position (or not looked at yet); a final value's raw
+// code (below `UNDECIDED`); or an undecided position: `UNDECIDED`, with `NO_LOSS` if it cannot
+// lose (it has a drawing or winning exit), `LATE_EXIT` if an exit decides it at 101 (a
+// position that may lose: its slowest losing exit; one that cannot: a winning exit), and in
+// bits 0-7 its count of inside moves not yet known to lose.
+const NONE: u16 = 0;
+const UNDECIDED: u16 = 0x8000;
+const NO_LOSS: u16 = 0x4000;
+const LATE_EXIT: u16 = 0x2000;
+const COUNT: u16 = 0xff;
+/// The largest distance a final cell holds (its raw code below `UNDECIDED`).
+const MAX_CELL_DTZ: u16 = (UNDECIDED - 4) / 2;
 
 /// The distance exits decide at besides 1: a cursed win or a blessed loss.
 const LATE: u16 = RULE_PLIES + 1;
 
 struct Cells {
-    cells: Vec<AtomicU32>,
+    cells: Vec<AtomicU16>,
     /// Positions whose value is final at the distance of the pass (`frontier[d % 2]`), and at
     /// the next.
     frontier: [Vec<AtomicU64>; 2],
-    /// Positions decided at distance 101 other than through the pass before: final there, or
-    /// undecided with a winning exit in 101.
-    late: Vec<AtomicU64>,
+    /// Whether a position is decided at 101 other than through the pass before (final there,
+    /// or undecided with a winning exit in 101): the pass of 101 looks for them first.
     any_late: AtomicBool,
 }
 
@@ -78,7 +78,7 @@ impl Cells {
 
     /// Value `v`, final at distance `d`, set by the pass of `pass` (or the init, 0).
     fn decide(&self, i: usize, v: Dtz, d: u16, pass: u16) {
-        self.cells[i].store(FINAL | v.raw() as u32, Relaxed);
+        self.cells[i].store(v.raw(), Relaxed);
         self.join(i, d, pass);
     }
 
@@ -86,17 +86,30 @@ impl Cells {
     /// frontier of `d` (1, or the next pass's), or waits for 101.
     fn join(&self, i: usize, d: u16, pass: u16) {
         if d == LATE && d > pass + 1 {
-            self.wait_late(i);
+            self.any_late.store(true, Relaxed);
         } else {
             Cells::set_bit(&self.frontier[d as usize % 2], i);
         }
     }
 
-    /// Flags index `i` to be looked at when the passes reach 101 (the only exit distance but
-    /// 1): final there, or undecided with a winning exit in 101.
-    fn wait_late(&self, i: usize) {
-        Cells::set_bit(&self.late, i);
-        self.any_late.store(true, Relaxed);
+    /// Before the pass of 101, the indices of frontier word `w` decided at 101 other than
+    /// through the pass before: undecided with a winning exit in 101 (won there), or final at
+    /// 101 already.
+    fn late_word(&self, w: usize) {
+        let n = self.cells.len();
+        let mut bits = 0u64;
+        for i in w * 64..n.min(w * 64 + 64) {
+            let c = self.cells[i].load(Relaxed);
+            if c & (UNDECIDED | NO_LOSS | LATE_EXIT) == UNDECIDED | NO_LOSS | LATE_EXIT {
+                self.cells[i].store(Dtz::Win(LATE).raw(), Relaxed);
+            } else if c != Dtz::Win(LATE).raw() && c != Dtz::Loss(LATE).raw() {
+                continue;
+            }
+            bits |= 1 << (i % 64);
+        }
+        if bits != 0 {
+            self.frontier[LATE as usize % 2][w].fetch_or(bits, Relaxed);
+        }
     }
 }
 
@@ -115,9 +128,8 @@ pub fn solve_slice_dtz50(
     let words = n.div_ceil(64);
     let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
     let cells = Cells {
-        cells: (0..n).map(|_| AtomicU32::new(NONE)).collect(),
+        cells: (0..n).map(|_| AtomicU16::new(NONE)).collect(),
         frontier: [bitmap(), bitmap()],
-        late: bitmap(),
         any_late: AtomicBool::new(false),
     };
 
@@ -136,24 +148,7 @@ pub fn solve_slice_dtz50(
     loop {
         if d == LATE && cells.any_late.load(Relaxed) {
             for_each_chunk(words, 64, threads, |range| {
-                for w in range {
-                    let mut bits = cells.late[w].swap(0, Relaxed);
-                    while bits != 0 {
-                        let i = w * 64 + bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        let c = cells.cells[i].load(Relaxed);
-                        // Undecided with a winning exit in 101: won there. Final already:
-                        // joins only if at 101 (not if an inside move decided it sooner).
-                        if c & KIND == NO_LOSS {
-                            cells.cells[i].store(FINAL | Dtz::Win(LATE).raw() as u32, Relaxed);
-                        } else if c & KIND != FINAL
-                            || !matches!(Dtz::from_raw(c as u16), Some(Dtz::Win(LATE) | Dtz::Loss(LATE)))
-                        {
-                            continue;
-                        }
-                        Cells::set_bit(&cells.frontier[d as usize % 2], i);
-                    }
-                }
+                range.for_each(|w| cells.late_word(w));
                 Ok::<(), SolveError>(())
             })?;
         }
@@ -177,26 +172,27 @@ pub fn solve_slice_dtz50(
         if !any.load(Relaxed) && !waiting && next_is_empty(&cells, d) {
             break;
         }
-        if d >= MAX_DTZ - 1 {
+        if d >= MAX_CELL_DTZ - 1 {
             return Err(SolveError::TooDeep(*key));
         }
         d += 1;
     }
     debug!(slice = %key, passes = d, seconds = start.elapsed().as_secs_f64(), "DTZ50 of a slice solved");
 
-    // 3. Finish: what is undecided is a draw.
-    Ok(cells
-        .cells
-        .into_iter()
-        .map(|c| {
-            let c = c.into_inner();
-            match c & KIND {
-                NONE => 0,
-                FINAL => c as u16,
-                _ => Dtz::Draw.raw(),
+    // 3. Finish: what is undecided is a draw; the cells become the values in place.
+    for_each_chunk(n, 1 << 16, threads, |range| {
+        for i in range {
+            if cells.cells[i].load(Relaxed) & UNDECIDED != 0 {
+                cells.cells[i].store(Dtz::Draw.raw(), Relaxed);
             }
-        })
-        .collect())
+        }
+        Ok::<(), SolveError>(())
+    })?;
+    let mut cells = std::mem::ManuallyDrop::new(cells.cells);
+    // SAFETY: `AtomicU16` has the size, alignment and bit validity of `u16`, so the buffer is
+    // a valid `Vec<u16>` of the same length and capacity, owned by it from here (the original
+    // is not dropped).
+    Ok(unsafe { Vec::from_raw_parts(cells.as_mut_ptr().cast::<u16>(), cells.len(), cells.capacity()) })
 }
 
 fn next_is_empty(cells: &Cells, d: u16) -> bool {
@@ -221,19 +217,18 @@ fn init_position(
         if pos.is_check() {
             cells.decide(i, Dtz::Loss(0), 0, 0);
         } else {
-            cells.cells[i].store(FINAL | Dtz::Draw.raw() as u32, Relaxed);
+            cells.cells[i].store(Dtz::Draw.raw(), Relaxed);
         }
         return Ok(());
     }
-    let mut inside: u32 = 0;
+    let mut inside: u16 = 0;
     let mut best: Option<Dtz> = None;
-    let mut slowest_loss: u16 = 0;
+    let mut late_loss = false;
     for m in moves.iter() {
         if m.leaves_slice() {
+            // A zeroing move: 1 or 101 plies (a win or a loss), or a draw.
             let v = succ.dtz_of(&pos.play(m))?.after_move(true);
-            if let Dtz::Loss(l) = v {
-                slowest_loss = slowest_loss.max(l);
-            }
+            late_loss |= v == Dtz::Loss(LATE);
             best = Some(best.map_or(v, |b| b.max(v)));
         } else {
             inside += 1;
@@ -241,22 +236,22 @@ fn init_position(
     }
     if inside == 0 {
         match best.expect("a move exists") {
-            Dtz::Draw => cells.cells[i].store(FINAL | Dtz::Draw.raw() as u32, Relaxed),
+            Dtz::Draw => cells.cells[i].store(Dtz::Draw.raw(), Relaxed),
             v @ (Dtz::Win(e) | Dtz::Loss(e)) => cells.decide(i, v, e, 0),
         }
         return Ok(());
     }
-    debug_assert!(inside < 256, "inside-move count must fit its 8 bits");
-    let count = inside * COUNT_ONE;
+    debug_assert!(inside <= COUNT, "inside-move count must fit its 8 bits");
+    let late = if late_loss { LATE_EXIT } else { 0 };
     match best {
-        None | Some(Dtz::Loss(_)) => cells.cells[i].store(MAY_LOSE | count | slowest_loss as u32, Relaxed),
-        Some(Dtz::Draw) => cells.cells[i].store(NO_LOSS | count, Relaxed),
+        None | Some(Dtz::Loss(_)) => cells.cells[i].store(UNDECIDED | late | inside, Relaxed),
+        Some(Dtz::Draw) => cells.cells[i].store(UNDECIDED | NO_LOSS | inside, Relaxed),
         // A win by an exit in 1: nothing inside is sooner.
         Some(Dtz::Win(1)) => cells.decide(i, Dtz::Win(1), 1, 0),
         Some(Dtz::Win(e)) => {
             debug_assert_eq!(e, LATE);
-            cells.cells[i].store(NO_LOSS | count | e as u32, Relaxed);
-            cells.wait_late(i);
+            cells.cells[i].store(UNDECIDED | NO_LOSS | LATE_EXIT | inside, Relaxed);
+            cells.any_late.store(true, Relaxed);
         }
     }
     Ok(())
@@ -264,27 +259,26 @@ fn init_position(
 
 /// From a position whose value is final at exactly distance `d`, un-moves to its predecessors.
 fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) {
-    let v = Dtz::from_raw(cells.cells[j].load(Relaxed) as u16).expect("a frontier position is final");
+    let v = Dtz::from_raw(cells.cells[j].load(Relaxed)).expect("a frontier position is final");
     let next = d + 1;
     for_each_predecessor(ix, j, |p| {
         let cell = &cells.cells[p];
         let mut c = cell.load(Relaxed);
         loop {
-            let kind = c & KIND;
-            if kind != MAY_LOSE && kind != NO_LOSS {
+            if c & UNDECIDED == 0 {
                 return;
             }
             // The new cell, and the distance it is decided at if it is.
             let (new, at) = match v {
                 // A move into a loss in `d`: the predecessor wins in `d + 1`.
-                Dtz::Loss(_) => (FINAL | Dtz::Win(next).raw() as u32, Some(next)),
-                Dtz::Win(_) if kind == MAY_LOSE => {
-                    if (c >> 16) & 0xff == 1 {
+                Dtz::Loss(_) => (Dtz::Win(next).raw(), Some(next)),
+                Dtz::Win(_) if c & NO_LOSS == 0 => {
+                    if c & COUNT == 1 {
                         // Its last inside move loses: lost in `d + 1`, or later by an exit.
-                        let at = next.max((c & 0xffff) as u16);
-                        (FINAL | Dtz::Loss(at).raw() as u32, Some(at))
+                        let at = if c & LATE_EXIT != 0 { next.max(LATE) } else { next };
+                        (Dtz::Loss(at).raw(), Some(at))
                     } else {
-                        (c - COUNT_ONE, None)
+                        (c - 1, None)
                     }
                 }
                 _ => return,
