@@ -15,7 +15,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position};
 use zermelo_coordinator::plan::{plan, MaterialPlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
-use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzSuccessors};
+use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzStep, DtzSuccessors};
 use zermelo_worker::solver::SolveError;
 use zermelo_worker::tables::{TableDir, ThreadCached};
 
@@ -143,14 +143,15 @@ fn check_plan(to_build: &[&MaterialPlan], budget: u64) -> Result<(), DtzError> {
 /// `progress` is told of each material as it is done.
 ///
 /// Every material is checked against the memory `budget` before any work. `report(done, total,
-/// material)` follows the work in positions (those looked at before the passes, over the
-/// materials to build).
+/// material, distance)` follows the work in positions (those looked at before the passes, over
+/// the materials to build), and names the distance of the pass under way once a slice's
+/// passes begin.
 pub fn build_dtz50(
     targets: &[Material],
     dirs: &[PathBuf],
     threads: usize,
     budget: u64,
-    report: &(dyn Fn(u64, u64, &Material) + Sync),
+    report: &(dyn Fn(u64, u64, &Material, Option<u16>) + Sync),
     mut progress: impl FnMut(&DtzBuilt),
 ) -> Result<Vec<DtzBuilt>, DtzError> {
     let tables = TableDir::dtz50(dirs);
@@ -195,11 +196,17 @@ pub fn build_dtz50(
                 solved: &solved,
                 tables: &tables,
             };
-            let inited = |n: u64| {
-                let now = done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
-                report(now, total, &material);
+            let step = |s: DtzStep| match s {
+                DtzStep::Inited(n) => {
+                    let now = done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+                    report(now, total, &material, None);
+                }
+                DtzStep::Pass(d) => {
+                    let now = done.load(std::sync::atomic::Ordering::Relaxed);
+                    report(now, total, &material, Some(d));
+                }
             };
-            let values = solve_slice_dtz50(key, &succ, threads, &inited)
+            let values = solve_slice_dtz50(key, &succ, threads, &step)
                 .map_err(|source| DtzError::Solve { slice: *key, source })?;
             solved.insert(*key, values);
         }

@@ -812,10 +812,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             if dtz50 {
                 let start = Instant::now();
                 let progress = Progress::new(show_bar, "DTZ50");
-                let report = |done: u64, total: u64, m: &Material| {
-                    progress.set_what(&format!("DTZ50 {m}"));
-                    progress.update(done, total);
-                };
+                let report = dtz_report(&progress);
                 let done = zermelo_cli::dtz::build_dtz50(
                     &materials,
                     &tables.0,
@@ -825,6 +822,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                     |_| {},
                 )
                 .map_err(|e| Failure::input(e.to_string()))?;
+                drop(report);
                 progress.finish();
                 let built = done.iter().filter(|b| b.built).count();
                 eprintln!(
@@ -1013,14 +1011,12 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 .map_err(|e| Failure::input(format!("cannot create {}: {e}", tables.first().display())))?;
             let budget = memory::budget(m.map(|b| b.0));
             let progress = Progress::new(show_bar, "DTZ50");
-            let report = |done: u64, total: u64, m: &Material| {
-                progress.set_what(&format!("DTZ50 {m}"));
-                progress.update(done, total);
-            };
+            let report = dtz_report(&progress);
             let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, budget, &report, |b| {
                 println!("{}", serde_json::to_string(b).expect("json"));
             })
             .map_err(|e| Failure::input(e.to_string()))?;
+            drop(report);
             progress.finish();
             let built = done.iter().filter(|b| b.built).count();
             eprintln!(
@@ -1303,4 +1299,16 @@ fn squares_command(
         print!("{}", squares::text(&cs));
     }
     Ok(0)
+}
+
+/// What a DTZ50 build tells its progress bar: the material, and the distance of the pass under
+/// way once its passes begin.
+fn dtz_report(progress: &Progress) -> impl Fn(u64, u64, &Material, Option<u16>) + Sync + '_ {
+    move |done, total, m, pass| {
+        match pass {
+            Some(d) => progress.set_what(&format!("DTZ50 {m}, distance {d}")),
+            None => progress.set_what(&format!("DTZ50 {m}")),
+        }
+        progress.update(done, total);
+    }
 }

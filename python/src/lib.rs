@@ -161,7 +161,7 @@ fn dtz(py: Python<'_>, materials: Vec<String>, directory: &str, threads: Option<
     let built = py
         .detach(|| {
             let budget = zermelo_cli::memory::budget(None);
-            zermelo_cli::dtz::build_dtz50(&parsed, &[Path::new(directory).to_path_buf()], threads, budget, &|_, _, _| {}, |_| {})
+            zermelo_cli::dtz::build_dtz50(&parsed, &[Path::new(directory).to_path_buf()], threads, budget, &|_, _, _, _| {}, |_| {})
         })
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     Ok(built.into_iter().filter(|b| b.built).map(|b| b.material).collect())

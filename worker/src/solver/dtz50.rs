@@ -113,14 +113,22 @@ impl Cells {
     }
 }
 
+/// How far [`solve_slice_dtz50`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DtzStep {
+    /// `n` more indices were looked at before the passes (told now and then).
+    Inited(u64),
+    /// The pass of this distance begins.
+    Pass(u16),
+}
+
 /// The DTZ50 values of slice `key` (the raw codes of [`Dtz`], 0 where an index is not a
-/// position). `threads` does not change them. `inited(n)` is told, now and then, that `n`
-/// more indices were looked at before the passes (the longest part of the work).
+/// position). `threads` does not change them. `report` is told how far the work is.
 pub fn solve_slice_dtz50(
     key: &SliceKey,
     succ: &dyn DtzSuccessors,
     threads: usize,
-    inited: &(dyn Fn(u64) + Sync),
+    report: &(dyn Fn(DtzStep) + Sync),
 ) -> Result<Vec<u16>, SolveError> {
     let ix = SliceIndexer::new(*key);
     let n = ix.size() as usize;
@@ -139,13 +147,14 @@ pub fn solve_slice_dtz50(
         for i in range {
             init_position(&ix, &cells, i, succ)?;
         }
-        inited(len);
+        report(DtzStep::Inited(len));
         Ok::<(), SolveError>(())
     })?;
 
     // 2. Passes, one per distance, while a frontier or a late decision is left.
     let mut d: u16 = 0;
     loop {
+        report(DtzStep::Pass(d));
         if d == LATE && cells.any_late.load(Relaxed) {
             for_each_chunk(words, 64, threads, |range| {
                 range.for_each(|w| cells.late_word(w));
