@@ -304,3 +304,141 @@ fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+
+    use zermelo_chess::index::locate;
+
+    use super::*;
+
+    /// Successors of random classes, a function of the position: wins and losses within the
+    /// rule and past it (cursed, blessed), and draws, so that exits decide at 1 and at 101.
+    struct RandomClasses;
+
+    impl DtzSuccessors for RandomClasses {
+        fn dtz_of(&self, pos: &Position) -> Result<Dtz, SolveError> {
+            let mut h = DefaultHasher::new();
+            pos.hash(&mut h);
+            let r = h.finish();
+            let n = (r >> 8) as u16 % 100 + 1;
+            Ok(match r % 5 {
+                0 => Dtz::Win(n),
+                1 => Dtz::Win(n + RULE_PLIES),
+                2 => Dtz::Draw,
+                3 => Dtz::Loss(n + RULE_PLIES),
+                _ => Dtz::Loss(n),
+            })
+        }
+    }
+
+    /// The DTZ50 of every index of `key` by a second path: forward, distance by distance, from
+    /// each position's moves (no un-move, no count): a position is decided at `d` when a move
+    /// reaches a loss decided at `d - 1` or an exit wins in `d` (won), or when every move is
+    /// decided against it and the slowest of them comes at `d` (lost).
+    fn forward(key: &SliceKey, succ: &dyn DtzSuccessors) -> Vec<u16> {
+        let ix = SliceIndexer::new(*key);
+        let n = ix.size() as usize;
+        // Per index: its exits' values (for the mover) and its inside moves' target indices.
+        let mut exits: Vec<Vec<Dtz>> = vec![Vec::new(); n];
+        let mut inside: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut value: Vec<Option<(Dtz, u16)>> = vec![None; n];
+        let mut legal = vec![false; n];
+        for i in 0..n {
+            let Some(pos) = legal_position(&ix, i) else {
+                continue;
+            };
+            legal[i] = true;
+            let moves = pos.legal_moves();
+            if moves.is_empty() {
+                let v = if pos.is_check() { Dtz::Loss(0) } else { Dtz::Draw };
+                value[i] = Some((v, 0));
+                continue;
+            }
+            for m in moves.iter() {
+                let next = pos.play(m);
+                if m.leaves_slice() {
+                    exits[i].push(succ.dtz_of(&next).unwrap().after_move(true));
+                } else {
+                    let loc = locate(&next).expect("a position inside the slice");
+                    assert_eq!(loc.slice, *key);
+                    inside[i].push(loc.index as usize);
+                }
+            }
+        }
+        let mut d: u16 = 1;
+        loop {
+            let mut decided = Vec::new();
+            for i in (0..n).filter(|&i| legal[i] && value[i].is_none()) {
+                let inner = || inside[i].iter().map(|&c| value[c]);
+                let wins_now = exits[i].contains(&Dtz::Win(d))
+                    || inner().any(|v| matches!(v, Some((Dtz::Loss(_), at)) if at == d - 1));
+                if wins_now {
+                    decided.push((i, Dtz::Win(d)));
+                    continue;
+                }
+                let exits_lose = exits[i].iter().all(|v| matches!(v, Dtz::Loss(_)));
+                let inside_lose = inner().all(|v| matches!(v, Some((Dtz::Win(_), at)) if at < d));
+                if exits_lose && inside_lose {
+                    let slowest = (exits[i].iter().map(|v| match v {
+                        Dtz::Loss(e) => *e,
+                        _ => unreachable!(),
+                    }))
+                    .chain(inner().map(|v| v.expect("decided").1 + 1))
+                    .max()
+                    .expect("a move");
+                    if slowest == d {
+                        decided.push((i, Dtz::Loss(d)));
+                    }
+                }
+            }
+            if decided.is_empty() && d > LATE {
+                break;
+            }
+            for (i, v) in decided {
+                value[i] = Some((v, d));
+            }
+            d += 1;
+        }
+        (0..n)
+            .map(|i| match value[i] {
+                _ if !legal[i] => 0,
+                Some((v, _)) => v.raw(),
+                None => Dtz::Draw.raw(),
+            })
+            .collect()
+    }
+
+    /// Against the forward derivation, on slices whose exits are of random classes (so that
+    /// cursed wins and blessed losses come by exits, and through the moves inside): a pawn
+    /// slice of KRvKP and pawnless KBvKN, on 1 and 2 threads.
+    #[test]
+    fn agrees_with_a_forward_derivation_when_exits_are_cursed_or_blessed() {
+        let krkp = SliceKey::all_of("KRvKP".parse().unwrap());
+        for key in [krkp[krkp.len() / 2], SliceKey::pawnless("KBvKN".parse().unwrap())] {
+            let want = forward(&key, &RandomClasses);
+            let late =
+                |v: &u16| matches!(Dtz::from_raw(*v), Some(Dtz::Win(e) | Dtz::Loss(e)) if e > RULE_PLIES);
+            let cursed = want.iter().filter(|v| late(v)).count();
+            assert!(
+                cursed > 1000,
+                "{key}: only {cursed} cursed wins or blessed losses"
+            );
+            for threads in [1, 2] {
+                let got = solve_slice_dtz50(&key, &RandomClasses, threads, &|_| {}).unwrap();
+                let diff = got.iter().zip(&want).position(|(a, b)| a != b);
+                assert!(
+                    diff.is_none(),
+                    "{key} on {threads} threads: first difference at {diff:?}: {:?}",
+                    diff.map(|i| (
+                        Dtz::from_raw(got[i]),
+                        Dtz::from_raw(want[i]),
+                        SliceIndexer::new(key).position(i as u64)
+                    ))
+                );
+            }
+        }
+    }
+}
