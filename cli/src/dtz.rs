@@ -44,6 +44,9 @@ pub fn material_need(largest_slice: u64, positions: u64) -> u64 {
     positions * MATERIAL_BYTES_PER_POSITION + (largest_slice as f64 * SLICE_BYTES_PER_POSITION) as u64
 }
 
+/// What [`build_dtz50`] tells of its work: `(done, total, material, distance)`.
+pub type DtzReport<'a> = dyn Fn(u64, u64, &Material, Option<u16>) + Sync + 'a;
+
 /// Why a DTZ50 build stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DtzError {
@@ -151,7 +154,7 @@ pub fn build_dtz50(
     dirs: &[PathBuf],
     threads: usize,
     budget: u64,
-    report: &(dyn Fn(u64, u64, &Material, Option<u16>) + Sync),
+    report: &DtzReport<'_>,
     mut progress: impl FnMut(&DtzBuilt),
 ) -> Result<Vec<DtzBuilt>, DtzError> {
     let tables = TableDir::dtz50(dirs);
