@@ -366,6 +366,12 @@ thread_local! {
     static READER: RefCell<ValueReader> = RefCell::new(ValueReader::new(READER_BLOCKS));
 }
 
+/// The stored value at `index` of slice `slice` of `table`, read through this thread's cache of
+/// decompressed blocks (as [`ThreadCached`] reads): for a caller that holds its tables open.
+pub fn read_cached(table: &Table, slice: usize, index: u64) -> Result<u16, StorageError> {
+    READER.with(|r| r.borrow_mut().value(table, slice, index))
+}
+
 /// One slice of a table file, read a value at a time through the thread's block cache: its
 /// values are never held whole.
 pub struct TableSlice {
