@@ -811,23 +811,11 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             );
             if dtz50 {
                 let start = Instant::now();
-                let progress = Progress::new(show_bar, "DTZ50");
-                let report = dtz_report(&progress);
-                let done = zermelo_cli::dtz::build_dtz50(
-                    &materials,
-                    &tables.0,
-                    threads,
-                    memory::budget(memory.map(|m| m.0)),
-                    &report,
-                    |_| {},
-                )
-                .map_err(|e| Failure::input(e.to_string()))?;
-                drop(report);
-                progress.finish();
-                let built = done.iter().filter(|b| b.built).count();
+                let budget = memory::budget(memory.map(|m| m.0));
+                let (built, complete) =
+                    build_dtz50(&materials, &tables.0, threads, budget, show_bar, |_| {})?;
                 eprintln!(
-                    "zermelo: {built} DTZ50 table(s) built, {} already complete, in {:.1} s",
-                    done.len() - built,
+                    "zermelo: {built} DTZ50 table(s) built, {complete} already complete, in {:.1} s",
                     start.elapsed().as_secs_f64()
                 );
             }
@@ -1010,19 +998,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             std::fs::create_dir_all(tables.first())
                 .map_err(|e| Failure::input(format!("cannot create {}: {e}", tables.first().display())))?;
             let budget = memory::budget(m.map(|b| b.0));
-            let progress = Progress::new(show_bar, "DTZ50");
-            let report = dtz_report(&progress);
-            let done = zermelo_cli::dtz::build_dtz50(&materials, &tables.0, threads, budget, &report, |b| {
+            let (built, complete) = build_dtz50(&materials, &tables.0, threads, budget, show_bar, |b| {
                 println!("{}", serde_json::to_string(b).expect("json"));
-            })
-            .map_err(|e| Failure::input(e.to_string()))?;
-            drop(report);
-            progress.finish();
-            let built = done.iter().filter(|b| b.built).count();
-            eprintln!(
-                "DTZ50: {built} table(s) built, {} complete already",
-                done.len() - built
-            );
+            })?;
+            eprintln!("DTZ50: {built} table(s) built, {complete} complete already");
             Ok(0)
         }
         Command::Stats { tables, material } => {
@@ -1301,14 +1280,29 @@ fn squares_command(
     Ok(0)
 }
 
-/// What a DTZ50 build tells its progress bar: the material, and the distance of the pass under
-/// way once its passes begin.
-fn dtz_report(progress: &Progress) -> impl Fn(u64, u64, &Material, Option<u16>) + Sync + '_ {
-    move |done, total, m, pass| {
+/// Builds the DTZ50 tables of `materials` (see [`zermelo_cli::dtz::build_dtz50`]) with a progress
+/// bar that names the material, and the distance of the pass under way once its passes begin;
+/// `each` is told of every material as it is done. Returns how many tables were built and how
+/// many were complete already.
+fn build_dtz50(
+    materials: &[Material],
+    dirs: &[PathBuf],
+    threads: usize,
+    budget: u64,
+    show_bar: bool,
+    each: impl FnMut(&zermelo_cli::dtz::DtzBuilt),
+) -> Result<(usize, usize), Failure> {
+    let progress = Progress::new(show_bar, "DTZ50");
+    let report = |done, total, m: &Material, pass: Option<u16>| {
         match pass {
             Some(d) => progress.set_what(&format!("DTZ50 {m}, distance {d}")),
             None => progress.set_what(&format!("DTZ50 {m}")),
         }
         progress.update(done, total);
-    }
+    };
+    let done = zermelo_cli::dtz::build_dtz50(materials, dirs, threads, budget, &report, each)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    progress.finish();
+    let built = done.iter().filter(|b| b.built).count();
+    Ok((built, done.len() - built))
 }
