@@ -4,6 +4,7 @@
 //! solver, kept as a second path for tests), on a few threads ([`par`]). It knows nothing of
 //! table files, the cluster or async code.
 
+mod bits;
 mod checkpoint;
 mod dtm_log;
 pub mod dtz50;
@@ -23,6 +24,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::MAX_PLIES;
 use zermelo_chess::{Position, Value};
 
+pub use bits::{bits_solvable, bits_state_bytes, solve_slice_bits};
 pub use checkpoint::Checkpoints;
 pub use dtm_log::SEG_INDICES;
 pub use paging::{kslice_resident_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX};

@@ -78,7 +78,7 @@ use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::split::{Own, Whole, POST_LINES};
 use super::state::{
-    decided, may_lose, undecided, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
+    decided, may_lose, undecided, InitTarget, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
     MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE, S_NEXT, S_NO_LOSS,
     S_WIN_EXIT_FAR, S_WON, WIN_EXIT_DIRECT,
 };
@@ -1020,7 +1020,7 @@ pub(super) fn write_values(
 /// index `first` (their offsets encoded in `encoded`), a line of 64 at a time
 /// ([`Geometry::for_each_unmove_line`], line man `l`).
 #[inline(always)]
-fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: impl FnMut(u64, Bitboard)) {
+pub(super) fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: impl FnMut(u64, Bitboard)) {
     let mut unmove = |base: usize, from: u64| {
         let d = g.decode_line(base as u64, l).expect("a decided line is placed");
         // A closure of its own, not `&mut f`: with `&mut f` the marks were not inlined into
@@ -1091,8 +1091,8 @@ const UNITS_A_THREAD: usize = 32;
 
 /// What the init and the verification need besides the state.
 pub(super) struct Context<'a> {
-    g: &'a Geometry,
-    key: SliceKey,
+    pub(super) g: &'a Geometry,
+    pub(super) key: SliceKey,
     succ: &'a dyn Successors,
     /// Exits by capture read by index (pawnless slices), see [`capture_exits`].
     captures: Option<Vec<Option<CaptureExit<'a>>>>,
@@ -1157,26 +1157,7 @@ fn verify_line(
     let d = g.decode_line(base as u64, l).expect("a changed line is placed");
     let at = Bitboard(at);
     // An illegal successor is not a move: won or illegal, the bits of `st.won`.
-    // The positions with a move to a position not (yet) won for the opponent.
-    let mut open = Bitboard::EMPTY;
-    let us = d.turn;
-    if g.side(us).contains(&l) {
-        let line = d.fields + us.other().index() as u64 * g.ix.per_side();
-        // A move of `l` between two squares works both ways: the squares from which `l`
-        // reaches a position not won are those it attacks from them.
-        let not_won = !d.occupied & !st.won_line(line);
-        open = at & attacks_from_set(g.men[l], not_won, d.occupied);
-    }
-    if open != at {
-        let _ = g.for_each_move_line(l, &d, at & !open, |line, squares, sym| {
-            open |= unmap_bb(sym, squares & !st.won_line(line));
-            if open == at {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
-    }
+    let open = open_squares(g, l, &d, at, |line| st.won_line(line));
     if st.changed_bits.is_empty() {
         for q in at & open {
             let i = base + q.index();
@@ -1195,6 +1176,39 @@ fn verify_line(
     st.clear_quiet(base, open.0);
     st.set_quiet(base, (at & !open).0);
     Ok(())
+}
+
+/// The squares of `at` (positions of line `d`, line man `l`) with a move inside the slice to a
+/// position whose bit in `won` (the bits of a line, from its first index) is clear: a position
+/// not (yet) won for the opponent, nor illegal.
+#[inline]
+pub(super) fn open_squares(
+    g: &Geometry,
+    l: usize,
+    d: &Decoded,
+    at: Bitboard,
+    won: impl Fn(u64) -> Bitboard,
+) -> Bitboard {
+    let mut open = Bitboard::EMPTY;
+    let us = d.turn;
+    if g.side(us).contains(&l) {
+        let line = d.fields + us.other().index() as u64 * g.ix.per_side();
+        // A move of `l` between two squares works both ways: the squares from which `l`
+        // reaches a position not won are those it attacks from them.
+        let not_won = !d.occupied & !won(line);
+        open = at & attacks_from_set(g.men[l], not_won, d.occupied);
+    }
+    if open != at {
+        let _ = g.for_each_move_line(l, d, at & !open, |line, squares, sym| {
+            open |= unmap_bb(sym, squares & !won(line));
+            if open == at {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+    }
+    open
 }
 
 /// A changed position `i` (state `v`, decoded `d`) whose moves inside the slice all lead to a
@@ -1223,7 +1237,7 @@ fn set_lost(
 
 /// The exits of a legal position: read by index when the successors are arrays, else through
 /// its legal moves.
-fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError> {
+pub(super) fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError> {
     let g = ctx.g;
     let (our_king, _) = kings(g, d);
     if let Some(pe) = &ctx.pawn_exits {
@@ -1258,7 +1272,7 @@ fn exits_by_moves(ctx: &Context<'_>, d: &Decoded) -> Result<(Exits, bool, bool),
 
 /// Init of the indices of `range`: by lines of 64 when the lowest field is a lone man (the
 /// range then starts and ends on multiples of 64), else index by index.
-fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> Result<(), SolveError> {
+pub(super) fn init_range<S: InitTarget>(ctx: &Context<'_>, st: &S, range: std::ops::Range<usize>) -> Result<(), SolveError> {
     match ctx.g.line_man() {
         Some(l) => {
             debug_assert!(range.start.is_multiple_of(64) && range.len().is_multiple_of(64));
@@ -1282,9 +1296,9 @@ fn init_range(ctx: &Context<'_>, st: &State, range: std::ops::Range<usize>) -> R
 /// (the squares of `l` for which the answer is yes), it finds the illegal ones (left 0) and the
 /// plain ones: legal, not in check and with no exit, so undecided with no exit
 /// ([`S_MAY_LOSE`], what [`init_index`] would set). The others go through [`init_index`].
-fn init_line(
+fn init_line<S: InitTarget>(
     ctx: &Context<'_>,
-    st: &State,
+    st: &S,
     l: usize,
     base: usize,
     pushes: &mut LinePushes,
@@ -1300,25 +1314,7 @@ fn init_line(
         Color::Black => (sq[g.black_king], sq[0]),
     };
     let lp = g.men[l];
-    // The squares of man `l` with which a man of `by` attacks `target` (a square of another
-    // man): `l` itself from the squares a like man on `target` sees; another man if it attacks
-    // `target` without `l` and `l` is not between them (a new man blocks, never opens a line).
-    let attacked = |target: Square, by: Color| -> Bitboard {
-        if (pawn_attacks(by.other(), target) & g.pawns[by.index()]).any() {
-            return Bitboard::ALL;
-        }
-        let mut s = if lp.color == by {
-            attacks(lp, target, occ)
-        } else {
-            Bitboard::EMPTY
-        };
-        for k in g.side(by).filter(|&k| k != l) {
-            if attacks(g.men[k], sq[k], occ).contains(target) {
-                s |= !between(sq[k], target);
-            }
-        }
-        s
-    };
+    let attacked = |target: Square, by: Color| line_attacked(g, &line, l, target, by);
     let legal = !occ & !attacked(their_king, us);
     if legal.is_empty() {
         return Ok(());
@@ -1439,6 +1435,39 @@ fn init_line(
     Ok(())
 }
 
+/// The squares of man `l` of line `line` ([`Geometry::decode_line`]) with which a man of `by`
+/// attacks `target` (a square of another man): `l` itself from the squares a like man on
+/// `target` sees; another man if it attacks `target` without `l` and `l` is not between them (a
+/// new man blocks, never opens a line).
+#[inline]
+fn line_attacked(g: &Geometry, line: &Decoded, l: usize, target: Square, by: Color) -> Bitboard {
+    if (pawn_attacks(by.other(), target) & g.pawns[by.index()]).any() {
+        return Bitboard::ALL;
+    }
+    let (lp, sq, occ) = (g.men[l], &line.squares, line.occupied);
+    let mut s = if lp.color == by {
+        attacks(lp, target, occ)
+    } else {
+        Bitboard::EMPTY
+    };
+    for k in g.side(by).filter(|&k| k != l) {
+        if attacks(g.men[k], sq[k], occ).contains(target) {
+            s |= !between(sq[k], target);
+        }
+    }
+    s
+}
+
+/// The squares of the line man `l` for which the index `base + square` of the line from `base`
+/// is a legal position (no two men on a square, the side not to move not in check).
+pub(super) fn line_legal(g: &Geometry, base: usize, l: usize) -> Bitboard {
+    let Some(line) = g.decode_line(base as u64, l) else {
+        return Bitboard::EMPTY;
+    };
+    let (_, their_king) = kings(g, &line);
+    !line.occupied & !line_attacked(g, &line, l, their_king, line.turn)
+}
+
 /// Adds to `exits` the pawn moves read by lines in `pushes` ([`PawnExits::line_pushes`]) of
 /// the position with the line man on `q`.
 #[inline]
@@ -1461,7 +1490,7 @@ fn add_line_pushes(pushes: &LinePushes, q: Square, exits: &mut Exits) -> Result<
 /// Looks at one index before the passes: illegal (left 0), decided (no move inside the slice),
 /// or undecided with its best exit.
 #[inline]
-fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError> {
+fn init_index<S: InitTarget>(ctx: &Context<'_>, st: &S, i: usize) -> Result<(), SolveError> {
     match ctx.g.decode(i as u64) {
         Some(d) => init_decoded(ctx, st, i, &d, None),
         None => Ok(()),
@@ -1470,9 +1499,9 @@ fn init_index(ctx: &Context<'_>, st: &State, i: usize) -> Result<(), SolveError>
 
 /// [`init_index`] of index `i`, decoded as `d`.
 #[inline]
-fn init_decoded(
+fn init_decoded<S: InitTarget>(
     ctx: &Context<'_>,
-    st: &State,
+    st: &S,
     i: usize,
     d: &Decoded,
     known: Option<bool>,
@@ -1540,9 +1569,9 @@ fn init_decoded(
 /// mated, or stalemated) if its exits lose, or it has none, and it has no move inside the slice
 /// (`has_inside_move`, asked only then), else undecided with its best exit.
 #[inline]
-fn set_by_captures(
+fn set_by_captures<S: InitTarget>(
     ctx: &Context<'_>,
-    st: &State,
+    st: &S,
     i: usize,
     exits: &Exits,
     in_check: bool,
@@ -1569,9 +1598,9 @@ fn set_by_captures(
 
 /// Sets a legal position of a slice with pawns from its exits at init, and whether it has a
 /// move inside the slice (`inside`; asked only when its exits lose or it has none).
-fn set_by_exits(
+fn set_by_exits<S: InitTarget>(
     ctx: &Context<'_>,
-    st: &State,
+    st: &S,
     i: usize,
     exits: &Exits,
     inside: bool,
@@ -1592,7 +1621,7 @@ fn set_by_exits(
 }
 
 /// Sets a position decided at init (no move inside the slice that could change it).
-fn set_decided(st: &State, i: usize, v: Value) -> Result<(), SolveError> {
+fn set_decided<S: InitTarget>(st: &S, i: usize, v: Value) -> Result<(), SolveError> {
     match v {
         Value::Draw => st.set(i, S_DRAW),
         Value::Win(d) | Value::Loss(d) => st.set_later(i, d as u32),
@@ -1602,7 +1631,7 @@ fn set_decided(st: &State, i: usize, v: Value) -> Result<(), SolveError> {
 
 /// Sets the state of a position with a move inside the slice from its exits.
 #[inline]
-fn set_undecided(ctx: &Context<'_>, st: &State, i: usize, exits: &Exits) -> Result<(), SolveError> {
+fn set_undecided<S: InitTarget>(ctx: &Context<'_>, st: &S, i: usize, exits: &Exits) -> Result<(), SolveError> {
     match exits.best {
         None => st.set(i, S_MAY_LOSE),
         Some(Value::Loss(_)) => st.set(i, S_MAY_LOSE | F_LOSS_EXIT),

@@ -438,3 +438,31 @@ impl State {
         }
     }
 }
+
+/// What init writes: the state of each legal position it looks at, through these three calls
+/// only (an illegal index is never named). [`State`] takes them as its bytes; the compact
+/// solver ([`super::bits`]) as its bitmaps and lists of plies.
+pub(super) trait InitTarget {
+    /// Sets one of [`S_DRAW`], [`S_MAY_LOSE`] (with [`F_LOSS_EXIT`] or not) and [`S_NO_LOSS`].
+    fn set(&self, i: usize, v: u8);
+    /// A position decided at `plies` (won if odd, lost if even), whatever the passes find.
+    fn set_later(&self, i: usize, plies: u32);
+    /// A position that cannot be lost and wins by an exit in `plies` (odd) unless it wins
+    /// sooner inside the slice.
+    fn set_win_exit(&self, i: usize, plies: u32);
+}
+
+impl InitTarget for State {
+    #[inline(always)]
+    fn set(&self, i: usize, v: u8) {
+        State::set(self, i, v)
+    }
+    #[inline(always)]
+    fn set_later(&self, i: usize, plies: u32) {
+        State::set_later(self, i, plies)
+    }
+    #[inline(always)]
+    fn set_win_exit(&self, i: usize, plies: u32) {
+        State::set_win_exit(self, i, plies)
+    }
+}
