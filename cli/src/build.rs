@@ -22,8 +22,8 @@ use zermelo_worker::solver::{
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
 use zermelo_worker::{
-    init_together, solve_in_parts, solve_slice_resumable, solve_slices_into, splittable, Checkpoints, Sink,
-    SolveError,
+    bits_solvable, bits_state_bytes, init_together, solve_in_parts, solve_slice_bits, solve_slice_resumable,
+    solve_slices_into, splittable, Checkpoints, Sink, SolveError,
 };
 
 use crate::memory::{free_disk_bytes, human_bytes};
@@ -250,6 +250,9 @@ pub struct BuildOptions<'a> {
     /// logged; no checkpoints, and a slice whose state must be paged is not solved in parts. The values are the same: this checks and measures the
     /// exchange a slice shared by workers uses.
     pub parts: usize,
+    /// Pawnless slices by lines are solved by the compact solver ([`Fit::compact`]) even when
+    /// the byte solver's state fits the budget.
+    pub compact: bool,
 }
 
 /// How often a build checkpoints a large slice by default.
@@ -264,6 +267,7 @@ impl BuildOptions<'_> {
             checkpoint_every: CHECKPOINT_EVERY,
             stop: None,
             parts: 1,
+            compact: false,
         }
     }
 
@@ -333,7 +337,7 @@ pub fn build_in(
             how.push((Fit::default(), 0));
             continue;
         }
-        let (way, need) = fit(mp, threads, memory);
+        let (way, need) = fit(mp, threads, memory, options.compact);
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
@@ -449,13 +453,24 @@ struct Fit {
     /// A pawnless slice too large for the budget: its state paged through files of the build
     /// folder ([`Paging`]), at most this many bytes of it resident.
     paged: Option<u64>,
+    /// A pawnless slice solved by the compact solver ([`solve_slice_bits`]): its state three
+    /// bits a position, when a byte does not fit the budget (or `--compact` asks for it).
+    compact: bool,
 }
 
 /// How a material is built within `memory` bytes on `threads` threads: its slices one per
 /// thread at once with the bitmaps of changed positions and its promoting waves together when
 /// that fits, else without the waves together, else one at a time with the bitmaps, else one at
 /// a time without; with what that needs (more than `memory` when even the last does not fit).
-fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
+fn fit(mp: &MaterialPlan, threads: usize, memory: u64, compact: bool) -> (Fit, MemoryNeed) {
+    let compact_need = compact_memory(mp, threads);
+    let compact_fit = Fit {
+        compact: true,
+        ..Fit::default()
+    };
+    if let Some(n) = compact_need.filter(|_| compact) {
+        return (compact_fit, n);
+    }
     let mut need = None;
     for (by_slice, changed_bits, together) in WAYS {
         let n = material_memory(mp, threads, by_slice, changed_bits, together);
@@ -464,11 +479,18 @@ fn fit(mp: &MaterialPlan, threads: usize, memory: u64) -> (Fit, MemoryNeed) {
             changed_bits,
             together,
             paged: None,
+            compact: false,
         };
         if n.bytes <= memory {
             return (fit, n);
         }
         need = Some((fit, n));
+    }
+    // A pawnless slice by lines: three bits a position, in memory.
+    if let Some(n) = compact_need {
+        if n.bytes <= memory {
+            return (compact_fit, n);
+        }
     }
     // Without pawns, the slice's state may be paged: the budget less what stays in memory (and
     // less the cache of whole successor slices the build takes of what the budget leaves) is
@@ -503,6 +525,26 @@ const WAYS: [(bool, bool, bool); 4] = [
 fn held_need(mp: &MaterialPlan, threads: usize) -> MemoryNeed {
     let (by_slice, changed_bits, together) = WAYS[WAYS.len() - 1];
     material_memory(mp, threads, by_slice, changed_bits, together)
+}
+
+/// What building a pawnless material with the compact solver needs ([`Fit::compact`]): its
+/// three bits a position and each thread's buffers; `None` if it cannot ([`bits_solvable`]).
+fn compact_memory(mp: &MaterialPlan, threads: usize) -> Option<MemoryNeed> {
+    if mp.material.has_pawns() {
+        return None;
+    }
+    let key = SliceKey::pawnless(mp.material);
+    if !bits_solvable(&key) {
+        return None;
+    }
+    let n = SliceIndexer::new(key).size();
+    let per_thread = thread_bytes(n, false) + WRITER_BYTES + READER_BYTES;
+    Some(MemoryNeed {
+        bytes: bits_state_bytes(n) + threads.max(1) as u64 * per_thread,
+        largest: n,
+        at_once: 1,
+        per_thread,
+    })
 }
 
 /// What building a pawnless material with its state paged needs (see [`Fit::paged`]).
@@ -576,6 +618,9 @@ pub struct PlannedMaterial {
     /// Its state does not fit the budget and is paged through the build folder: this many
     /// bytes of files there ([`PAGED_BYTES_PER_INDEX`] a position); 0 when in memory.
     pub paged_bytes: u64,
+    /// It is solved by the compact solver (three bits a position, in memory; see
+    /// [`solve_slice_bits`]).
+    pub compact: bool,
     /// It fits the budget.
     pub fits: bool,
 }
@@ -623,13 +668,14 @@ pub fn plan_build(
     more: &[PathBuf],
     threads: usize,
     memory: u64,
+    compact: bool,
 ) -> BuildPlan {
     let tables = TableDir::new(dir).with_more(more.to_vec()).pread();
     let plan: Plan = plan(targets);
     let mut materials = Vec::new();
     for mp in &plan.materials {
         let complete = is_complete(&tables, mp);
-        let (way, need) = fit(mp, threads, memory);
+        let (way, need) = fit(mp, threads, memory, compact);
         materials.push(PlannedMaterial {
             material: mp.material.to_string(),
             slices: mp.slice_count(),
@@ -643,6 +689,7 @@ pub fn plan_build(
             } else {
                 paged_bytes(&way, need.largest)
             },
+            compact: !complete && way.compact,
             fits: complete || need.bytes <= memory,
         });
     }
@@ -691,6 +738,8 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
     for m in &to_build {
         let paged = if m.paged_bytes > 0 {
             format!(", its state paged through {} of disk", human_bytes(m.paged_bytes))
+        } else if m.compact {
+            ", by the compact solver (3 bits a position)".to_string()
         } else {
             String::new()
         };
@@ -789,6 +838,7 @@ fn solve_material(
         changed_bits,
         together,
         paged: _,
+        compact,
     } = fit;
     let cache = SuccessorCache::new(cache_bytes);
     let meta = TableMeta {
@@ -833,7 +883,22 @@ fn solve_material(
                 "--parts is not used for this slice: its state does not fit the budget in memory, and is paged"
             );
         }
-        if in_parts && fit.paged.is_none() {
+        if compact {
+            info!(
+                slice = %key,
+                state_bytes = bits_state_bytes(SliceIndexer::new(key).size()),
+                "the slice is solved by the compact solver, three bits a position"
+            );
+            writer.begin_slice(key.raw(), SliceIndexer::new(key).size())?;
+            solve_slice_bits(
+                &key,
+                &successors,
+                threads,
+                Some(&checkpoints),
+                &mut into(&mut writer, progress),
+            )?;
+            writer.end_slice()?;
+        } else if in_parts && fit.paged.is_none() {
             solve_parts_into_writer(&key, &successors, options, &mut writer, progress)?;
         } else {
             let solving = (Some(&checkpoints), paging.as_ref());

@@ -101,6 +101,12 @@ enum Command {
         /// mates are done, as `zermelo dtz` does (checked against --memory before any work).
         #[arg(long)]
         dtz50: bool,
+        /// Solve pawnless tables with the compact solver (three bits a position, one side's
+        /// wins at a time) even when the usual one (a byte a position and a bit) fits the
+        /// budget. It is chosen anyway, before paging, for a pawnless table whose byte of
+        /// state does not fit (7 men). The same tables; it keeps no checkpoints.
+        #[arg(long)]
+        compact: bool,
     },
     /// Build the DTZ50 tables (KRPvKR.zdz): exact distance to the next zeroing move under the
     /// 50-move rule, with cursed wins and blessed losses.
@@ -748,6 +754,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             checkpoint_every,
             parts,
             dtz50,
+            compact,
         } => {
             let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
@@ -762,6 +769,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                     tables.more(),
                     threads,
                     memory::budget(memory.map(|m| m.0)),
+                    compact,
                 );
                 eprint!("{}", zermelo_cli::build::describe_build_plan(&plan));
                 println!("{}", serde_json::to_string(&plan).expect("a plan serializes"));
@@ -777,6 +785,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 checkpoint_every: checkpoint_every.0,
                 stop: Some(zermelo_cli::stop::install()),
                 parts: parts as usize,
+                compact,
                 ..BuildOptions::new(threads, memory::budget(memory.map(|m| m.0)))
             };
             let built = build_in(&materials, tables.first(), tables.more(), &options, &report, None);

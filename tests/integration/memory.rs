@@ -132,17 +132,17 @@ fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
     let reference = tables_with(&["KRvKN"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let need = |memory: &str| -> u64 {
-        let o = run(&["solve", "--plan-only", "KRvKN", "--memory", memory, "--tables", d]);
-        let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-        let rows = plan["materials"].as_array().unwrap();
-        let row = rows.iter().find(|r| r["material"] == "KRvKN").unwrap();
-        assert!(!stderr(&o).is_empty());
-        row["memory_bytes"].as_u64().unwrap()
-    };
-    let (in_memory, paged) = (need("1TiB"), need("1MiB"));
-    let budget = paged + (1 << 20);
-    assert!(budget < in_memory, "paged {paged} bytes, in memory {in_memory}");
+    let (in_memory, paged, compact) = (
+        krvkn_need(d, "1TiB", false),
+        krvkn_need(d, "1MiB", false),
+        krvkn_need(d, "1TiB", true),
+    );
+    // Under the compact solver's need too, which is chosen before paging when it fits.
+    let budget = (paged + (1 << 20)).min(compact - 1);
+    assert!(
+        budget >= paged && budget < in_memory,
+        "paged {paged} bytes, in memory {in_memory}"
+    );
     let memory = format!("{budget}B");
     let (code, err, peak) = run_measured(&[
         "solve",
@@ -168,6 +168,70 @@ fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
         "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
     );
     assert_only_tables(dir.path());
+}
+
+/// The memory `solve --plan-only KRvKN` gives for KRvKN within `memory` (with `--compact` if
+/// `compact`), the tables in `d`.
+fn krvkn_need(d: &str, memory: &str, compact: bool) -> u64 {
+    let mut args = vec!["solve", "--plan-only", "KRvKN", "--memory", memory, "--tables", d];
+    if compact {
+        args.push("--compact");
+    }
+    let o = run(&args);
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows = plan["materials"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["material"] == "KRvKN").unwrap();
+    assert_eq!(row["compact"], compact, "{row}");
+    assert!(!crate::common::stderr(&o).is_empty());
+    row["memory_bytes"].as_u64().unwrap()
+}
+
+/// A pawnless table whose byte of state a position does not fit the budget, but whose three
+/// bits do, is built by the compact solver (`solver::bits`), in memory: KRvKN within a little
+/// more than the compact solver's need (under the byte solver's), the same bytes as the default
+/// build, the peak resident memory within the budget plus the fixed share. `--compact` asks for
+/// it whatever the budget: the same bytes again.
+#[test]
+fn a_pawnless_table_whose_bits_fit_is_built_by_the_compact_solver_to_the_same_bytes() {
+    use crate::common::stderr;
+    let reference = tables_with(&["KRvKN"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (in_memory, compact) = (krvkn_need(d, "1TiB", false), krvkn_need(d, "1TiB", true));
+    let budget = compact + (256 << 10);
+    assert!(
+        budget < in_memory,
+        "compact {compact} bytes, in memory {in_memory}"
+    );
+    let memory = format!("{budget}B");
+    let (code, err, peak) = run_measured(&[
+        "solve",
+        "KRvKN",
+        "--tables",
+        d,
+        "--threads",
+        "2",
+        "--memory",
+        &memory,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("solved by the compact solver"), "{err}");
+    assert_eq!(same_tables(dir.path(), &reference), 3, "KRvKN, KRvK and KNvK");
+    assert!(
+        peak <= budget + FIXED_SHARE,
+        "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
+    );
+    assert_only_tables(dir.path());
+    let forced = tempfile::tempdir().unwrap();
+    let f = forced.path().to_str().unwrap();
+    let o = run(&["solve", "KRvKN", "--tables", f, "--threads", "1", "--compact"]);
+    assert_ok(&o);
+    assert!(
+        stderr(&o).contains("solved by the compact solver"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(same_tables(forced.path(), &reference), 3);
 }
 
 /// `solve --plan-only` says what a build would do without doing it: every material with its
@@ -278,20 +342,21 @@ fn bench_alone_gives_the_peak_of_the_named_materials() {
 }
 
 /// Seven men are planned and built like six, within the memory budget and the disk: KNNNNvKQ
-/// (2 sides x 462 king pairs x C(64,4) knight sets x 64 queen squares) is planned with its state
-/// paged, refused before any work below its least paged need, and refused for its disk where
-/// the disk is too small for it (the folder of the test, or /dev/shm, whichever is).
+/// (2 sides x 462 king pairs x C(64,4) knight sets x 64 queen squares) is planned for the
+/// compact solver within 16 GiB (3 bits a position), with its state paged within 8 GiB, refused
+/// before any work below its least paged need, and refused for its disk where the disk is too
+/// small for it (the folder of the test, or /dev/shm, whichever is).
 #[test]
 fn seven_men_are_planned_and_refused_past_the_memory_or_the_disk() {
     use crate::common::stderr;
     let tmp = tempfile::tempdir().unwrap();
-    let plan_in = |dir: &Path| {
+    let plan_within = |dir: &Path, memory: &str| {
         let o = run(&[
             "solve",
             "--plan-only",
             "KNNNNvKQ",
             "--memory",
-            "16GiB",
+            memory,
             "--tables",
             dir.to_str().unwrap(),
         ]);
@@ -299,6 +364,7 @@ fn seven_men_are_planned_and_refused_past_the_memory_or_the_disk() {
             serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
         (o, plan)
     };
+    let plan_in = |dir: &Path| plan_within(dir, "16GiB");
     let (o, plan) = plan_in(&tmp.path().join("none"));
     let rows = plan["materials"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["material"].as_str().unwrap()).collect();
@@ -309,17 +375,28 @@ fn seven_men_are_planned_and_refused_past_the_memory_or_the_disk() {
     assert_eq!(top["material"], "KNNNNvKQ");
     let positions = 2 * 462 * (64 * 63 * 62 * 61 / 24) * 64u64;
     assert_eq!(top["positions"], positions);
+    assert_eq!(top["compact"], true, "{top}");
+    assert_eq!(top["paged_bytes"], 0, "{top}");
+    let memory = top["memory_bytes"].as_u64().unwrap();
+    assert!(memory < 16 << 30 && memory >= positions / 8 * 3, "{top}");
+    let (_, within_8) = plan_within(&tmp.path().join("none"), "8GiB");
+    let top8 = within_8["materials"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(top8["compact"], false, "{top8}");
     assert_eq!(
-        top["paged_bytes"],
+        top8["paged_bytes"],
         positions + positions / 8,
         "a byte and a bit a position"
     );
-    assert!(top["memory_bytes"].as_u64().unwrap() < 16 << 30, "{top}");
+    assert!(top8["memory_bytes"].as_u64().unwrap() < 8 << 30, "{top8}");
     let free = plan["free_disk_bytes"]
         .as_u64()
         .expect("the free disk is known here");
     let need = plan["disk_bytes"].as_u64().unwrap() + plan["scratch_bytes"].as_u64().unwrap();
-    assert!(need > top["paged_bytes"].as_u64().unwrap(), "{plan}");
+    let need8 = within_8["disk_bytes"].as_u64().unwrap() + within_8["scratch_bytes"].as_u64().unwrap();
+    assert!(
+        need8 > top8["paged_bytes"].as_u64().unwrap() && need8 > need,
+        "{within_8}"
+    );
     assert_eq!(plan["disk_fits"], need <= free, "{plan}");
     assert_eq!(plan["fits"], need <= free, "{plan}");
     assert_eq!(o.status.code(), Some(if need <= free { 0 } else { 1 }));

@@ -46,6 +46,11 @@ fn build_files(dir: &Path, material: &str, ext: &str) -> Vec<PathBuf> {
 /// checkpoint is on disk; the build is then stopped (SIGSTOP), so that it is caught mid-way.
 /// `None` if it finished first (a fast machine: the caller tries again).
 fn caught_after_a_checkpoint(dir: &Path, material: &str) -> Option<Child> {
+    caught_after_a_checkpoint_with(dir, material, &[])
+}
+
+/// [`caught_after_a_checkpoint`] with the options `more` too.
+fn caught_after_a_checkpoint_with(dir: &Path, material: &str, more: &[&str]) -> Option<Child> {
     let mut child = zermelo()
         .args([
             "solve",
@@ -57,6 +62,7 @@ fn caught_after_a_checkpoint(dir: &Path, material: &str) -> Option<Child> {
             "--tables",
         ])
         .arg(dir)
+        .args(more)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -93,9 +99,15 @@ fn stopped_by(mut child: Child, sig: i32) -> (std::process::ExitStatus, String) 
 }
 
 fn rerun(dir: &Path, material: &str) -> String {
+    rerun_with(dir, material, &[])
+}
+
+/// [`rerun`] with the options `more` too.
+fn rerun_with(dir: &Path, material: &str, more: &[&str]) -> String {
     let o = zermelo()
         .args(["solve", material, "--threads", "1", "--tables"])
         .arg(dir)
+        .args(more)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -128,6 +140,28 @@ fn a_build_killed_after_a_checkpoint_resumes_from_it_to_the_same_bytes() {
         assert!(!dir.path().join("KQvKR.zmt").exists());
         let stderr = rerun(dir.path(), "KQvKR");
         assert!(stderr.contains("resumed from its checkpoint"), "{stderr}");
+        assert!(std::fs::read(dir.path().join("KQvKR.zmt")).unwrap() == std::fs::read(&reference).unwrap());
+        nothing_left(dir.path());
+        return;
+    }
+    panic!("every build finished before its first checkpoint was seen");
+}
+
+/// The same with the compact solver (`--compact`): its bitmaps, logs and lists of later plies
+/// taken up from the build folder after kill -9, the same bytes as the byte solver's build.
+#[test]
+fn a_compact_build_killed_after_a_checkpoint_resumes_from_it_to_the_same_bytes() {
+    for _attempt in 0..5 {
+        let (dir, reference) = with_sub_tables("KQvKR");
+        let Some(mut child) = caught_after_a_checkpoint_with(dir.path(), "KQvKR", &["--compact"]) else {
+            continue;
+        };
+        signal(&child, libc::SIGKILL);
+        child.wait().unwrap();
+        assert!(!dir.path().join("KQvKR.zmt").exists());
+        let stderr = rerun_with(dir.path(), "KQvKR", &["--compact"]);
+        assert!(stderr.contains("resumed from its checkpoint"), "{stderr}");
+        assert!(stderr.contains("compact solver"), "{stderr}");
         assert!(std::fs::read(dir.path().join("KQvKR.zmt")).unwrap() == std::fs::read(&reference).unwrap());
         nothing_left(dir.path());
         return;

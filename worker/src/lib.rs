@@ -18,7 +18,8 @@ pub mod tables;
 pub mod waves;
 
 pub use solver::{
-    init_together, solve_in_parts, solve_part, solve_slice, solve_slice_into, solve_slice_resumable,
-    solve_slices_into, splittable, Checkpoints, Crossed, Exchange, Sink, SolveError, Successors,
+    bits_solvable, bits_state_bytes, init_together, solve_in_parts, solve_part, solve_slice,
+    solve_slice_bits, solve_slice_into, solve_slice_resumable, solve_slices_into, splittable, Checkpoints,
+    Crossed, Exchange, Sink, SolveError, Successors,
 };
 pub use tables::{TableDir, TableError};

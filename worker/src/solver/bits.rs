@@ -31,17 +31,21 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color};
 
-use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
+use super::checkpoint::{get_blob, put_blob, read_checked, u64s, write_durably, Checkpoints};
+use super::dtm_log::{for_each_offset, DtmLog, LogMark, SegmentEncoder, SEG_INDICES};
 use super::geometry::Geometry;
+use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 use super::par::for_each_chunk;
 use super::retrograde::{exits, init_range, line_legal, open_squares, unmove_lines, Context};
 use super::state::{InitTarget, SPILL_FROM, S_DRAW, S_NO_LOSS};
@@ -64,13 +68,19 @@ const REPORT_FROM: usize = 1 << 32;
 
 /// Solves a pawnless slice solved by lines ([`bits_solvable`]) in three bits an index and hands
 /// its values to `sink` in index order, as [`super::solve_slice_into`] does (the same values).
-/// `stopped` is asked between plies: a stop ends the solve with [`SolveError::Interrupted`]
-/// (nothing is kept).
+///
+/// With `checkpoints`, the slice's state is written to a checkpoint in their folder at ply
+/// boundaries (its bitmaps, where the passes stand, and the marks of its logs of plies and of
+/// its lists of later plies, all files of that folder: see [`Checkpoints`]), and a slice with a
+/// checkpoint there is resumed from it (a damaged one or one of another solver is discarded with
+/// a warning, and the slice solved from the start); a stop asked for there ends the solve at the
+/// next ply boundary with a checkpoint and [`SolveError::Interrupted`] (during init, at once).
+/// The caller removes the slice's files ([`Checkpoints::remove`]) once its values are safe.
 pub fn solve_slice_bits(
     key: &SliceKey,
     succ: &dyn Successors,
     threads: usize,
-    stopped: &(dyn Fn() -> bool + Sync),
+    checkpoints: Option<&Checkpoints<'_>>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = Geometry::new(key);
@@ -82,24 +92,91 @@ pub fn solve_slice_bits(
     let ctx = Context::new(&g, key, succ);
     let n = g.ix.size() as usize;
     debug_assert!(n.is_multiple_of(64));
-    let bits = Bits {
-        blocked: ones(n / 64),
-        skip: ones(n / 64),
-        front: super::memory::atomic_u64s(n / 64),
-        per_side: g.ix.per_side() as usize,
+    let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
+    let resumed = match checkpoints.map(|c| load(c, key, n, g.ix.per_side() as usize)) {
+        Some(Ok(r)) => r,
+        Some(Err(why)) => {
+            let c = checkpoints.expect("checkpoints");
+            warn!(
+                slice = %key,
+                checkpoint = %c.checkpoint_path(key).display(),
+                why,
+                "discarded a damaged checkpoint: the slice is solved from the start"
+            );
+            c.remove(key);
+            None
+        }
+        None => None,
     };
-    let pending = [Pending::default(), Pending::default()];
-    init(&ctx, &bits, &pending, threads, stopped)?;
-    let init_seconds = start.elapsed().as_secs_f64();
-    debug!(slice = %key, seconds = init_seconds, "compact init done");
-    let mut logs = Vec::with_capacity(2);
-    for attacker in [Color::White, Color::Black] {
-        let mut log = DtmLog::new(n >= SPILL_FROM);
-        phase(&ctx, &bits, attacker, &pending, &mut log, threads, stopped, start)?;
-        logs.push(log);
+    let mut run = match resumed {
+        Some(r) => {
+            info!(slice = %key, side = ?r.at.attacker, plies = r.at.plies, bytes = r.bytes, seconds = start.elapsed().as_secs_f64(), "resumed from its checkpoint");
+            r
+        }
+        None => {
+            let bits = Bits {
+                blocked: ones(n / 64),
+                skip: ones(n / 64),
+                front: super::memory::atomic_u64s(n / 64),
+                per_side: g.ix.per_side() as usize,
+            };
+            let pending = [0, 1].map(|a| Pending::new(checkpoints.map(|c| c.file(key, &format!("pend{a}")))));
+            init(&ctx, &bits, &pending, threads, &stopped)?;
+            debug!(slice = %key, seconds = start.elapsed().as_secs_f64(), "compact init done");
+            let log = match checkpoints {
+                Some(c) => DtmLog::in_file(&log_path(c, key, Color::White)).map_err(SolveError::Scratch)?,
+                None => DtmLog::new(n >= SPILL_FROM),
+            };
+            let horizon = pending[0].last().unwrap_or(0);
+            Run {
+                bits,
+                pending,
+                logs: vec![log],
+                at: At {
+                    attacker: Color::White,
+                    plies: 0,
+                    horizon,
+                },
+                bytes: 0,
+            }
+        }
+    };
+    let mut last_checkpoint = start;
+    loop {
+        let attacker = run.at.attacker;
+        phase(&ctx, &mut run, threads, start, &mut |run: &mut Run| {
+            let Some(c) = checkpoints else {
+                return Ok(());
+            };
+            let stop = c.stopped();
+            if stop || last_checkpoint.elapsed() >= c.every {
+                let phase_start = std::time::Instant::now();
+                let bytes = save(c, key, run, threads)?;
+                info!(slice = %key, side = ?run.at.attacker, plies = run.at.plies, bytes, seconds = phase_start.elapsed().as_secs_f64(), "checkpoint written");
+                last_checkpoint = std::time::Instant::now();
+                if stop {
+                    return Err(SolveError::Interrupted);
+                }
+            }
+            Ok(())
+        })?;
+        if attacker == Color::Black {
+            break;
+        }
+        // Black's phase: its lists were made at init.
+        let log = match checkpoints {
+            Some(c) => DtmLog::in_file(&log_path(c, key, Color::Black)).map_err(SolveError::Scratch)?,
+            None => DtmLog::new(n >= SPILL_FROM),
+        };
+        run.logs.push(log);
+        run.at = At {
+            attacker: Color::Black,
+            plies: 0,
+            horizon: run.pending[1].last().unwrap_or(0),
+        };
     }
-    let Bits { blocked, skip, front, .. } = bits;
-    drop((blocked, skip, front));
+    let Run { bits, logs, .. } = run;
+    drop(bits);
     debug!(
         slice = %key,
         log_bytes = logs.iter().map(DtmLog::bytes).sum::<u64>(),
@@ -107,6 +184,33 @@ pub fn solve_slice_bits(
         "compact solve done"
     );
     write_values(&g, l, &logs, threads, sink)
+}
+
+/// Where the passes stand: the phase and its next ply, and the largest ply known to have
+/// positions to decide in that phase.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    attacker: Color,
+    plies: u32,
+    horizon: u32,
+}
+
+/// A slice being solved: its bitmaps, both phases' lists, the logs of the phases begun (White's,
+/// then Black's), where the passes stand, and (resumed) the bytes of its checkpoint.
+struct Run {
+    bits: Bits,
+    pending: [Pending; 2],
+    logs: Vec<DtmLog>,
+    at: At,
+    bytes: u64,
+}
+
+/// The log of plies of the phase of `attacker`.
+fn log_path(c: &Checkpoints<'_>, key: &SliceKey, attacker: Color) -> PathBuf {
+    match attacker {
+        Color::White => c.log_path(key),
+        Color::Black => c.file(key, "plies1"),
+    }
 }
 
 /// A bitmap of `words` words, every bit set.
@@ -133,26 +237,74 @@ impl Bits {
     }
 }
 
-/// Lists of positions by ply, for one phase: each ply's in an unnamed temporary file of frames
-/// (segment, encoded offsets), taken whole when the passes reach it.
-#[derive(Default)]
+/// Lists of positions by ply, for one phase: each ply's in a file of frames (segment, encoded
+/// offsets), taken whole when the passes reach it. Unnamed temporary files, or with a checkpoint
+/// path, files named after it (`PATH-PLY`), whose lengths and hashes a checkpoint keeps
+/// ([`Pending::marks`]); a file taken is removed once a checkpoint no longer names it.
 struct Pending {
-    plies: Mutex<BTreeMap<u32, File>>,
+    base: Option<PathBuf>,
+    plies: Mutex<BTreeMap<u32, Listed>>,
+    /// Named files taken since the last checkpoint.
+    taken: Mutex<Vec<PathBuf>>,
 }
 
+/// One ply's file of [`Pending`], with its length and the hash of its bytes so far.
+struct Listed {
+    file: File,
+    len: u64,
+    hasher: blake3::Hasher,
+}
+
+/// A ply's file as a checkpoint names it: the ply, the file's length and the hash of its bytes.
+type ListedMark = (u32, u64, [u8; 32]);
+
 impl Pending {
+    fn new(base: Option<PathBuf>) -> Pending {
+        Pending {
+            base,
+            plies: Mutex::default(),
+            taken: Mutex::default(),
+        }
+    }
+
+    fn path(&self, ply: u32) -> Option<PathBuf> {
+        self.base.as_ref().map(|b| {
+            let mut name = b.as_os_str().to_owned();
+            name.push(format!("-{ply}"));
+            PathBuf::from(name)
+        })
+    }
+
     /// Adds the positions of segment `s` encoded in `encoded` ([`SegmentEncoder`]) to ply `ply`.
     fn add(&self, ply: u32, s: usize, encoded: &[u8]) -> std::io::Result<()> {
         let mut plies = self.plies.lock().unwrap_or_else(|e| e.into_inner());
-        let file = match plies.entry(ply) {
+        let listed = match plies.entry(ply) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => e.insert(tempfile::tempfile()?),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let file = match self.path(ply) {
+                    Some(path) => File::options()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(path)?,
+                    None => tempfile::tempfile()?,
+                };
+                e.insert(Listed {
+                    file,
+                    len: 0,
+                    hasher: blake3::Hasher::new(),
+                })
+            }
         };
         let mut frame = Vec::with_capacity(12 + encoded.len());
         frame.extend_from_slice(&(s as u64).to_le_bytes());
         frame.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
         frame.extend_from_slice(encoded);
-        file.write_all(&frame)
+        listed.file.write_all_at(&frame, listed.len)?;
+        listed.len += frame.len() as u64;
+        listed.hasher.update(&frame);
+        Ok(())
     }
 
     /// The largest ply listed.
@@ -161,26 +313,122 @@ impl Pending {
         plies.keys().next_back().copied()
     }
 
-    /// Takes the frames of ply `ply`: `(segment, encoded offsets)`.
-    fn take(&self, ply: u32) -> std::io::Result<Vec<(usize, Vec<u8>)>> {
-        let file = self.plies.lock().unwrap_or_else(|e| e.into_inner()).remove(&ply);
-        let Some(mut file) = file else {
-            return Ok(Vec::new());
-        };
-        file.seek(SeekFrom::Start(0))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        let mut frames = Vec::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let s = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes")) as usize;
-            let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
-            frames.push((s, bytes[at + 12..at + 12 + len].to_vec()));
-            at += 12 + len;
+    /// The files as a checkpoint names them, made durable first.
+    fn marks(&self) -> std::io::Result<Vec<ListedMark>> {
+        let plies = self.plies.lock().unwrap_or_else(|e| e.into_inner());
+        let mut marks = Vec::with_capacity(plies.len());
+        for (&ply, listed) in plies.iter() {
+            listed.file.sync_data()?;
+            marks.push((ply, listed.len, *listed.hasher.clone().finalize().as_bytes()));
         }
-        Ok(frames)
+        Ok(marks)
+    }
+
+    /// Removes the files taken, once a checkpoint no longer names them.
+    fn forget_taken(&self) {
+        for path in std::mem::take(&mut *self.taken.lock().unwrap_or_else(|e| e.into_inner())) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// The lists of `base` as `marks` name them: each file's bytes checked against its hash, and
+    /// cut back to its length.
+    fn resume(base: PathBuf, marks: &[ListedMark]) -> std::io::Result<Pending> {
+        let pending = Pending::new(Some(base));
+        {
+            let mut plies = pending.plies.lock().unwrap_or_else(|e| e.into_inner());
+            for &(ply, len, hash) in marks {
+                let path = pending.path(ply).expect("named");
+                let file = File::options().read(true).write(true).open(&path)?;
+                if file.metadata()?.len() < len {
+                    return Err(invalid(format!(
+                        "{} is shorter than its checkpoint says",
+                        path.display()
+                    )));
+                }
+                let mut hasher = blake3::Hasher::new();
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = 0u64;
+                while at < len {
+                    let k = (len - at).min(buf.len() as u64) as usize;
+                    file.read_exact_at(&mut buf[..k], at)?;
+                    hasher.update(&buf[..k]);
+                    at += k as u64;
+                }
+                if *hasher.clone().finalize().as_bytes() != hash {
+                    return Err(invalid(format!(
+                        "{} does not hash as its checkpoint says",
+                        path.display()
+                    )));
+                }
+                file.set_len(len)?;
+                plies.insert(ply, Listed { file, len, hasher });
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Takes the frames of ply `ply` and calls `f(segment, encoded offsets)` for each, on
+    /// `threads` threads, read a batch of at most [`FRAMES_BATCH`] bytes at a time. Frames a
+    /// malformed file would give (cut short, or a segment past `segments`) are an error.
+    fn take(
+        &self,
+        ply: u32,
+        segments: usize,
+        threads: usize,
+        f: impl Fn(usize, &[u8]) + Sync,
+    ) -> std::io::Result<()> {
+        let listed = self.plies.lock().unwrap_or_else(|e| e.into_inner()).remove(&ply);
+        let Some(Listed { file, len, .. }) = listed else {
+            return Ok(());
+        };
+        if let Some(path) = self.path(ply) {
+            self.taken.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+        }
+        let mut r = std::io::BufReader::new(file);
+        r.seek(SeekFrom::Start(0))?;
+        let mut r = r.take(len);
+        let mut head = [0u8; 12];
+        let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut bytes = 0;
+        loop {
+            let more = match r.read_exact(&mut head) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
+                Err(e) => return Err(e),
+            };
+            if more {
+                let s = u64::from_le_bytes(head[..8].try_into().expect("8 bytes")) as usize;
+                let len = u32::from_le_bytes(head[8..].try_into().expect("4 bytes")) as usize;
+                if s >= segments || len > SEG_INDICES / 8 + 1 {
+                    return Err(invalid(format!(
+                        "a list of ply {ply} names segment {s} with {len} bytes"
+                    )));
+                }
+                let mut encoded = vec![0; len];
+                r.read_exact(&mut encoded)?;
+                bytes += len;
+                batch.push((s, encoded));
+            }
+            if !more || bytes >= FRAMES_BATCH {
+                let _ = for_each_chunk(batch.len(), 1, threads, |range| {
+                    for (s, encoded) in &batch[range] {
+                        f(*s, encoded);
+                    }
+                    Ok::<(), ()>(())
+                });
+                batch.clear();
+                bytes = 0;
+            }
+            if !more {
+                return Ok(());
+            }
+        }
     }
 }
+
+/// Bytes of listed positions read at once (see [`Pending::take`]).
+const FRAMES_BATCH: usize = 64 << 20;
 
 /// What one thread lists while it works through a segment: per phase and ply, the positions
 /// of the segment in order, flushed to the phase's [`Pending`] when the segment is done.
@@ -298,57 +546,58 @@ fn init(
     })
 }
 
-/// The passes of the phase of `attacker`, its plies recorded in `log`.
-#[allow(clippy::too_many_arguments)]
+/// The passes of the phase `run.at` names from its ply on, its plies recorded in its log (the
+/// last of `run.logs`); `boundary` is called at every ply boundary (`run.at` then names the next
+/// ply), and an error of it ends the phase.
 fn phase(
     ctx: &Context<'_>,
-    bits: &Bits,
-    attacker: Color,
-    pendings: &[Pending; 2],
-    log: &mut DtmLog,
+    run: &mut Run,
     threads: usize,
-    stopped: &(dyn Fn() -> bool + Sync),
     start: std::time::Instant,
+    boundary: &mut dyn FnMut(&mut Run) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = ctx.g;
     let key = &ctx.key;
-    let pending = &pendings[attacker.index()];
+    let attacker = run.at.attacker;
     let l = g.line_man().expect("by lines");
-    let n = bits.blocked.len() * 64;
+    let n = run.bits.blocked.len() * 64;
     let segments = n.div_ceil(SEG_INDICES);
-    let horizon = AtomicU32::new(pending.last().unwrap_or(0));
     // The defender's half, where the verification works.
     let y_words = {
-        let y = attacker.other().index() * bits.per_side;
-        y / 64..(y + bits.per_side) / 64
+        let y = attacker.other().index() * run.bits.per_side;
+        y / 64..(y + run.bits.per_side) / 64
     };
-    let mut plies = 0u32;
-    while plies <= horizon.load(Relaxed) {
+    while run.at.plies <= run.at.horizon {
+        let plies = run.at.plies;
+        let horizon = AtomicU32::new(run.at.horizon);
+        let Run {
+            bits, pending, logs, ..
+        } = &mut *run;
+        let bits = &*bits;
+        let pendings = &*pending;
+        let pending = &pendings[attacker.index()];
+        let log = logs.last_mut().expect("the phase's log");
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
-        }
-        if stopped() {
-            return Err(SolveError::Interrupted);
         }
         let won_here = plies % 2 == 1;
         // 1. The positions listed for this ply join the front: a win not yet found (the
         // attacker's), or a loss (the defender's, already in `skip`).
-        let frames = pending.take(plies).map_err(SolveError::Scratch)?;
-        for_each_chunk(frames.len(), 1, threads, |range| {
-            for (s, encoded) in &frames[range] {
+        pending
+            .take(plies, segments, threads, |s, encoded| {
                 let first = s * SEG_INDICES;
                 let whole = for_each_offset(encoded, |o| {
                     let i = first + o;
                     let (w, bit) = (i / 64, 1u64 << (i % 64));
-                    if !won_here || bits.blocked[w].fetch_or(bit, Relaxed) & bit == 0 {
+                    if w < bits.front.len()
+                        && (!won_here || bits.blocked[w].fetch_or(bit, Relaxed) & bit == 0)
+                    {
                         bits.front[w].fetch_or(bit, Relaxed);
                     }
                 });
                 debug_assert!(whole, "this solver's lists are well formed");
-            }
-            Ok::<(), SolveError>(())
-        })?;
-        drop(frames);
+            })
+            .map_err(SolveError::Scratch)?;
         // 2. The front is the frontier of this ply: recorded in the log, cleared.
         log.begin_ply(segments);
         let frontier = AtomicU64::new(0);
@@ -433,7 +682,8 @@ fn phase(
                 for s in range {
                     let s = first_seg + s;
                     lister.begin(s, n);
-                    let words = (s * SEG_INDICES / 64).max(y_words.start)..(((s + 1) * SEG_INDICES) / 64).min(y_words.end);
+                    let words = (s * SEG_INDICES / 64).max(y_words.start)
+                        ..(((s + 1) * SEG_INDICES) / 64).min(y_words.end);
                     for w in words {
                         let at = bits.front[w].load(Relaxed);
                         if at == 0 {
@@ -468,9 +718,179 @@ fn phase(
                 Ok::<(), SolveError>(())
             })?;
         }
-        plies += 1;
+        run.at.plies = plies + 1;
+        run.at.horizon = horizon.into_inner();
+        boundary(run)?;
     }
     Ok(())
+}
+
+const MAGIC: &[u8; 8] = b"ZMCKBIT\x01";
+
+/// The bytes of words no thread writes meanwhile (between two plies, every thread joined).
+fn words_bytes(v: &[AtomicU64]) -> &[u8] {
+    // SAFETY: `AtomicU64` has the size and bit validity of `u64`, whose bytes are all valid
+    // `u8`; the caller's words are not written while the bytes are read (no thread runs between
+    // two plies).
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// What a checkpoint of the compact solver must agree with besides the slice's name.
+fn header(key: &SliceKey, n: usize) -> [u64; 4] {
+    let [w, b] = key.raw();
+    [w, b, n as u64, SEG_INDICES as u64]
+}
+
+/// Writes the checkpoint of `run` (slice `key`, between two plies) and makes its logs and lists
+/// durable first; removes the lists taken since the last one. Returns its bytes.
+fn save(c: &Checkpoints<'_>, key: &SliceKey, run: &mut Run, threads: usize) -> Result<u64, SolveError> {
+    let path = c.checkpoint_path(key);
+    let failed = |source: std::io::Error| SolveError::Checkpoint {
+        path: path.display().to_string(),
+        source,
+    };
+    let marks = run
+        .logs
+        .iter()
+        .map(DtmLog::mark)
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(failed)?;
+    let listed = [
+        run.pending[0].marks().map_err(failed)?,
+        run.pending[1].marks().map_err(failed)?,
+    ];
+    let n = run.bits.blocked.len() * 64;
+    let bytes = write_durably(&path, |w| {
+        w.write_all(MAGIC)?;
+        let name = key.to_string();
+        put_u64(w, name.len() as u64)?;
+        w.write_all(name.as_bytes())?;
+        for v in header(key, n) {
+            put_u64(w, v)?;
+        }
+        put_u32(w, run.at.attacker.index() as u32)?;
+        put_u32(w, run.at.plies)?;
+        put_u32(w, run.at.horizon)?;
+        put_u64(w, marks.len() as u64)?;
+        for m in &marks {
+            m.write_to(w)?;
+        }
+        for phase in &listed {
+            put_u64(w, phase.len() as u64)?;
+            for (ply, len, hash) in phase {
+                put_u32(w, *ply)?;
+                put_u64(w, *len)?;
+                w.write_all(hash)?;
+            }
+        }
+        for v in [&run.bits.blocked, &run.bits.skip, &run.bits.front] {
+            put_blob(w, words_bytes(v), threads, &|_| {})?;
+        }
+        Ok(())
+    })
+    .map_err(failed)?;
+    for p in &run.pending {
+        p.forget_taken();
+    }
+    Ok(bytes)
+}
+
+/// The slice resumed from its checkpoint in `c`, if it has one of this solver: `Ok(None)` if it
+/// has none, `Err` with the reason if it is damaged or does not fit.
+fn load(c: &Checkpoints<'_>, key: &SliceKey, n: usize, per_side: usize) -> Result<Option<Run>, String> {
+    let path = c.checkpoint_path(key);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let mut bits = Bits {
+        blocked: super::memory::atomic_u64s(n / 64),
+        skip: super::memory::atomic_u64s(n / 64),
+        front: super::memory::atomic_u64s(n / 64),
+        per_side,
+    };
+    let read = read_checked(&path, |r| {
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic)?;
+        if &magic != MAGIC {
+            return Err(invalid(
+                "not a checkpoint of the compact solver of this version".into(),
+            ));
+        }
+        let name = key.to_string();
+        let len = get_len(r, 256)?;
+        let mut found = vec![0u8; len as usize];
+        r.read_exact(&mut found)?;
+        if found != name.as_bytes() {
+            return Err(invalid(format!(
+                "made for another slice ({})",
+                String::from_utf8_lossy(&found)
+            )));
+        }
+        for (k, v) in header(key, n).into_iter().enumerate() {
+            let got = get_u64(r)?;
+            if got != v {
+                return Err(invalid(format!(
+                    "made for another slice or solver (header word {k}: {got} against {v})"
+                )));
+            }
+        }
+        let attacker = match get_u32(r)? {
+            0 => Color::White,
+            1 => Color::Black,
+            a => return Err(invalid(format!("a phase {a}"))),
+        };
+        let at = At {
+            attacker,
+            plies: get_u32(r)?,
+            horizon: get_u32(r)?,
+        };
+        let logs = get_len(r, 2)?;
+        if logs != attacker.index() as u64 + 1 {
+            return Err(invalid(format!("{logs} logs in the phase of {attacker:?}")));
+        }
+        let marks = (0..logs)
+            .map(|_| LogMark::read_from(r))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let mut listed: [Vec<ListedMark>; 2] = Default::default();
+        for phase in &mut listed {
+            let k = get_len(r, u64::from(MAX_PLIES))?;
+            for _ in 0..k {
+                let ply = get_u32(r)?;
+                let len = get_u64(r)?;
+                let mut hash = [0u8; 32];
+                r.read_exact(&mut hash)?;
+                phase.push((ply, len, hash));
+            }
+        }
+        for v in [&mut bits.blocked, &mut bits.skip, &mut bits.front] {
+            get_blob(r, u64s(v), 1, &|_| {})?;
+        }
+        Ok((at, marks, listed))
+    })?;
+    let Some(((at, marks, listed), bytes)) = read else {
+        return Ok(None);
+    };
+    let mut logs = Vec::with_capacity(2);
+    for (mark, side) in marks.into_iter().zip([Color::White, Color::Black]) {
+        logs.push(
+            DtmLog::resume(&log_path(c, key, side), mark).map_err(|e| format!("its log of plies: {e}"))?,
+        );
+    }
+    let mut pending = Vec::with_capacity(2);
+    for (a, marks) in listed.iter().enumerate() {
+        pending.push(
+            Pending::resume(c.file(key, &format!("pend{a}")), marks)
+                .map_err(|e| format!("its lists of later plies: {e}"))?,
+        );
+    }
+    let pending: [Pending; 2] = pending.try_into().map_err(|_| "two phases".to_string())?;
+    Ok(Some(Run {
+        bits,
+        pending,
+        logs,
+        at,
+        bytes,
+    }))
 }
 
 /// The values, a few segments at a time (one a thread), from legality and the two phases'
@@ -519,11 +939,12 @@ mod tests {
     use crate::solver::retrograde::solve_slice;
     use crate::solver::retrograde::tests::solve_into;
     use crate::tables::SliceMap;
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     use zermelo_chess::index::SliceIndexer;
 
     fn bits_values(key: &SliceKey, map: &SliceMap, threads: usize) -> Vec<u16> {
         let mut values = Vec::new();
-        solve_slice_bits(key, map, threads, &|| false, &mut |v| {
+        solve_slice_bits(key, map, threads, None, &mut |v| {
             values.extend_from_slice(v);
             Ok(())
         })
@@ -537,14 +958,18 @@ mod tests {
     #[test]
     fn gives_the_byte_solvers_values() {
         let mut map = SliceMap::new();
+        // KNNvKQ (the queen's side wins most, the knights' some) needs KQvKN and KNNvK.
         for name in [
-            "KQvK", "KRvK", "KNvK", "KBvK", "KQvKR", "KRvKN", "KRvKB", "KBNvK", "KQvKN", "KNNvK", "KNNvKQ", "KRNvKQ",
+            "KQvK", "KRvK", "KQvKR", "KRvKN", "KRvKB", "KBNvK", "KRvKR", "KQvKN", "KNNvKQ",
         ] {
             let key = SliceKey::pawnless(name.parse().unwrap());
             solve_into(key, &mut map);
             let expected = solve_slice(&key, &map, 2).unwrap();
-            if bits_solvable(&key) {
-                for threads in [1, 2] {
+            assert!(bits_solvable(&key), "{name}");
+            {
+                // The 5-man slice on 2 threads only (the test's time).
+                let threads: &[usize] = if name.len() > 5 { &[2] } else { &[1, 2] };
+                for &threads in threads {
                     let got = bits_values(&key, &map, threads);
                     assert_eq!(got.len(), expected.len(), "{name}");
                     if let Some(i) = got.iter().zip(&expected).position(|(a, b)| a != b) {
@@ -558,5 +983,86 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A slice stopped at every ply boundary of both phases and resumed from its checkpoint
+    /// each time, on 1 and 2 threads in turn, gets the values it gets in one go (its lists of
+    /// later plies, both logs and bitmaps taken up from the files), and leaves no file behind
+    /// once removed; a damaged checkpoint is discarded and the slice solved from the start.
+    #[test]
+    fn resumed_at_every_ply_gets_the_same_values() {
+        let mut map = SliceMap::new();
+        let key = SliceKey::pawnless("KRvKN".parse().unwrap());
+        solve_into(key, &mut map);
+        let whole = bits_values(&key, &map, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let c = Checkpoints {
+            dir: dir.path(),
+            every: std::time::Duration::ZERO,
+            stop: &stop,
+        };
+        let mut runs = 0;
+        let resumed = loop {
+            let mut values = Vec::new();
+            // The first run stops once its first checkpoint is written (its init cannot be
+            // stopped); then every run stops at its first ply boundary.
+            let solved = std::thread::scope(|s| {
+                if runs == 0 {
+                    let (path, stop) = (c.checkpoint_path(&key), &stop);
+                    s.spawn(move || {
+                        let start = std::time::Instant::now();
+                        while !path.exists() && start.elapsed().as_secs() < 60 {
+                            std::thread::sleep(std::time::Duration::from_micros(100));
+                        }
+                        stop.store(true, Relaxed);
+                    });
+                }
+                solve_slice_bits(&key, &map, 1 + runs % 2, Some(&c), &mut |v| {
+                    values.extend_from_slice(v);
+                    Ok(())
+                })
+            });
+            runs += 1;
+            match solved {
+                Ok(()) => break values,
+                Err(SolveError::Interrupted) => {
+                    assert!(values.is_empty(), "values out of a stopped run");
+                    assert!(c.checkpoint_path(&key).exists(), "stopped without a checkpoint");
+                    stop.store(true, Relaxed);
+                }
+                Err(e) => panic!("{e}"),
+            }
+            assert!(runs < 2000, "no end");
+        };
+        // KRvKN: White's wins take 40-odd plies, Black's a few.
+        assert!(runs >= 40, "only {runs} runs");
+        assert!(resumed == whole, "resumed {runs} times, other values");
+        c.remove(&key);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+
+        // A damaged checkpoint (one byte changed) is discarded: solved from the start.
+        stop.store(false, Relaxed);
+        let c = Checkpoints {
+            every: std::time::Duration::from_secs(3600),
+            ..c
+        };
+        std::fs::write(
+            c.checkpoint_path(&key),
+            b"ZMCKBIT\x01 not a checkpoint at all, 32 bytes and more",
+        )
+        .unwrap();
+        let mut values = Vec::new();
+        solve_slice_bits(&key, &map, 2, Some(&c), &mut |v| {
+            values.extend_from_slice(v);
+            Ok(())
+        })
+        .unwrap();
+        assert!(values == whole, "after a damaged checkpoint");
     }
 }

@@ -65,15 +65,33 @@ impl Checkpoints<'_> {
         self.file(key, "plies")
     }
 
-    fn file(&self, key: &SliceKey, ext: &str) -> PathBuf {
+    pub(super) fn file(&self, key: &SliceKey, ext: &str) -> PathBuf {
         let [w, b] = key.raw();
         self.dir.join(format!("{w:016x}-{b:016x}.{ext}"))
     }
 
-    /// Removes the checkpoint and the log of slice `key` (once it is solved).
+    /// Removes the checkpoint and the logs of slice `key` (once it is solved), and the compact
+    /// solver's lists of later plies (`.pend0-PLY`, `.pend1-PLY`).
     pub fn remove(&self, key: &SliceKey) {
-        for path in [self.checkpoint_path(key), self.log_path(key)] {
+        for path in [
+            self.checkpoint_path(key),
+            self.log_path(key),
+            self.file(key, "plies1"),
+        ] {
             let _ = std::fs::remove_file(path);
+        }
+        let prefixes = [0, 1].map(|a| self.file(key, &format!("pend{a}-")));
+        if let Ok(entries) = std::fs::read_dir(self.dir) {
+            for e in entries.flatten() {
+                let path = e.path();
+                if prefixes.iter().any(|p| {
+                    path.as_os_str()
+                        .as_encoded_bytes()
+                        .starts_with(p.as_os_str().as_encoded_bytes())
+                }) {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
         }
     }
 
@@ -132,23 +150,70 @@ pub(super) fn save(
         source,
     };
     let mark = log.mark().map_err(failed)?;
+    write_durably(&path, |w| write_state(w, key, st, &mark, at, threads)).map_err(failed)
+}
+
+/// Writes the file `path` as `write` writes it, then the blake3 hash of its bytes: to a
+/// temporary name, made durable, then renamed over `path` (the last durable file is always
+/// whole). Returns the file's bytes.
+pub(super) fn write_durably(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<u64> {
     let tmp = path.with_extension("ckpt.tmp");
-    let file = File::create(&tmp).map_err(failed)?;
+    let file = File::create(&tmp)?;
     let mut w = Hashed::new(BufWriter::with_capacity(1 << 20, file));
-    write_state(&mut w, key, st, &mark, at, threads).map_err(failed)?;
+    write(&mut w)?;
     let (mut out, hash) = w.finish();
-    out.write_all(hash.as_bytes()).map_err(failed)?;
-    let file = out.into_inner().map_err(|e| failed(e.into_error()))?;
-    file.sync_data().map_err(failed)?;
-    let bytes = file.metadata().map_err(failed)?.len();
+    out.write_all(hash.as_bytes())?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_data()?;
+    let bytes = file.metadata()?.len();
     drop(file);
-    std::fs::rename(&tmp, &path).map_err(failed)?;
-    zermelo_storage::durable::sync_parent_dir(&path).map_err(failed)?;
+    std::fs::rename(&tmp, path)?;
+    zermelo_storage::durable::sync_parent_dir(path)?;
     Ok(bytes)
 }
 
+/// Reads the file `path` written by [`write_durably`] with `read`, and checks its hash (and that
+/// `read` read every byte before it): `Ok(None)` if there is no such file, `Err` with the reason
+/// if it is damaged; else what `read` gave and the file's bytes.
+pub(super) fn read_checked<T>(
+    path: &Path,
+    read: impl FnOnce(&mut dyn Read) -> io::Result<T>,
+) -> Result<Option<(T, u64)>, String> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let bytes = file.metadata().map_err(|e| e.to_string())?.len();
+    if bytes < 32 {
+        return Err(format!("{bytes} bytes, shorter than its hash"));
+    }
+    let mut r = Hashed::new(BufReader::with_capacity(1 << 20, file.take(bytes - 32)));
+    let got = read(&mut r);
+    // The rest of the file before the hash, if a length inside was short: read for the hash.
+    let rest = io::copy(&mut r, &mut io::sink());
+    let (mut inner, hash) = r.finish();
+    let mut stored = [0u8; 32];
+    inner
+        .get_mut()
+        .get_mut()
+        .read_exact(&mut stored)
+        .map_err(|e| format!("reading its hash: {e}"))?;
+    if blake3::Hash::from(stored) != hash {
+        return Err("its hash does not match its contents".into());
+    }
+    let got = got.map_err(|e| e.to_string())?;
+    if rest.map_err(|e| e.to_string())? != 0 {
+        return Err("bytes left over after its arrays".into());
+    }
+    Ok(Some((got, bytes)))
+}
+
 fn write_state(
-    w: &mut impl Write,
+    w: &mut dyn Write,
     key: &SliceKey,
     st: &mut State,
     mark: &LogMark,
@@ -272,34 +337,14 @@ pub(super) fn load(
     paging: Option<&Paging>,
 ) -> Result<Option<Resumed>, String> {
     let path = c.checkpoint_path(key);
-    let file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
-    let bytes = file.metadata().map_err(|e| e.to_string())?.len();
-    if bytes < 32 {
-        return Err(format!("{bytes} bytes, shorter than its hash"));
+    if !path.exists() {
+        return Ok(None);
     }
-    let mut r = Hashed::new(BufReader::with_capacity(1 << 20, file.take(bytes - 32)));
     let mut st = State::of_paged(g, paging).map_err(|e| e.to_string())?;
-    let at = read_state(&mut r, key, g, &mut st, threads, changed_bits);
-    // The rest of the file before the hash, if a length inside was short: read for the hash.
-    let rest = io::copy(&mut r, &mut io::sink());
-    let (mut inner, hash) = r.finish();
-    let mut stored = [0u8; 32];
-    inner
-        .get_mut()
-        .get_mut()
-        .read_exact(&mut stored)
-        .map_err(|e| format!("reading its hash: {e}"))?;
-    if blake3::Hash::from(stored) != hash {
-        return Err("its hash does not match its contents".into());
-    }
-    let (at, mark) = at.map_err(|e| e.to_string())?;
-    if rest.map_err(|e| e.to_string())? != 0 {
-        return Err("bytes left over after its arrays".into());
-    }
+    let read = read_checked(&path, |r| read_state(r, key, g, &mut st, threads, changed_bits))?;
+    let Some(((at, mark), bytes)) = read else {
+        return Ok(None);
+    };
     let log = DtmLog::resume(&c.log_path(key), mark).map_err(|e| format!("its log of plies: {e}"))?;
     Ok(Some(Resumed {
         state: st,
@@ -310,7 +355,7 @@ pub(super) fn load(
 }
 
 fn read_state(
-    r: &mut impl Read,
+    r: &mut dyn Read,
     key: &SliceKey,
     g: &Geometry,
     st: &mut State,
@@ -406,7 +451,7 @@ fn u8s(v: &mut [AtomicU8]) -> &mut [u8] {
 }
 
 /// The words of `v`, held exclusively, as plain bytes (in native order).
-fn u64s(v: &mut [AtomicU64]) -> &mut [u8] {
+pub(super) fn u64s(v: &mut [AtomicU64]) -> &mut [u8] {
     // Safety: `AtomicU64` has the size and bit validity of `u64`, whose every byte is a valid
     // `u8` and every byte pattern a valid `u64`; the exclusive borrow of `v` excludes any other
     // access while the plain bytes are used.
@@ -415,9 +460,9 @@ fn u64s(v: &mut [AtomicU64]) -> &mut [u8] {
 
 /// Writes `data` (its length, then its frames of [`FRAME`] bytes each compressed), compressing a
 /// batch of frames at once on `threads` threads.
-fn put_blob(
-    w: &mut impl Write,
-    data: &mut [u8],
+pub(super) fn put_blob(
+    w: &mut (impl Write + ?Sized),
+    data: &[u8],
     threads: usize,
     mark: &dyn Fn(Range<usize>),
 ) -> io::Result<()> {
@@ -446,8 +491,8 @@ fn put_blob(
 
 /// Reads into `data` what [`put_blob`] wrote of an array of its length (refused otherwise),
 /// decompressing a batch of frames at once on `threads` threads.
-fn get_blob(
-    r: &mut impl Read,
+pub(super) fn get_blob(
+    r: &mut (impl Read + ?Sized),
     data: &mut [u8],
     threads: usize,
     mark: &dyn Fn(Range<usize>),

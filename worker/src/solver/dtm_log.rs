@@ -60,7 +60,7 @@ pub(super) struct LogMark {
 }
 
 impl LogMark {
-    pub(super) fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
+    pub(super) fn write_to(&self, w: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
         put_u64(w, self.bytes)?;
         w.write_all(&self.hash)?;
         put_u64(w, self.plies.len() as u64)?;
@@ -76,7 +76,7 @@ impl LogMark {
     }
 
     /// What [`LogMark::write_to`] wrote; a place past the log's bytes is refused.
-    pub(super) fn read_from(r: &mut impl Read) -> std::io::Result<LogMark> {
+    pub(super) fn read_from(r: &mut (impl Read + ?Sized)) -> std::io::Result<LogMark> {
         let bytes = get_u64(r)?;
         let mut hash = [0u8; 32];
         r.read_exact(&mut hash)?;

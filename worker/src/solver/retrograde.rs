@@ -78,9 +78,9 @@ use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::split::{Own, Whole, POST_LINES};
 use super::state::{
-    decided, may_lose, undecided, InitTarget, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT, LATER_DIRECT,
-    MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE, S_NEXT, S_NO_LOSS,
-    S_WIN_EXIT_FAR, S_WON, WIN_EXIT_DIRECT,
+    decided, may_lose, undecided, InitTarget, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT,
+    LATER_DIRECT, MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE,
+    S_NEXT, S_NO_LOSS, S_WIN_EXIT_FAR, S_WON, WIN_EXIT_DIRECT,
 };
 use super::{SliceValuesRef, SolveError, Successors};
 
@@ -1020,7 +1020,13 @@ pub(super) fn write_values(
 /// index `first` (their offsets encoded in `encoded`), a line of 64 at a time
 /// ([`Geometry::for_each_unmove_line`], line man `l`).
 #[inline(always)]
-pub(super) fn unmove_lines(g: &Geometry, l: usize, first: usize, encoded: &[u8], mut f: impl FnMut(u64, Bitboard)) {
+pub(super) fn unmove_lines(
+    g: &Geometry,
+    l: usize,
+    first: usize,
+    encoded: &[u8],
+    mut f: impl FnMut(u64, Bitboard),
+) {
     let mut unmove = |base: usize, from: u64| {
         let d = g.decode_line(base as u64, l).expect("a decided line is placed");
         // A closure of its own, not `&mut f`: with `&mut f` the marks were not inlined into
@@ -1272,7 +1278,11 @@ fn exits_by_moves(ctx: &Context<'_>, d: &Decoded) -> Result<(Exits, bool, bool),
 
 /// Init of the indices of `range`: by lines of 64 when the lowest field is a lone man (the
 /// range then starts and ends on multiples of 64), else index by index.
-pub(super) fn init_range<S: InitTarget>(ctx: &Context<'_>, st: &S, range: std::ops::Range<usize>) -> Result<(), SolveError> {
+pub(super) fn init_range<S: InitTarget>(
+    ctx: &Context<'_>,
+    st: &S,
+    range: std::ops::Range<usize>,
+) -> Result<(), SolveError> {
     match ctx.g.line_man() {
         Some(l) => {
             debug_assert!(range.start.is_multiple_of(64) && range.len().is_multiple_of(64));
@@ -1631,7 +1641,12 @@ fn set_decided<S: InitTarget>(st: &S, i: usize, v: Value) -> Result<(), SolveErr
 
 /// Sets the state of a position with a move inside the slice from its exits.
 #[inline]
-fn set_undecided<S: InitTarget>(ctx: &Context<'_>, st: &S, i: usize, exits: &Exits) -> Result<(), SolveError> {
+fn set_undecided<S: InitTarget>(
+    ctx: &Context<'_>,
+    st: &S,
+    i: usize,
+    exits: &Exits,
+) -> Result<(), SolveError> {
     match exits.best {
         None => st.set(i, S_MAY_LOSE),
         Some(Value::Loss(_)) => st.set(i, S_MAY_LOSE | F_LOSS_EXIT),
