@@ -209,7 +209,8 @@ fn a_worker_refuses_a_task_over_its_memory_budget() {
 /// state paged through its cache folder, as `zermelo solve --memory` does: the same bytes, and
 /// no file of the state left behind (they are unlinked as soon as they are mapped). KRvKN needs
 /// about 19 MiB in memory on a worker of one thread (its state, 8 MiB, a segment of values
-/// written out, 7 MiB, and the file's encoder), and about 12 MiB paged.
+/// written out, 7 MiB, and the file's encoder), 12.8 MiB by the compact solver (chosen before
+/// paging when it fits) and about 12 MiB paged: a budget of 12.5 MiB pages it.
 #[test]
 fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -222,7 +223,7 @@ fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
         &url,
         &tmp.path().join("cache"),
         tmp.path().join("worker.log"),
-        &["--memory", "16MiB"],
+        &["--memory", "12800KiB"],
         &env,
     );
     submit_and_wait(
@@ -253,6 +254,49 @@ fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
         .filter(|n| n.ends_with(".paged"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+    let _ = coord.child.kill();
+}
+
+/// A worker whose `--memory` cannot hold a pawnless slice's byte of state a position but can
+/// hold its three bits solves it by the compact solver, as `zermelo solve --memory` does: the
+/// same bytes. KRvKN on a worker of one thread: about 19 MiB in memory, 12.8 MiB compact.
+#[test]
+fn a_worker_solves_a_pawnless_slice_by_the_compact_solver_when_its_bits_fit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut coord, url) = coordinator(tmp.path());
+    let env = [
+        ("ZERMELO_TOKEN", "right-token-for-tests"),
+        ("ZERMELO_LOG", "info"),
+    ];
+    let worker = worker_with(
+        &url,
+        &tmp.path().join("cache"),
+        tmp.path().join("worker.log"),
+        &["--memory", "17MiB"],
+        &env,
+    );
+    submit_and_wait(
+        tmp.path(),
+        &url,
+        &["KRvKN"],
+        &[],
+        Duration::from_secs(120),
+        &[&coord, &worker],
+    );
+    let log = worker.log();
+    assert!(
+        log.contains("solved by the compact solver"),
+        "KRvKN was not solved by the compact solver:\n{log}"
+    );
+    let solve_dir = tables_with(&["KRvKN"]);
+    for t in ["KNvK", "KRvK", "KRvKN"] {
+        let name = format!("{t}.zmt");
+        assert!(
+            std::fs::read(tmp.path().join("tables").join(&name)).unwrap()
+                == std::fs::read(solve_dir.join(&name)).unwrap(),
+            "{name} differs between the cluster and `zermelo solve`"
+        );
+    }
     let _ = coord.child.kill();
 }
 

@@ -37,8 +37,9 @@ use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
 use super::meet::{compress_segment, decode_values, encode_values, segment_values, AtCoordinator};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
-    paged_need, part_state_bytes, slice_state_bytes, solve_part, solve_slice_resumable, splittable,
-    thread_bytes, Paging, SolveError, MIN_RESIDENT_KSLICES, SEG_INDICES,
+    bits_solvable, bits_state_bytes, paged_need, part_state_bytes, slice_state_bytes, solve_part,
+    solve_slice_bits, solve_slice_resumable, splittable, thread_bytes, Paging, SolveError,
+    MIN_RESIDENT_KSLICES, SEG_INDICES,
 };
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
@@ -551,6 +552,21 @@ pub fn paged_task_memory(
     Some((least, fixed, what))
 }
 
+/// What solving `slices` needs with the compact solver ([`solve_slice_bits`]) when that is
+/// possible (a task of one pawnless slice by lines, [`bits_solvable`]): `in_memory` (what
+/// [`task_memory`] counts for it without the bitmaps of changed positions) with three bits a
+/// position in place of the byte solver's state.
+pub fn compact_task_memory(slices: &[SliceKey], in_memory: u64) -> Option<u64> {
+    let [key] = slices else {
+        return None;
+    };
+    if !bits_solvable(key) {
+        return None;
+    }
+    let n = SliceIndexer::new(*key).size();
+    Some(in_memory - slice_state_bytes(n, false) + bits_state_bytes(n))
+}
+
 /// What part `me` of `parts` of slice `key` needs in memory ([`task_memory`]'s count for it):
 /// the solver's state it touches ([`part_state_bytes`]: a byte a position of its own, a bit a
 /// position of the segments it owns or reads, the summaries whole), each thread's buffers, the
@@ -708,9 +724,23 @@ impl Worker {
             changed_bits = false;
             (needed, what) = task_memory(&slices, &successors, threads, budget, false);
         }
-        // A pawnless slice past the budget in memory is solved with its state paged through
-        // the cache folder, the budget less what stays in memory resident (as `solve` does).
+        // A pawnless slice by lines past the budget in memory is solved by the compact solver
+        // when its three bits a position fit (as `solve` does), else with its state paged
+        // through the cache folder, the budget less what stays in memory resident.
         let mut paging = None;
+        let mut compact = false;
+        if let (Some(c), true) = (compact_task_memory(&slices, needed), needed > budget) {
+            if c <= budget {
+                info!(
+                    slice = %slices[0],
+                    in_memory = needed,
+                    compact = c,
+                    budget,
+                    "the slice is solved by the compact solver, three bits a position"
+                );
+                (needed, compact, changed_bits) = (c, true, false);
+            }
+        }
         if needed > budget {
             match paged_task_memory(&slices, &successors, threads, budget) {
                 Some((least, fixed, _)) if least <= budget => {
@@ -768,6 +798,7 @@ impl Worker {
                     threads,
                     changed_bits,
                     paging: paging.as_ref(),
+                    compact,
                     keep,
                     tamper,
                 };
@@ -1535,6 +1566,8 @@ struct How<'a> {
     changed_bits: bool,
     /// A task of one pawnless slice past the budget: its state paged.
     paging: Option<&'a Paging>,
+    /// A task of one pawnless slice past the budget solved by the compact solver.
+    compact: bool,
     /// Solved slices of at most this many bytes of values are kept in memory.
     keep: u64,
     /// For tests: a broken solver.
@@ -1551,6 +1584,7 @@ fn solve_all_blocking(
         threads,
         changed_bits,
         paging,
+        compact,
         keep,
         tamper,
     } = how;
@@ -1561,30 +1595,28 @@ fn solve_all_blocking(
         let mut kept = (2 * positions <= keep).then(|| Vec::with_capacity(positions as usize));
         let mut first = 0u64;
         let mut changed = Vec::new();
-        let solved = solve_slice_resumable(
-            key,
-            memory,
-            (threads, changed_bits),
-            None,
-            paging,
-            &mut |values| {
-                let values = match tamper {
-                    None => values,
-                    Some(tamper) => {
-                        changed.clear();
-                        changed.extend_from_slice(values);
-                        tamper(key, first, &mut changed);
-                        &changed[..]
-                    }
-                };
-                first += values.len() as u64;
-                file.push(values).map_err(|e| SolveError::Output(Box::new(e)))?;
-                if let Some(kept) = kept.as_mut() {
-                    kept.extend_from_slice(values);
+        let mut sink = |values: &[u16]| {
+            let values = match tamper {
+                None => values,
+                Some(tamper) => {
+                    changed.clear();
+                    changed.extend_from_slice(values);
+                    tamper(key, first, &mut changed);
+                    &changed[..]
                 }
-                Ok(())
-            },
-        );
+            };
+            first += values.len() as u64;
+            file.push(values).map_err(|e| SolveError::Output(Box::new(e)))?;
+            if let Some(kept) = kept.as_mut() {
+                kept.extend_from_slice(values);
+            }
+            Ok(())
+        };
+        let solved = if compact {
+            solve_slice_bits(key, memory, threads, None, &mut sink)
+        } else {
+            solve_slice_resumable(key, memory, (threads, changed_bits), None, paging, &mut sink)
+        };
         match solved {
             Ok(()) => {}
             Err(SolveError::MissingSuccessor(t)) if !memory.contains(&t) => return Ok(Err(t)),
