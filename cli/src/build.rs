@@ -876,6 +876,13 @@ fn solve_material(
             );
         }
         let in_parts = options.parts > 1 && splittable(&key);
+        if in_parts && compact {
+            warn!(
+                slice = %key,
+                parts = options.parts,
+                "--parts is not used for this slice: it is solved by the compact solver"
+            );
+        }
         if in_parts && fit.paged.is_some() {
             warn!(
                 slice = %key,
