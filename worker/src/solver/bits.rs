@@ -27,6 +27,10 @@
 //!
 //! Every bit is set by a rule that does not depend on the order of the work (set-only during a
 //! step, or owned by the thread of its line), so the values do not depend on the threads.
+//!
+//! With [`Checkpoints`], the lists and logs are files of the build folder, and a checkpoint at a
+//! ply boundary holds the bitmaps, the phase and its ply, the logs' marks and each list's length
+//! and hash ([`save`]); a list taken is removed only once a checkpoint no longer names it.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
