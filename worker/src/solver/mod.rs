@@ -1,7 +1,9 @@
 //! The slice solver: pure and synchronous. It turns a slice key and the values of its successor
 //! slices ([`Successors`]) into the slice's values: the index and its moves, init and the
-//! retrograde passes ([`retrograde`], the solver used to build tables; [`reference`](mod@reference), the first
-//! solver, kept as a second path for tests), on a few threads ([`par`]). It knows nothing of
+//! retrograde passes ([`retrograde`], the solver used to build tables; `bits`, the compact
+//! solver for pawnless slices whose byte of state a position does not fit, three bits a
+//! position, the same values; [`reference`](mod@reference), the first solver, kept as a second
+//! path for tests), on a few threads ([`par`]). It knows nothing of
 //! table files, the cluster or async code.
 
 mod bits;
