@@ -128,7 +128,6 @@ fn assert_only_tables(dir: &std::path::Path) {
 /// share, and nothing left in the tables directory but the tables.
 #[test]
 fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
-    use crate::common::stderr;
     let reference = tables_with(&["KRvKN"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();

@@ -1552,12 +1552,6 @@ async fn heartbeat(mut client: Client, worker_id: u64, lease: u64, every: Durati
     }
 }
 
-/// Solves the slices of a task against the successors in `memory`, each written to `cache` as
-/// it is solved (its values kept in memory too when they take at most `keep` bytes); a slice
-/// whose solve asks for a slice not in `memory` is returned as (slice, the slice it asked for)
-/// instead. Many small slices go one to a thread; otherwise each slice uses every thread.
-/// Blocking.
-#[allow(clippy::type_complexity)]
 /// How [`solve_all_blocking`] solves a task's slices.
 struct How<'a> {
     /// Threads for the task.
@@ -1574,6 +1568,12 @@ struct How<'a> {
     tamper: Option<Tamper>,
 }
 
+/// Solves the slices of a task against the successors in `memory`, each written to `cache` as
+/// it is solved (its values kept in memory too when they take at most `keep` bytes); a slice
+/// whose solve asks for a slice not in `memory` is returned as (slice, the slice it asked for)
+/// instead. Many small slices go one to a thread; otherwise each slice uses every thread.
+/// Blocking.
+#[allow(clippy::type_complexity)]
 fn solve_all_blocking(
     slices: &[SliceKey],
     memory: &SliceMap,
