@@ -250,8 +250,8 @@ pub struct BuildOptions<'a> {
     /// logged; no checkpoints, and a slice whose state must be paged is not solved in parts. The values are the same: this checks and measures the
     /// exchange a slice shared by workers uses.
     pub parts: usize,
-    /// Pawnless slices by lines are solved by the compact solver ([`Fit::compact`]) even when
-    /// the byte solver's state fits the budget.
+    /// Pawnless slices by lines are solved by the compact solver ([`Fit::compact`]) whenever it
+    /// fits the budget, even when the byte solver's state does too.
     pub compact: bool,
 }
 
@@ -461,14 +461,16 @@ struct Fit {
 /// How a material is built within `memory` bytes on `threads` threads: its slices one per
 /// thread at once with the bitmaps of changed positions and its promoting waves together when
 /// that fits, else without the waves together, else one at a time with the bitmaps, else one at
-/// a time without; with what that needs (more than `memory` when even the last does not fit).
+/// a time without; a pawnless table by lines then by the compact solver, else with its state
+/// paged; with what that needs (more than `memory` when even the last does not fit). With
+/// `compact`, a pawnless table by lines is built by the compact solver whenever that fits.
 fn fit(mp: &MaterialPlan, threads: usize, memory: u64, compact: bool) -> (Fit, MemoryNeed) {
     let compact_need = compact_memory(mp, threads);
     let compact_fit = Fit {
         compact: true,
         ..Fit::default()
     };
-    if let Some(n) = compact_need.filter(|_| compact) {
+    if let Some(n) = compact_need.filter(|n| compact && n.bytes <= memory) {
         return (compact_fit, n);
     }
     let mut need = None;

@@ -102,9 +102,11 @@ enum Command {
         #[arg(long)]
         dtz50: bool,
         /// Solve pawnless tables with the compact solver (three bits a position, one side's
-        /// wins at a time) even when the usual one (a byte a position and a bit) fits the
-        /// budget. It is chosen anyway, before paging, for a pawnless table whose byte of
-        /// state does not fit (7 men). The same tables; it keeps no checkpoints.
+        /// wins at a time) whenever it fits the budget, even when the usual one (a byte a
+        /// position and a bit) does too. It is chosen anyway, before paging, for a pawnless
+        /// table whose byte of state does not fit (7 men). The same tables; it checkpoints and
+        /// resumes as the usual one does. Not for tables whose lowest men are a like pair
+        /// (KRRvK, KNNNNvK): those are always solved the usual way.
         #[arg(long)]
         compact: bool,
     },
