@@ -802,6 +802,10 @@ pub struct ClusterRun {
     pub usage: Vec<ChildUsage>,
 }
 
+/// What a worker's budget keeps beside a whole slice's compact state, for [`Parts::for_workers`]:
+/// its threads' buffers, the file encoder, the successors it reads.
+pub const WORKER_RESERVE: u64 = 256 << 20;
+
 /// How a cluster cuts large slices into parts, each solved by one worker of a group: up to
 /// `parts` parts, slices of `split_over` positions or more (the coordinator's `--parts` and
 /// `--split-over`).
@@ -818,13 +822,15 @@ impl Parts {
         split_over: u64::MAX,
     };
 
-    /// For workers of `memory` bytes each: slices whose state would not fit one of them in
-    /// memory (a pawnless slice's state is about 1.14 bytes a position: a byte, a bit and a
-    /// byte per 64) are cut into up to `workers` parts.
+    /// For workers of `memory` bytes each: slices that one of them cannot solve in memory are
+    /// cut into up to `workers` parts. A slice that can be cut (pawnless, by lines) is solved
+    /// whole by a worker's compact solver when its three bits a position fit with
+    /// [`WORKER_RESERVE`] to spare (a part holds the byte solver's state, a byte and a bit a
+    /// position of its share: more than the compact solver's whole slice in 3 parts).
     pub fn for_workers(workers: usize, memory: u64) -> Parts {
         Parts {
             parts: workers.clamp(1, zermelo_chess::index::PAWNLESS_KING_PAIRS) as u32,
-            split_over: memory / 73 * 64,
+            split_over: memory.saturating_sub(WORKER_RESERVE) / 3 * 8,
         }
     }
 }

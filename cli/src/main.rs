@@ -481,8 +481,9 @@ enum Command {
         /// Default: the number of workers; 1 solves every slice whole.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=462))]
         parts: Option<u32>,
-        /// Slices of at least this many positions are cut into parts (default: those whose
-        /// state does not fit one worker's --memory, about 1.14 bytes a position).
+        /// Slices of at least this many positions are cut into parts (default: those a worker
+        /// cannot solve whole by the compact solver within its --memory: three bits a position
+        /// and 256 MiB to spare).
         #[arg(long, value_name = "POSITIONS")]
         split_over: Option<u64>,
     },
