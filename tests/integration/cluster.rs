@@ -214,47 +214,17 @@ fn a_worker_refuses_a_task_over_its_memory_budget() {
 #[test]
 fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut coord, url) = coordinator(tmp.path());
-    let env = [
-        ("ZERMELO_TOKEN", "right-token-for-tests"),
-        ("ZERMELO_LOG", "info"),
-    ];
-    let worker = worker_with(
-        &url,
-        &tmp.path().join("cache"),
-        tmp.path().join("worker.log"),
-        &["--memory", "12800KiB"],
-        &env,
-    );
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KRvKN"],
-        &[],
-        Duration::from_secs(120),
-        &[&coord, &worker],
-    );
-    let log = worker.log();
+    let log = krvkn_by_one_worker(tmp.path(), "12800KiB");
     assert!(
         log.contains("solved with its state paged through the cache folder"),
         "KRvKN was not paged:\n{log}"
     );
-    let solve_dir = tables_with(&["KRvKN"]);
-    for t in ["KNvK", "KRvK", "KRvKN"] {
-        let name = format!("{t}.zmt");
-        assert!(
-            std::fs::read(tmp.path().join("tables").join(&name)).unwrap()
-                == std::fs::read(solve_dir.join(&name)).unwrap(),
-            "{name} differs between the cluster and `zermelo solve`"
-        );
-    }
     // No file of the state left behind in the cache.
     let leftovers: Vec<String> = walk_files(tmp.path())
         .into_iter()
         .filter(|n| n.ends_with(".paged"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    let _ = coord.child.kill();
 }
 
 /// A worker whose `--memory` cannot hold a pawnless slice's byte of state a position but can
@@ -263,41 +233,47 @@ fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
 #[test]
 fn a_worker_solves_a_pawnless_slice_by_the_compact_solver_when_its_bits_fit() {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut coord, url) = coordinator(tmp.path());
+    let log = krvkn_by_one_worker(tmp.path(), "17MiB");
+    assert!(
+        log.contains("solved by the compact solver"),
+        "KRvKN was not solved by the compact solver:\n{log}"
+    );
+}
+
+/// KRvKN built in `dir` by a coordinator and one worker of `--memory memory`, its tables
+/// checked byte for byte against `zermelo solve`'s; the worker's log.
+fn krvkn_by_one_worker(dir: &Path, memory: &str) -> String {
+    let (mut coord, url) = coordinator(dir);
     let env = [
         ("ZERMELO_TOKEN", "right-token-for-tests"),
         ("ZERMELO_LOG", "info"),
     ];
     let worker = worker_with(
         &url,
-        &tmp.path().join("cache"),
-        tmp.path().join("worker.log"),
-        &["--memory", "17MiB"],
+        &dir.join("cache"),
+        dir.join("worker.log"),
+        &["--memory", memory],
         &env,
     );
     submit_and_wait(
-        tmp.path(),
+        dir,
         &url,
         &["KRvKN"],
         &[],
         Duration::from_secs(120),
         &[&coord, &worker],
     );
-    let log = worker.log();
-    assert!(
-        log.contains("solved by the compact solver"),
-        "KRvKN was not solved by the compact solver:\n{log}"
-    );
     let solve_dir = tables_with(&["KRvKN"]);
     for t in ["KNvK", "KRvK", "KRvKN"] {
         let name = format!("{t}.zmt");
         assert!(
-            std::fs::read(tmp.path().join("tables").join(&name)).unwrap()
+            std::fs::read(dir.join("tables").join(&name)).unwrap()
                 == std::fs::read(solve_dir.join(&name)).unwrap(),
             "{name} differs between the cluster and `zermelo solve`"
         );
     }
     let _ = coord.child.kill();
+    worker.log()
 }
 
 /// Every file under `dir`, by name.

@@ -142,20 +142,7 @@ fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
         budget >= paged && budget < in_memory,
         "paged {paged} bytes, in memory {in_memory}"
     );
-    let memory = format!("{budget}B");
-    let (code, err, peak) = run_measured(&[
-        "solve",
-        "KRvKN",
-        "--tables",
-        d,
-        "--threads",
-        "2",
-        "--memory",
-        &memory,
-    ]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("paged through the build folder"), "{err}");
-    assert_eq!(same_tables(dir.path(), &reference), 3, "KRvKN, KRvK and KNvK");
+    let peak = krvkn_within(dir.path(), budget, "paged through the build folder", &reference);
     eprintln!(
         "KRvKN paged: peak resident memory {} MiB, budget {} MiB (in memory it needs {} MiB)",
         peak >> 20,
@@ -167,6 +154,28 @@ fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
         "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
     );
     assert_only_tables(dir.path());
+}
+
+/// Builds KRvKN in `dir` on 2 threads within `budget` bytes: it succeeds, its log says `how`
+/// it was solved, and its tables (KRvKN, KRvK and KNvK) are those of `reference`. Returns the
+/// process's peak resident memory.
+fn krvkn_within(dir: &Path, budget: u64, how: &str, reference: &Path) -> u64 {
+    let memory = format!("{budget}B");
+    let d = dir.to_str().unwrap();
+    let (code, err, peak) = run_measured(&[
+        "solve",
+        "KRvKN",
+        "--tables",
+        d,
+        "--threads",
+        "2",
+        "--memory",
+        &memory,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains(how), "{err}");
+    assert_eq!(same_tables(dir, reference), 3, "KRvKN, KRvK and KNvK");
+    peak
 }
 
 /// The memory `solve --plan-only KRvKN` gives for KRvKN within `memory` (with `--compact` if
@@ -202,20 +211,7 @@ fn a_pawnless_table_whose_bits_fit_is_built_by_the_compact_solver_to_the_same_by
         budget < in_memory,
         "compact {compact} bytes, in memory {in_memory}"
     );
-    let memory = format!("{budget}B");
-    let (code, err, peak) = run_measured(&[
-        "solve",
-        "KRvKN",
-        "--tables",
-        d,
-        "--threads",
-        "2",
-        "--memory",
-        &memory,
-    ]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("solved by the compact solver"), "{err}");
-    assert_eq!(same_tables(dir.path(), &reference), 3, "KRvKN, KRvK and KNvK");
+    let peak = krvkn_within(dir.path(), budget, "solved by the compact solver", &reference);
     assert!(
         peak <= budget + FIXED_SHARE,
         "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"

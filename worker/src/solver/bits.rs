@@ -46,12 +46,14 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::value::{DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color};
 
-use super::checkpoint::{get_blob, put_blob, read_checked, u64s, write_durably, Checkpoints};
+use super::checkpoint::{
+    get_blob, get_header, put_blob, put_header, read_checked, u64s, write_durably, Checkpoints,
+};
 use super::dtm_log::{for_each_offset, DtmLog, LogMark, SegmentEncoder, SEG_INDICES};
 use super::geometry::Geometry;
 use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 use super::par::for_each_chunk;
-use super::retrograde::{exits, init_range, line_legal, open_squares, unmove_lines, Context};
+use super::retrograde::{exits, init_range, line_legal, open_squares, unmove_lines, write_segments, Context};
 use super::state::{InitTarget, SPILL_FROM, S_DRAW, S_NO_LOSS};
 use super::{SolveError, Successors};
 
@@ -765,13 +767,7 @@ fn save(c: &Checkpoints<'_>, key: &SliceKey, run: &mut Run, threads: usize) -> R
     ];
     let n = run.bits.blocked.len() * 64;
     let bytes = write_durably(&path, |w| {
-        w.write_all(MAGIC)?;
-        let name = key.to_string();
-        put_u64(w, name.len() as u64)?;
-        w.write_all(name.as_bytes())?;
-        for v in header(key, n) {
-            put_u64(w, v)?;
-        }
+        put_header(w, MAGIC, key, &header(key, n))?;
         put_u32(w, run.at.attacker.index() as u32)?;
         put_u32(w, run.at.plies)?;
         put_u32(w, run.at.horizon)?;
@@ -813,31 +809,13 @@ fn load(c: &Checkpoints<'_>, key: &SliceKey, n: usize, per_side: usize) -> Resul
         per_side,
     };
     let read = read_checked(&path, |r| {
-        let mut magic = [0u8; 8];
-        r.read_exact(&mut magic)?;
-        if &magic != MAGIC {
-            return Err(invalid(
-                "not a checkpoint of the compact solver of this version".into(),
-            ));
-        }
-        let name = key.to_string();
-        let len = get_len(r, 256)?;
-        let mut found = vec![0u8; len as usize];
-        r.read_exact(&mut found)?;
-        if found != name.as_bytes() {
-            return Err(invalid(format!(
-                "made for another slice ({})",
-                String::from_utf8_lossy(&found)
-            )));
-        }
-        for (k, v) in header(key, n).into_iter().enumerate() {
-            let got = get_u64(r)?;
-            if got != v {
-                return Err(invalid(format!(
-                    "made for another slice or solver (header word {k}: {got} against {v})"
-                )));
-            }
-        }
+        get_header(
+            r,
+            MAGIC,
+            "a checkpoint of the compact solver of this version",
+            key,
+            &header(key, n),
+        )?;
         let attacker = match get_u32(r)? {
             0 => Color::White,
             1 => Color::Black,
@@ -906,35 +884,25 @@ fn write_values(
     threads: usize,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
-    let n = g.ix.size() as usize;
-    let segments = n.div_ceil(SEG_INDICES);
-    let batch = threads.max(1);
-    for first in (0..segments).step_by(batch) {
-        let last = (first + batch).min(segments);
-        let out: Vec<Mutex<Vec<u16>>> = (first..last).map(|_| Mutex::default()).collect();
-        for_each_chunk(last - first, 1, threads, |range| {
-            for k in range {
-                let s = first + k;
-                let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
-                let mut values = vec![ILLEGAL; seg.len()];
-                for base in seg.clone().step_by(64) {
-                    for q in line_legal(g, base, l) {
-                        values[base - seg.start + q.index()] = DRAW;
-                    }
+    write_segments(
+        g.ix.size() as usize,
+        threads,
+        |s, seg| {
+            let mut values = vec![ILLEGAL; seg.len()];
+            for base in seg.clone().step_by(64) {
+                for q in line_legal(g, base, l) {
+                    values[base - seg.start + q.index()] = DRAW;
                 }
-                for log in logs {
-                    log.for_each_in_segment(s, |o, p| values[o] = p as u16 + 2)
-                        .map_err(SolveError::Scratch)?;
-                }
-                *out[k].lock().expect("segment lock") = values;
             }
-            Ok::<(), SolveError>(())
-        })?;
-        for values in out {
-            sink(&values.into_inner().expect("segment lock"))?;
-        }
-    }
-    Ok(())
+            for log in logs {
+                log.for_each_in_segment(s, |o, p| values[o] = p as u16 + 2)
+                    .map_err(SolveError::Scratch)?;
+            }
+            Ok(Some(values))
+        },
+        sink,
+        |_| {},
+    )
 }
 
 #[cfg(test)]

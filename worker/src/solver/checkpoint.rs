@@ -220,13 +220,7 @@ fn write_state(
     at: &Progress,
     threads: usize,
 ) -> io::Result<()> {
-    w.write_all(MAGIC)?;
-    let name = key.to_string();
-    put_u64(w, name.len() as u64)?;
-    w.write_all(name.as_bytes())?;
-    for v in header(key, st.bytes.len() as u64) {
-        put_u64(w, v)?;
-    }
+    put_header(w, MAGIC, key, &header(key, st.bytes.len() as u64))?;
     put_u32(w, at.plies)?;
     for s in [
         at.init_seconds,
@@ -362,30 +356,13 @@ fn read_state(
     threads: usize,
     changed_bits: bool,
 ) -> io::Result<(Progress, LogMark)> {
-    let mut magic = [0u8; 8];
-    r.read_exact(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(invalid("not a checkpoint of this version".into()));
-    }
-    let name = key.to_string();
-    let len = get_len(r, 256)?;
-    let mut found = vec![0u8; len as usize];
-    r.read_exact(&mut found)?;
-    if found != name.as_bytes() {
-        return Err(invalid(format!(
-            "made for another slice ({})",
-            String::from_utf8_lossy(&found)
-        )));
-    }
-    let want = header(key, st.bytes.len() as u64);
-    for (k, v) in want.into_iter().enumerate() {
-        let got = get_u64(r)?;
-        if got != v {
-            return Err(invalid(format!(
-                "made for another slice or solver (header word {k}: {got} against {v})"
-            )));
-        }
-    }
+    get_header(
+        r,
+        MAGIC,
+        "a checkpoint of this version",
+        key,
+        &header(key, st.bytes.len() as u64),
+    )?;
     let plies = get_u32(r)?;
     let mut secs = [0f64; 4];
     for s in &mut secs {
@@ -441,6 +418,55 @@ fn read_state(
     }
     let read = for_each_array(st, |array, marks| get_blob(r, array, threads, marks));
     read.map(|()| (at, mark))
+}
+
+/// Writes a checkpoint's head: `magic`, the slice's name and the words of its header.
+pub(super) fn put_header(
+    w: &mut (impl Write + ?Sized),
+    magic: &[u8; 8],
+    key: &SliceKey,
+    words: &[u64],
+) -> io::Result<()> {
+    w.write_all(magic)?;
+    let name = key.to_string();
+    put_u64(w, name.len() as u64)?;
+    w.write_all(name.as_bytes())?;
+    words.iter().try_for_each(|&v| put_u64(w, v))
+}
+
+/// Reads what [`put_header`] wrote, refused (as not `what`, or made for another slice or
+/// solver) unless it is `magic`, slice `key` and `words`.
+pub(super) fn get_header(
+    r: &mut (impl Read + ?Sized),
+    magic: &[u8; 8],
+    what: &str,
+    key: &SliceKey,
+    words: &[u64],
+) -> io::Result<()> {
+    let mut found_magic = [0u8; 8];
+    r.read_exact(&mut found_magic)?;
+    if &found_magic != magic {
+        return Err(invalid(format!("not {what}")));
+    }
+    let name = key.to_string();
+    let len = get_len(r, 256)?;
+    let mut found = vec![0u8; len as usize];
+    r.read_exact(&mut found)?;
+    if found != name.as_bytes() {
+        return Err(invalid(format!(
+            "made for another slice ({})",
+            String::from_utf8_lossy(&found)
+        )));
+    }
+    for (k, &v) in words.iter().enumerate() {
+        let got = get_u64(r)?;
+        if got != v {
+            return Err(invalid(format!(
+                "made for another slice or solver (header word {k}: {got} against {v})"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The bytes of `v`, held exclusively, as plain bytes.

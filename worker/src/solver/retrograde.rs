@@ -969,49 +969,71 @@ pub(super) fn write_values(
     } = st;
     // Only the bytes are read from here on: the rest goes before the values are made.
     drop((pending, changed, next, won, quiet, changed_bits));
+    write_segments(
+        n,
+        threads,
+        |s, seg| {
+            if !split.owns(seg.start) {
+                return Ok(None);
+            }
+            if let Some(p) = &pager {
+                p.mark(seg.clone(), Reach::Own);
+            }
+            let states = &bytes[seg];
+            let mut values: Vec<u16> = states
+                .iter()
+                .map(|b| {
+                    let b = b.load(Relaxed);
+                    debug_assert!(
+                        b <= S_LOST || undecided(b) || b == S_NEXT,
+                        "a position waits for a ply the passes never reached"
+                    );
+                    if b == S_ILLEGAL {
+                        ILLEGAL
+                    } else {
+                        DRAW
+                    }
+                })
+                .collect();
+            log.for_each_in_segment(s, |o, p| values[o] = p as u16 + 2)
+                .map_err(SolveError::Scratch)?;
+            Ok(Some(values))
+        },
+        sink,
+        |done| release_bytes(&bytes[done]),
+    )
+}
+
+/// The values of a slice of `n` indices into `sink` in index order, [`SEG_INDICES`] at a time:
+/// `values(s, range)` gives segment `s`'s (`None` for one not to give), a few segments at once
+/// on `threads` threads (one a thread); `done(range)` is called with the indices of each batch
+/// once it is given.
+pub(super) fn write_segments(
+    n: usize,
+    threads: usize,
+    values: impl Fn(usize, std::ops::Range<usize>) -> Result<Option<Vec<u16>>, SolveError> + Sync,
+    sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
+    mut done: impl FnMut(std::ops::Range<usize>),
+) -> Result<(), SolveError> {
     let segments = n.div_ceil(SEG_INDICES);
     let batch = threads.max(1);
     for first in (0..segments).step_by(batch) {
         let last = (first + batch).min(segments);
-        let out: Vec<Mutex<Vec<u16>>> = (first..last).map(|_| Mutex::default()).collect();
+        let out: Vec<Mutex<Option<Vec<u16>>>> = (first..last).map(|_| Mutex::default()).collect();
         for_each_chunk(last - first, 1, threads, |range| {
             for k in range {
                 let s = first + k;
-                let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
-                if !split.owns(seg.start) {
-                    continue;
-                }
-                if let Some(p) = &pager {
-                    p.mark(seg.clone(), Reach::Own);
-                }
-                let states = &bytes[seg];
-                let mut values: Vec<u16> = states
-                    .iter()
-                    .map(|b| {
-                        let b = b.load(Relaxed);
-                        debug_assert!(
-                            b <= S_LOST || undecided(b) || b == S_NEXT,
-                            "a position waits for a ply the passes never reached"
-                        );
-                        if b == S_ILLEGAL {
-                            ILLEGAL
-                        } else {
-                            DRAW
-                        }
-                    })
-                    .collect();
-                log.for_each_in_segment(s, |o, p| values[o] = p as u16 + 2)
-                    .map_err(SolveError::Scratch)?;
-                *out[k].lock().expect("segment lock") = values;
+                let made = values(s, s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n))?;
+                *out[k].lock().expect("segment lock") = made;
             }
             Ok::<(), SolveError>(())
         })?;
-        for (k, values) in out.into_iter().enumerate() {
-            if split.owns((first + k) * SEG_INDICES) {
-                sink(&values.into_inner().expect("segment lock"))?;
+        for values in out {
+            if let Some(values) = values.into_inner().expect("segment lock") {
+                sink(&values)?;
             }
         }
-        release_bytes(&bytes[first * SEG_INDICES..(last * SEG_INDICES).min(n)]);
+        done(first * SEG_INDICES..(last * SEG_INDICES).min(n));
     }
     Ok(())
 }
