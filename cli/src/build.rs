@@ -16,8 +16,8 @@ use zermelo_coordinator::plan::{plan, MaterialPlan, Plan};
 use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableSummary, TableWriter, WriteOptions};
 use zermelo_worker::solver::par::for_each_chunk;
 use zermelo_worker::solver::{
-    paged_need, slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX,
-    SPILL_FROM,
+    bits_paged_need, paged_need, slice_state_bytes, thread_bytes, Paging, MIN_RESIDENT_KSLICES,
+    PAGED_BYTES_PER_INDEX, SPILL_FROM,
 };
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
 use zermelo_worker::waves::for_each_slice;
@@ -107,6 +107,7 @@ fn disk_need(to_build: impl Iterator<Item = (u64, u64, u64)>) -> DiskNeed {
 /// `largest` positions.
 fn paged_bytes(fit: &Fit, largest: u64) -> u64 {
     match fit.paged {
+        Some(_) if fit.compact => bits_state_bytes(largest),
         Some(_) => (largest as f64 * PAGED_BYTES_PER_INDEX) as u64,
         None => 0,
     }
@@ -145,7 +146,7 @@ fn state_need(held: &MemoryNeed, paged: Option<&MemoryNeed>) -> String {
     match paged {
         None => in_memory,
         Some(p) => format!(
-            "{in_memory}, or at least {} with its state paged through the build folder ({MIN_RESIDENT_KSLICES} of its K-slices and a byte per 64 positions in memory, and {} of buffers a thread)",
+            "{in_memory}, or at least {} with its state paged through the build folder ({MIN_RESIDENT_KSLICES} of its K-slices in memory, and {} of buffers a thread)",
             human_bytes(p.bytes),
             human_bytes(p.per_thread)
         ),
@@ -250,9 +251,10 @@ pub struct BuildOptions<'a> {
     /// logged; no checkpoints, and a slice whose state must be paged is not solved in parts. The values are the same: this checks and measures the
     /// exchange a slice shared by workers uses.
     pub parts: usize,
-    /// Pawnless slices by lines are solved by the compact solver ([`Fit::compact`]) whenever it
-    /// fits the budget, even when the byte solver's state does too.
-    pub compact: bool,
+    /// Pawnless slices by lines are solved by the byte solver (a byte a position and a bit)
+    /// whenever that fits the budget, not by the compact solver ([`Fit::compact`], three bits a
+    /// position, faster), which they otherwise are whenever it fits. For comparing the two.
+    pub byte_solver: bool,
 }
 
 /// How often a build checkpoints a large slice by default.
@@ -267,8 +269,14 @@ impl BuildOptions<'_> {
             checkpoint_every: CHECKPOINT_EVERY,
             stop: None,
             parts: 1,
-            compact: false,
+            byte_solver: false,
         }
+    }
+
+    /// Whether a pawnless slice by lines is solved by the byte solver when it fits the budget:
+    /// when asked ([`BuildOptions::byte_solver`]), and in parts, which are the byte solver's.
+    fn bytes_first(&self) -> bool {
+        self.byte_solver || self.parts > 1
     }
 
     fn stopped(&self) -> bool {
@@ -337,12 +345,16 @@ pub fn build_in(
             how.push((Fit::default(), 0));
             continue;
         }
-        let (way, need) = fit(mp, threads, memory, options.compact);
+        let (way, need) = fit(mp, threads, memory, options.bytes_first());
         if need.bytes > memory {
             return Err(BuildError::OverBudget {
                 material: mp.material,
                 held: held_need(mp, threads),
-                paged: paged_memory(mp, threads).map(|p| p.need),
+                paged: [true, false]
+                    .into_iter()
+                    .filter_map(|compact| paged_memory(mp, threads, compact))
+                    .map(|p| p.need)
+                    .min_by_key(|n| n.bytes),
                 budget: memory,
             });
         }
@@ -454,28 +466,27 @@ struct Fit {
     /// folder ([`Paging`]), at most this many bytes of it resident.
     paged: Option<u64>,
     /// A pawnless slice solved by the compact solver ([`solve_slice_bits`]): its state three
-    /// bits a position, when a byte does not fit the budget (or `--compact` asks for it).
+    /// bits a position (in memory, or with `paged`, its bitmaps paged).
     compact: bool,
 }
 
-/// How a material is built within `memory` bytes on `threads` threads: its slices one per
-/// thread at once with the bitmaps of changed positions and its promoting waves together when
-/// that fits, else without the waves together, else one at a time with the bitmaps, else one at
-/// a time without; a pawnless table by lines then by the compact solver, else with its state
-/// paged; with what that needs (more than `memory` when even the last does not fit). With
-/// `compact`, a pawnless table by lines is built by the compact solver whenever that fits.
-fn fit(mp: &MaterialPlan, threads: usize, memory: u64, compact: bool) -> (Fit, MemoryNeed) {
-    let compact_need = compact_memory(mp, threads);
-    let compact_fit = Fit {
-        compact: true,
-        ..Fit::default()
-    };
-    if let Some(n) = compact_need.filter(|n| compact && n.bytes <= memory) {
-        return (compact_fit, n);
-    }
-    let mut need = None;
-    for (by_slice, changed_bits, together) in WAYS {
-        let n = material_memory(mp, threads, by_slice, changed_bits, together);
+/// How a material is built within `memory` bytes on `threads` threads, with what that needs:
+/// the first of these ways that fits (else the one that needs the least, more than `memory`).
+/// In memory: a pawnless table by lines by the compact solver (the fastest, and the least
+/// memory); its slices one per thread at once with the bitmaps of changed positions and its
+/// promoting waves together, else without the waves together, else one at a time with the
+/// bitmaps, else one at a time without. Then a pawnless table with its state paged: by the
+/// compact solver (by lines), else by the byte solver. With `bytes_first`, the byte solver
+/// comes before the compact solver, in memory and paged.
+fn fit(mp: &MaterialPlan, threads: usize, memory: u64, bytes_first: bool) -> (Fit, MemoryNeed) {
+    let compact = compact_memory(mp, threads).map(|n| {
+        let fit = Fit {
+            compact: true,
+            ..Fit::default()
+        };
+        (fit, n)
+    });
+    let bytes = WAYS.map(|(by_slice, changed_bits, together)| {
         let fit = Fit {
             by_slice,
             changed_bits,
@@ -483,35 +494,42 @@ fn fit(mp: &MaterialPlan, threads: usize, memory: u64, compact: bool) -> (Fit, M
             paged: None,
             compact: false,
         };
-        if n.bytes <= memory {
-            return (fit, n);
-        }
-        need = Some((fit, n));
-    }
-    // A pawnless slice by lines: three bits a position, in memory.
-    if let Some(n) = compact_need {
-        if n.bytes <= memory {
-            return (compact_fit, n);
-        }
-    }
-    // Without pawns, the slice's state may be paged: the budget less what stays in memory (and
-    // less the cache of whole successor slices the build takes of what the budget leaves) is
-    // what of it is resident, at least MIN_RESIDENT_KSLICES K-slices.
-    if let Some(paged) = paged_memory(mp, threads) {
-        let cache = memory.saturating_sub(paged.need.bytes).min(SLICE_CACHE_BYTES);
+        (
+            fit,
+            material_memory(mp, threads, by_slice, changed_bits, together),
+        )
+    });
+    // Paged: the budget less what stays in memory (and less the cache of whole successor
+    // slices the build takes of what the budget leaves) is what of the state is resident, at
+    // least MIN_RESIDENT_KSLICES K-slices.
+    let paged = |p: PagedNeed, compact: bool| {
+        let cache = memory.saturating_sub(p.need.bytes).min(SLICE_CACHE_BYTES);
         let fit = Fit {
-            paged: Some(memory.saturating_sub(paged.fixed).saturating_sub(cache)),
+            paged: Some(memory.saturating_sub(p.fixed).saturating_sub(cache)),
+            compact,
             ..Fit::default()
         };
-        if paged.need.bytes <= memory {
-            return (fit, paged.need);
-        }
-        // Refused: the smaller of the two needs is the least.
-        if need.as_ref().is_none_or(|(_, n)| paged.need.bytes < n.bytes) {
-            need = Some((fit, paged.need));
-        }
-    }
-    need.expect("a way was tried")
+        (fit, p.need)
+    };
+    let compact_paged = paged_memory(mp, threads, true).map(|p| paged(p, true));
+    let bytes_paged = paged_memory(mp, threads, false).map(|p| paged(p, false));
+    let ways: Vec<(Fit, MemoryNeed)> = if bytes_first {
+        bytes
+            .into_iter()
+            .chain(compact)
+            .chain(bytes_paged)
+            .chain(compact_paged)
+            .collect()
+    } else {
+        compact
+            .into_iter()
+            .chain(bytes)
+            .chain(compact_paged)
+            .chain(bytes_paged)
+            .collect()
+    };
+    let least = *ways.iter().min_by_key(|(_, n)| n.bytes).expect("a way");
+    ways.into_iter().find(|(_, n)| n.bytes <= memory).unwrap_or(least)
 }
 
 /// The ways of solving a material in memory, from the fastest to the one that needs the least:
@@ -550,26 +568,29 @@ fn compact_memory(mp: &MaterialPlan, threads: usize) -> Option<MemoryNeed> {
 }
 
 /// What building a pawnless material with its state paged needs (see [`Fit::paged`]).
+#[derive(Clone, Copy)]
 struct PagedNeed {
     /// The least it needs: [`PagedNeed::fixed`] and [`MIN_RESIDENT_KSLICES`] K-slices of state.
     need: MemoryNeed,
-    /// What stays in memory whatever the budget: the slice's summaries (a byte per 64
-    /// positions) and each thread's buffers.
+    /// What stays in memory whatever the budget: each thread's buffers, and for the byte solver
+    /// the slice's summaries (a byte per 64 positions).
     fixed: u64,
 }
 
-/// See [`PagedNeed`]; `None` for a material with pawns.
-fn paged_memory(mp: &MaterialPlan, threads: usize) -> Option<PagedNeed> {
+/// See [`PagedNeed`]: by the compact solver if `compact`, else the byte solver's; `None` for a
+/// material with pawns, or by the compact solver one it cannot solve ([`bits_solvable`]).
+fn paged_memory(mp: &MaterialPlan, threads: usize, compact: bool) -> Option<PagedNeed> {
     if mp.material.has_pawns() {
         return None;
     }
-    let n = mp
-        .slices()
-        .map(|s| SliceIndexer::new(*s).size())
-        .max()
-        .unwrap_or(0);
+    let key = SliceKey::pawnless(mp.material);
+    let n = SliceIndexer::new(key).size();
     let caller = WRITER_BYTES + READER_BYTES;
-    let need = paged_need(n, threads, caller);
+    let need = match compact {
+        true if !bits_solvable(&key) => return None,
+        true => bits_paged_need(n, threads, caller),
+        false => paged_need(n, threads, caller),
+    };
     Some(PagedNeed {
         need: MemoryNeed {
             bytes: need.least,
@@ -618,9 +639,10 @@ pub struct PlannedMaterial {
     /// Slices solved at once.
     pub slices_at_once: u64,
     /// Its state does not fit the budget and is paged through the build folder: this many
-    /// bytes of files there ([`PAGED_BYTES_PER_INDEX`] a position); 0 when in memory.
+    /// bytes of files there ([`PAGED_BYTES_PER_INDEX`] a position, or the compact solver's
+    /// three bits); 0 when in memory.
     pub paged_bytes: u64,
-    /// It is solved by the compact solver (three bits a position, in memory; see
+    /// It is solved by the compact solver (three bits a position, in memory or paged; see
     /// [`solve_slice_bits`]).
     pub compact: bool,
     /// It fits the budget.
@@ -661,23 +683,22 @@ pub struct BuildPlan {
     pub threads: usize,
 }
 
-/// The plan of [`build`] with the same arguments: every material, whether its table is already
-/// complete, and for those to build the memory they need against `memory`; with estimates of
-/// disk and time. Reads the tables directory (if there is one), writes nothing.
+/// The plan of [`build_in`] with the same arguments: every material, whether its table is
+/// already complete, and for those to build the memory they need against the budget; with
+/// estimates of disk and time. Reads the tables directory (if there is one), writes nothing.
 pub fn plan_build(
     targets: &[Material],
     dir: &Path,
     more: &[PathBuf],
-    threads: usize,
-    memory: u64,
-    compact: bool,
+    options: &BuildOptions<'_>,
 ) -> BuildPlan {
+    let (threads, memory) = (options.threads, options.memory);
     let tables = TableDir::new(dir).with_more(more.to_vec()).pread();
     let plan: Plan = plan(targets);
     let mut materials = Vec::new();
     for mp in &plan.materials {
         let complete = is_complete(&tables, mp);
-        let (way, need) = fit(mp, threads, memory, compact);
+        let (way, need) = fit(mp, threads, memory, options.bytes_first());
         materials.push(PlannedMaterial {
             material: mp.material.to_string(),
             slices: mp.slice_count(),
@@ -738,7 +759,12 @@ pub fn describe_build_plan(p: &BuildPlan) -> String {
         p.positions
     );
     for m in &to_build {
-        let paged = if m.paged_bytes > 0 {
+        let paged = if m.paged_bytes > 0 && m.compact {
+            format!(
+                ", by the compact solver, its 3 bits a position paged through {} of disk",
+                human_bytes(m.paged_bytes)
+            )
+        } else if m.paged_bytes > 0 {
             format!(", its state paged through {} of disk", human_bytes(m.paged_bytes))
         } else if m.compact {
             ", by the compact solver (3 bits a position)".to_string()
@@ -873,7 +899,7 @@ fn solve_material(
         if let Some(p) = &paging {
             info!(
                 resident = p.resident,
-                disk = (SliceIndexer::new(key).size() as f64 * PAGED_BYTES_PER_INDEX) as u64,
+                disk = paged_bytes(&fit, SliceIndexer::new(key).size()),
                 "the slice's state is paged through the build folder"
             );
         }
@@ -903,6 +929,7 @@ fn solve_material(
                 &key,
                 &successors,
                 threads,
+                paging.as_ref(),
                 Some(&checkpoints),
                 &mut into(&mut writer, progress),
             )?;

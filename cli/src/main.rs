@@ -101,14 +101,13 @@ enum Command {
         /// mates are done, as `zermelo dtz` does (checked against --memory before any work).
         #[arg(long)]
         dtz50: bool,
-        /// Solve pawnless tables with the compact solver (three bits a position, one side's
-        /// wins at a time) whenever it fits the budget, even when the usual one (a byte a
-        /// position and a bit) does too. It is chosen anyway, before paging, for a pawnless
-        /// table whose byte of state does not fit (7 men). The same tables; it checkpoints and
-        /// resumes as the usual one does. Not for tables whose lowest men are a like pair
-        /// (KRRvK, KNNNNvK): those are always solved the usual way.
+        /// Solve pawnless tables by the byte solver (a byte a position and a bit) whenever it
+        /// fits the budget, rather than the compact solver (three bits a position, one side's
+        /// wins at a time), the default wherever it fits: it is faster and needs less memory.
+        /// The same tables; for comparing the two. Tables whose lowest men are a like pair
+        /// (KRRvK, KNNNNvK) are always solved by the byte solver, as are tables in --parts.
         #[arg(long)]
-        compact: bool,
+        byte_solver: bool,
     },
     /// Build the DTZ50 tables (KRPvKR.zdz): exact distance to the next zeroing move under the
     /// 50-move rule, with cursed wins and blessed losses.
@@ -757,7 +756,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             checkpoint_every,
             parts,
             dtz50,
-            compact,
+            byte_solver,
         } => {
             let materials = solve_materials(&materials)?;
             let threads = threads(t)?;
@@ -765,15 +764,15 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 zermelo_cli::dtz::check_budget(&materials, &tables.0, memory::budget(memory.map(|m| m.0)))
                     .map_err(|e| Failure::input(e.to_string()))?;
             }
+            let mut options = BuildOptions {
+                checkpoint_every: checkpoint_every.0,
+                parts: parts as usize,
+                byte_solver,
+                ..BuildOptions::new(threads, memory::budget(memory.map(|m| m.0)))
+            };
             if plan_only {
-                let plan = zermelo_cli::build::plan_build(
-                    &materials,
-                    tables.first(),
-                    tables.more(),
-                    threads,
-                    memory::budget(memory.map(|m| m.0)),
-                    compact,
-                );
+                let plan =
+                    zermelo_cli::build::plan_build(&materials, tables.first(), tables.more(), &options);
                 eprint!("{}", zermelo_cli::build::describe_build_plan(&plan));
                 println!("{}", serde_json::to_string(&plan).expect("a plan serializes"));
                 return Ok(if plan.fits { 0 } else { 1 });
@@ -784,13 +783,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 progress.update(done, total);
             };
             let start = Instant::now();
-            let options = BuildOptions {
-                checkpoint_every: checkpoint_every.0,
-                stop: Some(zermelo_cli::stop::install()),
-                parts: parts as usize,
-                compact,
-                ..BuildOptions::new(threads, memory::budget(memory.map(|m| m.0)))
-            };
+            options.stop = Some(zermelo_cli::stop::install());
             let built = build_in(&materials, tables.first(), tables.more(), &options, &report, None);
             let outcomes = match built {
                 Ok(outcomes) => outcomes,

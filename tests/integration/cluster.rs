@@ -209,31 +209,39 @@ fn a_worker_refuses_a_task_over_its_memory_budget() {
 /// state paged through its cache folder, as `zermelo solve --memory` does: the same bytes, and
 /// no file of the state left behind (they are unlinked as soon as they are mapped). KRvKN needs
 /// about 19 MiB in memory on a worker of one thread (its state, 8 MiB, a segment of values
-/// written out, 7 MiB, and the file's encoder), 12.8 MiB by the compact solver (chosen before
-/// paging when it fits) and about 12 MiB paged: a budget of 12.5 MiB pages it.
+/// written out, 7 MiB, and the file's encoder), 12.8 MiB by the compact solver; paged, at least
+/// 12.57 MiB by the compact solver (48 K-slices of three bitmaps, each counted as two 4 KiB
+/// pages of each), 12.25 MiB by the byte solver. Within 13,000 KiB the compact solver's bitmaps
+/// are paged; within 12,800 KiB the byte solver's state.
 #[test]
 fn a_worker_pages_a_pawnless_slice_past_its_budget_to_the_same_bytes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let log = krvkn_by_one_worker(tmp.path(), "12800KiB");
-    assert!(
-        log.contains("solved with its state paged through the cache folder"),
-        "KRvKN was not paged:\n{log}"
-    );
-    // No file of the state left behind in the cache.
-    let leftovers: Vec<String> = walk_files(tmp.path())
-        .into_iter()
-        .filter(|n| n.ends_with(".paged"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    for (budget, compact) in [("13000KiB", true), ("12800KiB", false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = krvkn_by_one_worker(tmp.path(), budget);
+        let paged = format!("compact={compact}");
+        assert!(
+            log.lines().any(
+                |l| l.contains("solved with its state paged through the cache folder") && l.contains(&paged)
+            ),
+            "KRvKN was not paged ({paged}) within {budget}:\n{log}"
+        );
+        // No file of the state left behind in the cache.
+        let leftovers: Vec<String> = walk_files(tmp.path())
+            .into_iter()
+            .filter(|n| n.ends_with(".paged"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
 }
 
-/// A worker whose `--memory` cannot hold a pawnless slice's byte of state a position but can
-/// hold its three bits solves it by the compact solver, as `zermelo solve --memory` does: the
-/// same bytes. KRvKN on a worker of one thread: about 19 MiB in memory, 12.8 MiB compact.
+/// A worker solves a pawnless slice by lines by the compact solver whenever its three bits a
+/// position fit its `--memory`, as `zermelo solve` does, even when the byte solver's state fits
+/// too: the same bytes. KRvKN on a worker of one thread: 12.8 MiB compact, about 19 MiB by the
+/// byte solver.
 #[test]
 fn a_worker_solves_a_pawnless_slice_by_the_compact_solver_when_its_bits_fit() {
     let tmp = tempfile::tempdir().unwrap();
-    let log = krvkn_by_one_worker(tmp.path(), "17MiB");
+    let log = krvkn_by_one_worker(tmp.path(), "64MiB");
     assert!(
         log.contains("solved by the compact solver"),
         "KRvKN was not solved by the compact solver:\n{log}"

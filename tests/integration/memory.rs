@@ -123,46 +123,62 @@ fn assert_only_tables(dir: &std::path::Path) {
 
 /// A pawnless table whose state does not fit the budget is built with its state paged through
 /// the build folder ([`zermelo_worker`]'s `solver::paging`): KRvKN within a budget a little over
-/// the least `--plan-only` gives for it paged (well under what it needs in memory), the same
-/// bytes as the build in memory, its peak resident memory within the budget plus the fixed
-/// share, and nothing left in the tables directory but the tables.
+/// the least `--plan-only` gives for it paged (under what it needs in memory, by either
+/// solver), by the compact solver, its three bitmaps paged (3/8 byte a position of files); and
+/// with `--byte-solver` under the compact solver's need in memory, by the byte solver, its
+/// byte and bit a position paged (9/8 byte). The same bytes as the build in memory, the peak
+/// resident memory within the budget plus the fixed share, and nothing left in the tables
+/// directory but the tables.
 #[test]
 fn a_pawnless_table_over_the_budget_is_paged_to_the_same_bytes() {
     let reference = tables_with(&["KRvKN"]);
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
-    let (in_memory, paged, compact) = (
-        krvkn_need(d, "1TiB", false),
-        krvkn_need(d, "1MiB", false),
-        krvkn_need(d, "1TiB", true),
-    );
-    // Under the compact solver's need too, which is chosen before paging when it fits.
-    let budget = (paged + (1 << 20)).min(compact - 1);
-    assert!(
-        budget >= paged && budget < in_memory,
-        "paged {paged} bytes, in memory {in_memory}"
-    );
-    let peak = krvkn_within(dir.path(), budget, "paged through the build folder", &reference);
-    eprintln!(
-        "KRvKN paged: peak resident memory {} MiB, budget {} MiB (in memory it needs {} MiB)",
-        peak >> 20,
-        budget >> 20,
-        in_memory >> 20
-    );
-    assert!(
-        peak <= budget + FIXED_SHARE,
-        "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
-    );
-    assert_only_tables(dir.path());
+    let plan = tempfile::tempdir().unwrap();
+    let d = plan.path().to_str().unwrap();
+    let (in_memory, compact) = (krvkn_need(d, "1TiB", true).0, krvkn_need(d, "1TiB", false).0);
+    let (paged, _) = krvkn_need(d, "1MiB", false);
+    let positions = krvkn_plan(d, "1TiB", false)["positions"].as_u64().unwrap();
+    let ways = [
+        ((paged + (1 << 20)).min(compact - 1), false, positions * 3 / 8),
+        (compact - 1, true, positions * 9 / 8),
+    ];
+    for (budget, byte_solver, files) in ways {
+        assert!(
+            budget >= paged && budget < compact && compact < in_memory,
+            "paged {paged} bytes, compact {compact}, in memory {in_memory}"
+        );
+        let row = krvkn_plan(d, &format!("{budget}B"), byte_solver);
+        assert_eq!(row["compact"], !byte_solver, "{row}");
+        assert_eq!(row["paged_bytes"], files, "{row}");
+        let dir = tempfile::tempdir().unwrap();
+        let more: &[&str] = if byte_solver { &["--byte-solver"] } else { &[] };
+        let peak = krvkn_within(
+            dir.path(),
+            budget,
+            more,
+            "paged through the build folder",
+            &reference,
+        );
+        eprintln!(
+            "KRvKN paged (byte solver {byte_solver}): peak resident memory {} MiB, budget {} MiB (in memory it needs {} MiB)",
+            peak >> 20,
+            budget >> 20,
+            in_memory >> 20
+        );
+        assert!(
+            peak <= budget + FIXED_SHARE,
+            "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
+        );
+        assert_only_tables(dir.path());
+    }
 }
 
-/// Builds KRvKN in `dir` on 2 threads within `budget` bytes: it succeeds, its log says `how`
-/// it was solved, and its tables (KRvKN, KRvK and KNvK) are those of `reference`. Returns the
+/// Builds KRvKN in `dir` on 2 threads within `budget` bytes (and the options `more`): it
+/// succeeds, its log says `how` it was solved, and its tables (KRvKN, KRvK and KNvK) are those of `reference`. Returns the
 /// process's peak resident memory.
-fn krvkn_within(dir: &Path, budget: u64, how: &str, reference: &Path) -> u64 {
+fn krvkn_within(dir: &Path, budget: u64, more: &[&str], how: &str, reference: &Path) -> u64 {
     let memory = format!("{budget}B");
     let d = dir.to_str().unwrap();
-    let (code, err, peak) = run_measured(&[
+    let mut args = vec![
         "solve",
         "KRvKN",
         "--tables",
@@ -171,62 +187,83 @@ fn krvkn_within(dir: &Path, budget: u64, how: &str, reference: &Path) -> u64 {
         "2",
         "--memory",
         &memory,
-    ]);
+    ];
+    args.extend_from_slice(more);
+    let (code, err, peak) = run_measured(&args);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains(how), "{err}");
     assert_eq!(same_tables(dir, reference), 3, "KRvKN, KRvK and KNvK");
     peak
 }
 
-/// The memory `solve --plan-only KRvKN` gives for KRvKN within `memory` (with `--compact` if
-/// `compact`), the tables in `d`.
-fn krvkn_need(d: &str, memory: &str, compact: bool) -> u64 {
+/// The memory `solve --plan-only KRvKN` gives for KRvKN within `memory` (with `--byte-solver`
+/// if `byte_solver`), the tables in `d`, and whether it is built by the compact solver.
+fn krvkn_need(d: &str, memory: &str, byte_solver: bool) -> (u64, bool) {
+    let row = krvkn_plan(d, memory, byte_solver);
+    (
+        row["memory_bytes"].as_u64().unwrap(),
+        row["compact"].as_bool().unwrap(),
+    )
+}
+
+/// KRvKN's row of the plan of [`krvkn_need`].
+fn krvkn_plan(d: &str, memory: &str, byte_solver: bool) -> serde_json::Value {
     let mut args = vec!["solve", "--plan-only", "KRvKN", "--memory", memory, "--tables", d];
-    if compact {
-        args.push("--compact");
+    if byte_solver {
+        args.push("--byte-solver");
     }
     let o = run(&args);
     let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let rows = plan["materials"].as_array().unwrap();
     let row = rows.iter().find(|r| r["material"] == "KRvKN").unwrap();
-    assert_eq!(row["compact"], compact, "{row}");
     assert!(!crate::common::stderr(&o).is_empty());
-    row["memory_bytes"].as_u64().unwrap()
+    row.clone()
 }
 
-/// A pawnless table whose byte of state a position does not fit the budget, but whose three
-/// bits do, is built by the compact solver (`solver::bits`), in memory: KRvKN within a little
-/// more than the compact solver's need (under the byte solver's), the same bytes as the default
-/// build, the peak resident memory within the budget plus the fixed share. `--compact` asks for
-/// it whatever the budget: the same bytes again.
+/// A pawnless table by lines is built by the compact solver (`solver::bits`, three bits a
+/// position) whenever that fits: KRvKN within a little more than the compact solver's need
+/// (under the byte solver's), the same bytes as the reference build, the peak resident memory
+/// within the budget plus the fixed share. `--byte-solver` asks for the byte solver, which the
+/// plan then gives with its larger need: the same bytes again; and within the budget above,
+/// too small for it, the compact solver is still taken rather than paging.
 #[test]
-fn a_pawnless_table_whose_bits_fit_is_built_by_the_compact_solver_to_the_same_bytes() {
+fn a_pawnless_table_is_built_by_the_compact_solver_unless_the_byte_solver_is_asked_for() {
     use crate::common::stderr;
     let reference = tables_with(&["KRvKN"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let (in_memory, compact) = (krvkn_need(d, "1TiB", false), krvkn_need(d, "1TiB", true));
+    let (compact, by_bits) = krvkn_need(d, "1TiB", false);
+    let (in_memory, by_bits_asked_bytes) = krvkn_need(d, "1TiB", true);
+    assert!(by_bits && !by_bits_asked_bytes);
     let budget = compact + (256 << 10);
     assert!(
         budget < in_memory,
         "compact {compact} bytes, in memory {in_memory}"
     );
-    let peak = krvkn_within(dir.path(), budget, "solved by the compact solver", &reference);
+    let budget_text = format!("{budget}B");
+    assert_eq!(krvkn_need(d, &budget_text, true), (compact, true));
+    let peak = krvkn_within(
+        dir.path(),
+        budget,
+        &[],
+        "solved by the compact solver",
+        &reference,
+    );
     assert!(
         peak <= budget + FIXED_SHARE,
         "peak {peak} bytes, budget {budget} + {FIXED_SHARE}"
     );
     assert_only_tables(dir.path());
-    let forced = tempfile::tempdir().unwrap();
-    let f = forced.path().to_str().unwrap();
-    let o = run(&["solve", "KRvKN", "--tables", f, "--threads", "1", "--compact"]);
+    let bytes = tempfile::tempdir().unwrap();
+    let b = bytes.path().to_str().unwrap();
+    let o = run(&["solve", "KRvKN", "--tables", b, "--threads", "1", "--byte-solver"]);
     assert_ok(&o);
     assert!(
-        stderr(&o).contains("solved by the compact solver"),
+        !stderr(&o).contains("solved by the compact solver"),
         "{}",
         stderr(&o)
     );
-    assert_eq!(same_tables(forced.path(), &reference), 3);
+    assert_eq!(same_tables(bytes.path(), &reference), 3);
 }
 
 /// `solve --plan-only` says what a build would do without doing it: every material with its
@@ -338,28 +375,24 @@ fn bench_alone_gives_the_peak_of_the_named_materials() {
 
 /// Seven men are planned and built like six, within the memory budget and the disk: KNNNNvKQ
 /// (2 sides x 462 king pairs x C(64,4) knight sets x 64 queen squares) is planned for the
-/// compact solver within 16 GiB (3 bits a position), with its state paged within 8 GiB, refused
-/// before any work below its least paged need, and refused for its disk where the disk is too
-/// small for it (the folder of the test, or /dev/shm, whichever is).
+/// compact solver within 16 GiB (3 bits a position), with its bitmaps paged within 4 GiB (or
+/// with `--byte-solver`, the byte solver's byte and bit a position paged), refused before any
+/// work below its least paged need, and refused for its disk where the disk is too small for it
+/// (the folder of the test, or /dev/shm, whichever is).
 #[test]
 fn seven_men_are_planned_and_refused_past_the_memory_or_the_disk() {
     use crate::common::stderr;
     let tmp = tempfile::tempdir().unwrap();
-    let plan_within = |dir: &Path, memory: &str| {
-        let o = run(&[
-            "solve",
-            "--plan-only",
-            "KNNNNvKQ",
-            "--memory",
-            memory,
-            "--tables",
-            dir.to_str().unwrap(),
-        ]);
+    let plan_with = |dir: &Path, memory: &str, more: &[&str]| {
+        let mut args = vec!["solve", "--plan-only", "KNNNNvKQ", "--memory", memory, "--tables"];
+        args.push(dir.to_str().unwrap());
+        args.extend_from_slice(more);
+        let o = run(&args);
         let plan: serde_json::Value =
             serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
         (o, plan)
     };
-    let plan_in = |dir: &Path| plan_within(dir, "16GiB");
+    let plan_in = |dir: &Path| plan_with(dir, "16GiB", &[]);
     let (o, plan) = plan_in(&tmp.path().join("none"));
     let rows = plan["materials"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["material"].as_str().unwrap()).collect();
@@ -374,29 +407,34 @@ fn seven_men_are_planned_and_refused_past_the_memory_or_the_disk() {
     assert_eq!(top["paged_bytes"], 0, "{top}");
     let memory = top["memory_bytes"].as_u64().unwrap();
     assert!(memory < 16 << 30 && memory >= positions / 8 * 3, "{top}");
-    let (_, within_8) = plan_within(&tmp.path().join("none"), "8GiB");
-    let top8 = within_8["materials"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(top8["compact"], false, "{top8}");
+    let (_, within_4) = plan_with(&tmp.path().join("none"), "4GiB", &[]);
+    let top4 = within_4["materials"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(top4["compact"], true, "{top4}");
+    assert_eq!(top4["paged_bytes"], positions / 8 * 3, "three bits a position");
+    assert!(top4["memory_bytes"].as_u64().unwrap() < 4 << 30, "{top4}");
+    let (_, bytes_4) = plan_with(&tmp.path().join("none"), "4GiB", &["--byte-solver"]);
+    let bytes4 = bytes_4["materials"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(bytes4["compact"], false, "{bytes4}");
     assert_eq!(
-        top8["paged_bytes"],
+        bytes4["paged_bytes"],
         positions + positions / 8,
         "a byte and a bit a position"
     );
-    assert!(top8["memory_bytes"].as_u64().unwrap() < 8 << 30, "{top8}");
+    assert!(bytes4["memory_bytes"].as_u64().unwrap() < 4 << 30, "{bytes4}");
     let free = plan["free_disk_bytes"]
         .as_u64()
         .expect("the free disk is known here");
     let need = plan["disk_bytes"].as_u64().unwrap() + plan["scratch_bytes"].as_u64().unwrap();
-    let need8 = within_8["disk_bytes"].as_u64().unwrap() + within_8["scratch_bytes"].as_u64().unwrap();
+    let need4 = within_4["disk_bytes"].as_u64().unwrap() + within_4["scratch_bytes"].as_u64().unwrap();
     assert!(
-        need8 > top8["paged_bytes"].as_u64().unwrap() && need8 > need,
-        "{within_8}"
+        need4 > top4["paged_bytes"].as_u64().unwrap() && need4 > need,
+        "{within_4}"
     );
     assert_eq!(plan["disk_fits"], need <= free, "{plan}");
     assert_eq!(plan["fits"], need <= free, "{plan}");
     assert_eq!(o.status.code(), Some(if need <= free { 0 } else { 1 }));
 
-    // Below its least paged need (about 2.9 GiB): refused before any work, with both needs.
+    // Below its least paged need (about 1.2 GiB): refused before any work, with both needs.
     let d = tmp.path().join("small");
     let o = run(&[
         "solve",

@@ -127,46 +127,34 @@ fn nothing_left(dir: &Path) {
 }
 
 /// A pawnless build killed (SIGKILL) after a checkpoint: the same command resumes from it (on
-/// another number of threads) and writes the bytes of a build never stopped.
+/// another number of threads) and writes the bytes of a build never stopped. By the compact
+/// solver (the default: its bitmaps, logs and lists of later plies taken up from the build
+/// folder) and by the byte solver (`--byte-solver`).
 #[test]
 fn a_build_killed_after_a_checkpoint_resumes_from_it_to_the_same_bytes() {
-    for _attempt in 0..5 {
-        let (dir, reference) = with_sub_tables("KQvKR");
-        let Some(mut child) = caught_after_a_checkpoint(dir.path(), "KQvKR") else {
-            continue;
-        };
-        signal(&child, libc::SIGKILL);
-        child.wait().unwrap();
-        assert!(!dir.path().join("KQvKR.zmt").exists());
-        let stderr = rerun(dir.path(), "KQvKR");
-        assert!(stderr.contains("resumed from its checkpoint"), "{stderr}");
-        assert!(std::fs::read(dir.path().join("KQvKR.zmt")).unwrap() == std::fs::read(&reference).unwrap());
-        nothing_left(dir.path());
-        return;
-    }
-    panic!("every build finished before its first checkpoint was seen");
+    killed_and_resumed(&[], true);
+    killed_and_resumed(&["--byte-solver"], false);
 }
 
-/// The same with the compact solver (`--compact`): its bitmaps, logs and lists of later plies
-/// taken up from the build folder after kill -9, the same bytes as the byte solver's build.
-#[test]
-fn a_compact_build_killed_after_a_checkpoint_resumes_from_it_to_the_same_bytes() {
+/// [`a_build_killed_after_a_checkpoint_resumes_from_it_to_the_same_bytes`] with the options
+/// `more`, the rerun's log saying whether the compact solver solved the slice (`compact`).
+fn killed_and_resumed(more: &[&str], compact: bool) {
     for _attempt in 0..5 {
         let (dir, reference) = with_sub_tables("KQvKR");
-        let Some(mut child) = caught_after_a_checkpoint_with(dir.path(), "KQvKR", &["--compact"]) else {
+        let Some(mut child) = caught_after_a_checkpoint_with(dir.path(), "KQvKR", more) else {
             continue;
         };
         signal(&child, libc::SIGKILL);
         child.wait().unwrap();
         assert!(!dir.path().join("KQvKR.zmt").exists());
-        let stderr = rerun_with(dir.path(), "KQvKR", &["--compact"]);
+        let stderr = rerun_with(dir.path(), "KQvKR", more);
         assert!(stderr.contains("resumed from its checkpoint"), "{stderr}");
-        assert!(stderr.contains("compact solver"), "{stderr}");
+        assert_eq!(stderr.contains("compact solver"), compact, "{stderr}");
         assert!(std::fs::read(dir.path().join("KQvKR.zmt")).unwrap() == std::fs::read(&reference).unwrap());
         nothing_left(dir.path());
         return;
     }
-    panic!("every build finished before its first checkpoint was seen");
+    panic!("every build finished before its first checkpoint was seen ({more:?})");
 }
 
 /// SIGTERM stops a build at the next ply boundary with a checkpoint, exit 130 and a line that

@@ -37,8 +37,8 @@ use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
 use super::meet::{compress_segment, decode_values, encode_values, segment_values, AtCoordinator};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
-    bits_solvable, bits_state_bytes, paged_need, part_state_bytes, slice_state_bytes, solve_part,
-    solve_slice_bits, solve_slice_resumable, splittable, thread_bytes, Paging, SolveError,
+    bits_paged_need, bits_solvable, bits_state_bytes, paged_need, part_state_bytes, slice_state_bytes,
+    solve_part, solve_slice_bits, solve_slice_resumable, splittable, thread_bytes, Paging, SolveError,
     MIN_RESIDENT_KSLICES, SEG_INDICES,
 };
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
@@ -517,20 +517,22 @@ fn successors_memory(successors: &BTreeSet<SliceKey>, threads: usize, budget: u6
 }
 
 /// What solving `slices` needs with its state paged through the worker's cache folder, when
-/// that is possible (a task of one pawnless slice): the least it needs (as [`task_memory`]
-/// counts, with [`paged_need`]'s state: [`MIN_RESIDENT_KSLICES`] K-slices resident), what
-/// stays in memory whatever the budget, and a description of the parts, for a refusal. The
-/// rest of the budget is the state resident ([`Paging::resident`]).
+/// that is possible (a task of one pawnless slice; by the compact solver if `compact`, a slice
+/// by lines): the least it needs (as [`task_memory`] counts, with [`paged_need`]'s or
+/// [`bits_paged_need`]'s state: [`MIN_RESIDENT_KSLICES`] K-slices resident), what stays in
+/// memory whatever the budget, and a description of the parts, for a refusal. The rest of the
+/// budget is the state resident ([`Paging::resident`]).
 pub fn paged_task_memory(
     slices: &[SliceKey],
     successors: &BTreeSet<SliceKey>,
     threads: usize,
     budget: u64,
+    compact: bool,
 ) -> Option<(u64, u64, String)> {
     let [key] = slices else {
         return None;
     };
-    if key.material.has_pawns() {
+    if key.material.has_pawns() || (compact && !bits_solvable(key)) {
         return None;
     }
     let n = SliceIndexer::new(*key).size();
@@ -540,11 +542,17 @@ pub fn paged_task_memory(
         .partition(|&bytes| bytes <= keep_limit(budget));
     let held: u64 = whole.iter().sum();
     // Large successors are read a block at a time through each thread's cache of blocks.
-    let need = paged_need(n, threads, if large.is_empty() { 0 } else { READER_BYTES });
+    let reader = if large.is_empty() { 0 } else { READER_BYTES };
+    let need = if compact {
+        bits_paged_need(n, threads, reader)
+    } else {
+        paged_need(n, threads, reader)
+    };
     let fixed = need.fixed + ENCODER_BYTES + held;
     let least = need.least + ENCODER_BYTES + held;
     let what = format!(
-        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident and {} of summaries and buffers on {threads} thread(s): {}; successor slices held whole: {}",
+        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident{} and {} of summaries and buffers on {threads} thread(s): {}; successor slices held whole: {}",
+        if compact { " (the compact solver's)" } else { "" },
         human_bytes(need.fixed),
         human_bytes(need.least),
         human_bytes(held)
@@ -717,40 +725,51 @@ impl Worker {
 
         let threads = self.config.threads.max(1);
         let budget = self.config.memory;
-        // With each thread's bitmap of changed positions when that fits, else without.
-        let mut changed_bits = true;
-        let (mut needed, mut what) = task_memory(&slices, &successors, threads, budget, true);
-        if needed > budget {
-            changed_bits = false;
-            (needed, what) = task_memory(&slices, &successors, threads, budget, false);
-        }
-        // A pawnless slice by lines past the budget in memory is solved by the compact solver
-        // when its three bits a position fit (as `solve` does), else with its state paged
+        // A pawnless slice by lines is solved by the compact solver when its three bits a
+        // position fit (as `solve` does: faster, and less memory); else with each thread's
+        // bitmap of changed positions when that fits, else without; else with its state paged
         // through the cache folder, the budget less what stays in memory resident.
+        let (mut needed, mut what) = task_memory(&slices, &successors, threads, budget, false);
+        let mut changed_bits = false;
         let mut paging = None;
-        let mut compact = false;
-        if let (Some(c), true) = (compact_task_memory(&slices, needed), needed > budget) {
-            if c <= budget {
-                info!(
-                    slice = %slices[0],
-                    in_memory = needed,
-                    compact = c,
-                    budget,
-                    "the slice is solved by the compact solver, three bits a position"
-                );
-                (needed, compact, changed_bits) = (c, true, false);
+        let compact = compact_task_memory(&slices, needed).filter(|&c| c <= budget);
+        if let Some(c) = compact {
+            info!(
+                slice = %slices[0],
+                compact = c,
+                budget,
+                "the slice is solved by the compact solver, three bits a position"
+            );
+            needed = c;
+        } else {
+            let (with_bits, what_with) = task_memory(&slices, &successors, threads, budget, true);
+            if with_bits <= budget {
+                (needed, what, changed_bits) = (with_bits, what_with, true);
             }
         }
+        let mut compact = compact.is_some();
         if needed > budget {
-            match paged_task_memory(&slices, &successors, threads, budget) {
-                Some((least, fixed, _)) if least <= budget => {
-                    changed_bits = false;
+            // Paged: by the compact solver where it can and that fits, else by the byte solver
+            // (else the least of the two, for the refusal).
+            let ways: Vec<_> = [true, false]
+                .into_iter()
+                .filter_map(|c| paged_task_memory(&slices, &successors, threads, budget, c).map(|p| (p, c)))
+                .collect();
+            let paged = ways
+                .iter()
+                .find(|((least, _, _), _)| *least <= budget)
+                .or_else(|| ways.iter().min_by_key(|((least, _, _), _)| *least))
+                .cloned();
+            match paged {
+                Some(((least, fixed, _), c)) if least <= budget => {
+                    (changed_bits, compact) = (false, c);
                     let resident = budget - fixed;
                     info!(
                         slice = %slices[0],
                         in_memory = needed,
                         resident,
                         budget,
+                        compact,
                         "the slice is solved with its state paged through the cache folder"
                     );
                     needed = least;
@@ -760,6 +779,7 @@ impl Worker {
                     });
                 }
                 paged => {
+                    let paged = paged.map(|(p, _)| p);
                     if let Some((least, _, paged_what)) = &paged {
                         what = format!("{what}; or {}: {paged_what}", human_bytes(*least));
                     }
@@ -1560,7 +1580,7 @@ struct How<'a> {
     changed_bits: bool,
     /// A task of one pawnless slice past the budget: its state paged.
     paging: Option<&'a Paging>,
-    /// A task of one pawnless slice past the budget solved by the compact solver.
+    /// A task of one pawnless slice by lines solved by the compact solver (paged with `paging`).
     compact: bool,
     /// Solved slices of at most this many bytes of values are kept in memory.
     keep: u64,
@@ -1613,7 +1633,7 @@ fn solve_all_blocking(
             Ok(())
         };
         let solved = if compact {
-            solve_slice_bits(key, memory, threads, None, &mut sink)
+            solve_slice_bits(key, memory, threads, paging, None, &mut sink)
         } else {
             solve_slice_resumable(key, memory, (threads, changed_bits), None, paging, &mut sink)
         };

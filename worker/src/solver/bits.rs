@@ -52,6 +52,7 @@ use super::checkpoint::{
 use super::dtm_log::{for_each_offset, DtmLog, LogMark, SegmentEncoder, SEG_INDICES};
 use super::geometry::Geometry;
 use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
+use super::paging::{resident_bytes, Big, Mapped, Pager, Paging, Reach, BIT_FILES, MIN_RESIDENT_KSLICES};
 use super::par::for_each_chunk;
 use super::retrograde::{exits, init_range, line_legal, open_squares, unmove_lines, write_segments, Context};
 use super::state::{InitTarget, SPILL_FROM, S_DRAW, S_NO_LOSS};
@@ -61,6 +62,15 @@ use super::{SolveError, Successors};
 /// buffers: three bits a position.
 pub fn bits_state_bytes(positions: u64) -> u64 {
     3 * positions.div_ceil(64) * 8
+}
+
+/// The least the compact solver holds of the state of a pawnless slice of `positions` positions
+/// paged ([`Paging`]): [`MIN_RESIDENT_KSLICES`] K-slices of its three bitmaps (a budget of
+/// `fixed + r`, `fixed` what its caller holds apart from the state, keeps `r` bytes of them
+/// resident). The files hold [`bits_state_bytes`].
+pub(super) fn bits_paged_least(positions: u64) -> u64 {
+    let kslice = positions / 2 / zermelo_chess::index::PAWNLESS_KING_PAIRS as u64;
+    MIN_RESIDENT_KSLICES * resident_bytes(kslice, BIT_FILES)
 }
 
 /// True if the compact solver can solve slice `key`: pawnless, by lines.
@@ -74,6 +84,8 @@ const REPORT_FROM: usize = 1 << 32;
 
 /// Solves a pawnless slice solved by lines ([`bits_solvable`]) in three bits an index and hands
 /// its values to `sink` in index order, as [`super::solve_slice_into`] does (the same values).
+/// With `paging`, the bitmaps are paged through files of its folder, at most its `resident`
+/// bytes of them in memory (the same values).
 ///
 /// With `checkpoints`, the slice's state is written to a checkpoint in their folder at ply
 /// boundaries (its bitmaps, where the passes stand, and the marks of its logs of plies and of
@@ -86,6 +98,7 @@ pub fn solve_slice_bits(
     key: &SliceKey,
     succ: &dyn Successors,
     threads: usize,
+    paging: Option<&Paging>,
     checkpoints: Option<&Checkpoints<'_>>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
@@ -99,9 +112,10 @@ pub fn solve_slice_bits(
     let n = g.ix.size() as usize;
     debug_assert!(n.is_multiple_of(64));
     let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
-    let resumed = match checkpoints.map(|c| load(c, key, n, g.ix.per_side() as usize)) {
+    let resumed = match checkpoints.map(|c| load(c, key, &g, paging, threads)) {
         Some(Ok(r)) => r,
-        Some(Err(why)) => {
+        Some(Err(Damaged::Scratch(e))) => return Err(e),
+        Some(Err(Damaged::Why(why))) => {
             let c = checkpoints.expect("checkpoints");
             warn!(
                 slice = %key,
@@ -120,12 +134,7 @@ pub fn solve_slice_bits(
             r
         }
         None => {
-            let bits = Bits {
-                blocked: ones(n / 64),
-                skip: ones(n / 64),
-                front: super::memory::atomic_u64s(n / 64),
-                per_side: g.ix.per_side() as usize,
-            };
+            let bits = Bits::new(&g, paging)?;
             let pending = [0, 1].map(|a| Pending::new(checkpoints.map(|c| c.file(key, &format!("pend{a}")))));
             init(&ctx, &bits, &pending, threads, &stopped)?;
             debug!(slice = %key, seconds = start.elapsed().as_secs_f64(), "compact init done");
@@ -211,6 +220,11 @@ struct Run {
     bytes: u64,
 }
 
+/// [`Bits::live`] of a bitmap of `words` words, all clear.
+fn live_bits(words: usize) -> Vec<AtomicU64> {
+    super::memory::atomic_u64s((words * 64).div_ceil(LIVE_INDICES).div_ceil(64))
+}
+
 /// The log of plies of the phase of `attacker`.
 fn log_path(c: &Checkpoints<'_>, key: &SliceKey, attacker: Color) -> PathBuf {
     match attacker {
@@ -219,20 +233,114 @@ fn log_path(c: &Checkpoints<'_>, key: &SliceKey, attacker: Color) -> PathBuf {
     }
 }
 
-/// A bitmap of `words` words, every bit set.
-fn ones(words: usize) -> Vec<AtomicU64> {
-    (0..words).map(|_| AtomicU64::new(!0)).collect()
+/// The three bitmaps (see the module's notes), a bit an index, a line a word: in memory, or
+/// paged through files by K-slices ([`super::paging`]: each pass marks the K-slices it is about
+/// to touch, and walks them in the pager's order).
+struct Bits {
+    blocked: Big<AtomicU64>,
+    skip: Big<AtomicU64>,
+    front: Big<AtomicU64>,
+    /// A bit a group of [`LIVE_INDICES`] indices: set if `front` may have bits set there (set
+    /// with them; cleared by the scan of a ply, which clears them), so that the passes read only
+    /// the groups in play. Late in a phase, few are: a paged state then touches few K-slices.
+    live: Vec<AtomicU64>,
+    per_side: usize,
+    pager: Option<Pager>,
 }
 
-/// The three bitmaps (see the module's notes), a bit an index, a line a word.
-struct Bits {
-    blocked: Vec<AtomicU64>,
-    skip: Vec<AtomicU64>,
-    front: Vec<AtomicU64>,
-    per_side: usize,
-}
+/// The indices of a bit of [`Bits::live`]: a page of a bitmap (32768 indices), or a segment if
+/// less (in tests), so that a group is in one segment.
+const LIVE_INDICES: usize = if SEG_INDICES < 1 << 15 {
+    SEG_INDICES
+} else {
+    1 << 15
+};
 
 impl Bits {
+    /// The bitmaps of the slice of `g`, all clear (init sets `blocked` and `skip` a segment at a
+    /// time before it clears the bits of the legal positions): in files of `paging.dir`, at most
+    /// `paging.resident` bytes of them resident, if given.
+    fn new(g: &Geometry, paging: Option<&Paging>) -> Result<Bits, SolveError> {
+        let words = g.ix.size() as usize / 64;
+        let per_side = g.ix.per_side() as usize;
+        let Some(paging) = paging else {
+            let clear = || Big::heap(super::memory::atomic_u64s(words));
+            return Ok(Bits {
+                blocked: clear(),
+                skip: clear(),
+                front: clear(),
+                live: live_bits(words),
+                per_side,
+                pager: None,
+            });
+        };
+        let pager = Pager::new(&g.ix, paging, BIT_FILES);
+        let map = |name: &str| {
+            // SAFETY: zero is a valid AtomicU64, and the map starts on a page.
+            let m = unsafe { Mapped::zeroed(&paging.dir, name, words, pager.huge()) }
+                .map_err(SolveError::Scratch)?;
+            pager.add(&m, 1, 8);
+            Ok::<_, SolveError>(Big::mapped(m))
+        };
+        Ok(Bits {
+            blocked: map("blocked")?,
+            skip: map("skip")?,
+            front: map("front")?,
+            live: live_bits(words),
+            per_side,
+            pager: Some(pager),
+        })
+    }
+
+    /// Notes that `front` has a bit set at index `i` ([`Bits::live`]).
+    #[inline]
+    fn set_live(&self, i: usize) {
+        let g = i / LIVE_INDICES;
+        let (w, bit) = (g / 64, 1u64 << (g % 64));
+        if self.live[w].load(Relaxed) & bit == 0 {
+            self.live[w].fetch_or(bit, Relaxed);
+        }
+    }
+
+    /// The groups of [`Bits::live`] set among those of the indices `range` (whole groups).
+    fn live_groups(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = usize> + '_ {
+        (range.start / LIVE_INDICES..range.end.div_ceil(LIVE_INDICES))
+            .filter(|&g| self.live[g / 64].load(Relaxed) & (1 << (g % 64)) != 0)
+    }
+
+    /// The words of `front` of group `g` of [`Bits::live`], within `words`.
+    fn group_words(&self, g: usize, words: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let per = LIVE_INDICES / 64;
+        (g * per).max(words.start)..((g + 1) * per).min(words.end).min(self.front.len())
+    }
+
+    /// Marks the K-slices a pass `reach` touches for the indices `range`, if paged.
+    #[inline]
+    fn mark(&self, range: std::ops::Range<usize>, reach: Reach) {
+        if let Some(p) = &self.pager {
+            p.mark(range, reach);
+        }
+    }
+
+    /// The segments of a pass `reach` in the order it takes them (ascending unless paged).
+    fn segment_order(&self, segments: usize, reach: Reach) -> Vec<usize> {
+        match &self.pager {
+            Some(p) => p
+                .walk(segments, SEG_INDICES, reach)
+                .into_iter()
+                .map(|u| u as usize)
+                .collect(),
+            None => (0..segments).collect(),
+        }
+    }
+
+    /// Indices `range`, marked if paged: the range of segment `s` of `n` indices.
+    fn segment(&self, s: usize, n: usize, reach: Reach) -> std::ops::Range<usize> {
+        let range = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
+        self.mark(range.clone(), reach);
+        range
+    }
+
     /// Who is to move at index `i`.
     fn mover(&self, i: usize) -> Color {
         if i < self.per_side {
@@ -545,7 +653,13 @@ fn init(
         };
         for s in range {
             target.lister.begin(s, n);
-            init_range(ctx, &target, s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n))?;
+            let seg = bits.segment(s, n, Reach::Own);
+            // Every index blocked and skipped until init names it legal.
+            for w in seg.start / 64..seg.end / 64 {
+                bits.blocked[w].store(!0, Relaxed);
+                bits.skip[w].store(!0, Relaxed);
+            }
+            init_range(ctx, &target, seg)?;
             target.lister.flush()?;
         }
         Ok(())
@@ -591,7 +705,7 @@ fn phase(
         // attacker's), or a loss (the defender's, already in `skip`).
         pending
             .take(plies, segments, threads, |s, encoded| {
-                let first = s * SEG_INDICES;
+                let first = bits.segment(s, n, Reach::Own).start;
                 let whole = for_each_offset(encoded, |o| {
                     let i = first + o;
                     let (w, bit) = (i / 64, 1u64 << (i % 64));
@@ -599,6 +713,7 @@ fn phase(
                         && (!won_here || bits.blocked[w].fetch_or(bit, Relaxed) & bit == 0)
                     {
                         bits.front[w].fetch_or(bit, Relaxed);
+                        bits.set_live(i);
                     }
                 });
                 debug_assert!(whole, "this solver's lists are well formed");
@@ -609,20 +724,27 @@ fn phase(
         let frontier = AtomicU64::new(0);
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
-                let first = s * SEG_INDICES;
-                let end = (first + SEG_INDICES).min(n);
+                let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
+                let groups: Vec<usize> = bits.live_groups(seg.clone()).collect();
+                if groups.is_empty() {
+                    continue;
+                }
+                let std::ops::Range { start: first, end } = bits.segment(s, n, Reach::Own);
                 let mut enc = SegmentEncoder::new(end - first);
                 let mut count = 0u64;
-                for w in first / 64..end / 64 {
-                    let mut m = bits.front[w].load(Relaxed);
-                    if m == 0 {
-                        continue;
-                    }
-                    bits.front[w].store(0, Relaxed);
-                    count += u64::from(m.count_ones());
-                    while m != 0 {
-                        enc.push(w * 64 + m.trailing_zeros() as usize - first);
-                        m &= m - 1;
+                for g in groups {
+                    bits.live[g / 64].fetch_and(!(1 << (g % 64)), Relaxed);
+                    for w in bits.group_words(g, &(first / 64..end / 64)) {
+                        let mut m = bits.front[w].load(Relaxed);
+                        if m == 0 {
+                            continue;
+                        }
+                        bits.front[w].store(0, Relaxed);
+                        count += u64::from(m.count_ones());
+                        while m != 0 {
+                            enc.push(w * 64 + m.trailing_zeros() as usize - first);
+                            m &= m - 1;
+                        }
                     }
                 }
                 frontier.fetch_add(count, Relaxed);
@@ -642,21 +764,24 @@ fn phase(
             // 3. Un-moves: after a loss, the predecessors not won nor illegal win at the next
             // ply; after a win, those that may lose are to verify.
             let log = &*log;
+            let order = bits.segment_order(segments, Reach::Unmove);
             for_each_chunk(segments, 1, threads, |range| {
                 let mut encoded = Vec::new();
                 let mut any = false;
-                for s in range {
+                for &s in &order[range] {
                     log.read_segment(plies, s, &mut encoded)
                         .map_err(SolveError::Scratch)?;
                     if encoded.is_empty() {
                         continue;
                     }
+                    bits.segment(s, n, Reach::Unmove);
                     unmove_lines(g, l, s * SEG_INDICES, &encoded, |p, squares| {
                         let w = p as usize / 64;
                         if won_here {
                             let new = squares.0 & !bits.skip[w].load(Relaxed) & !bits.front[w].load(Relaxed);
                             if new != 0 {
                                 bits.front[w].fetch_or(new, Relaxed);
+                                bits.set_live(w * 64);
                             }
                         } else {
                             let new = squares.0 & !bits.blocked[w].load(Relaxed);
@@ -664,6 +789,7 @@ fn phase(
                                 let new = new & !bits.blocked[w].fetch_or(new, Relaxed);
                                 if new != 0 {
                                     bits.front[w].fetch_or(new, Relaxed);
+                                    bits.set_live(w * 64);
                                     any = true;
                                 }
                             }
@@ -682,15 +808,24 @@ fn phase(
             // slowest losing exit if that is later (listed for that ply).
             let first_seg = y_words.start * 64 / SEG_INDICES;
             let last_seg = (y_words.end * 64).div_ceil(SEG_INDICES);
-            for_each_chunk(last_seg - first_seg, 1, threads, |range| {
+            let order: Vec<usize> = bits
+                .segment_order(segments, Reach::Verify)
+                .into_iter()
+                .filter(|s| (first_seg..last_seg).contains(s))
+                .collect();
+            for_each_chunk(order.len(), 1, threads, |range| {
                 let mut lister = Lister::new(pendings);
                 let mut kept = false;
-                for s in range {
-                    let s = first_seg + s;
-                    lister.begin(s, n);
+                for &s in &order[range] {
                     let words = (s * SEG_INDICES / 64).max(y_words.start)
                         ..(((s + 1) * SEG_INDICES) / 64).min(y_words.end);
-                    for w in words {
+                    let groups: Vec<usize> = bits.live_groups(words.start * 64..words.end * 64).collect();
+                    if groups.is_empty() {
+                        continue;
+                    }
+                    bits.segment(s, n, Reach::Verify);
+                    lister.begin(s, n);
+                    for w in groups.into_iter().flat_map(|g| bits.group_words(g, &words)) {
                         let at = bits.front[w].load(Relaxed);
                         if at == 0 {
                             continue;
@@ -783,8 +918,10 @@ fn save(c: &Checkpoints<'_>, key: &SliceKey, run: &mut Run, threads: usize) -> R
                 w.write_all(hash)?;
             }
         }
-        for v in [&run.bits.blocked, &run.bits.skip, &run.bits.front] {
-            put_blob(w, words_bytes(v), threads, &|_| {})?;
+        let bits = &run.bits;
+        let mark = |bytes: std::ops::Range<usize>| bits.mark(bytes.start * 8..bytes.end * 8, Reach::Own);
+        for v in [&bits.blocked, &bits.skip, &bits.front] {
+            put_blob(w, words_bytes(v), threads, &mark)?;
         }
         Ok(())
     })
@@ -795,19 +932,30 @@ fn save(c: &Checkpoints<'_>, key: &SliceKey, run: &mut Run, threads: usize) -> R
     Ok(bytes)
 }
 
-/// The slice resumed from its checkpoint in `c`, if it has one of this solver: `Ok(None)` if it
-/// has none, `Err` with the reason if it is damaged or does not fit.
-fn load(c: &Checkpoints<'_>, key: &SliceKey, n: usize, per_side: usize) -> Result<Option<Run>, String> {
+/// Why a checkpoint was not taken up.
+enum Damaged {
+    /// It is damaged or does not fit: discarded.
+    Why(String),
+    /// The bitmaps to read it into could not be made: the solve fails, the checkpoint is kept.
+    Scratch(SolveError),
+}
+
+/// The slice resumed from its checkpoint in `c`, if it has one of this solver (its bitmaps in
+/// memory, or paged as `paging` says, read on `threads` threads): `Ok(None)` if it has none,
+/// [`Damaged`] if it is damaged or does not fit.
+fn load(
+    c: &Checkpoints<'_>,
+    key: &SliceKey,
+    g: &Geometry,
+    paging: Option<&Paging>,
+    threads: usize,
+) -> Result<Option<Run>, Damaged> {
     let path = c.checkpoint_path(key);
     if !path.exists() {
         return Ok(None);
     }
-    let mut bits = Bits {
-        blocked: super::memory::atomic_u64s(n / 64),
-        skip: super::memory::atomic_u64s(n / 64),
-        front: super::memory::atomic_u64s(n / 64),
-        per_side,
-    };
+    let n = g.ix.size() as usize;
+    let mut bits = Bits::new(g, paging).map_err(Damaged::Scratch)?;
     let read = read_checked(&path, |r| {
         get_header(
             r,
@@ -844,28 +992,50 @@ fn load(c: &Checkpoints<'_>, key: &SliceKey, n: usize, per_side: usize) -> Resul
                 phase.push((ply, len, hash));
             }
         }
-        for v in [&mut bits.blocked, &mut bits.skip, &mut bits.front] {
-            get_blob(r, u64s(v), 1, &|_| {})?;
+        let Bits {
+            blocked,
+            skip,
+            front,
+            live: bits_live,
+            pager,
+            ..
+        } = &mut bits;
+        let pager = &*pager;
+        let mark = |bytes: std::ops::Range<usize>| {
+            if let Some(p) = pager {
+                p.mark(bytes.start * 8..bytes.end * 8, Reach::Own);
+            }
+        };
+        for v in [blocked, skip, front] {
+            get_blob(r, u64s(v), threads, &mark)?;
+        }
+        // Which groups have front bits was not kept: any may.
+        for w in bits_live.iter() {
+            w.store(!0, Relaxed);
         }
         Ok((at, marks, listed))
-    })?;
+    })
+    .map_err(Damaged::Why)?;
     let Some(((at, marks, listed), bytes)) = read else {
         return Ok(None);
     };
     let mut logs = Vec::with_capacity(2);
     for (mark, side) in marks.into_iter().zip([Color::White, Color::Black]) {
         logs.push(
-            DtmLog::resume(&log_path(c, key, side), mark).map_err(|e| format!("its log of plies: {e}"))?,
+            DtmLog::resume(&log_path(c, key, side), mark)
+                .map_err(|e| Damaged::Why(format!("its log of plies: {e}")))?,
         );
     }
     let mut pending = Vec::with_capacity(2);
     for (a, marks) in listed.iter().enumerate() {
         pending.push(
             Pending::resume(c.file(key, &format!("pend{a}")), marks)
-                .map_err(|e| format!("its lists of later plies: {e}"))?,
+                .map_err(|e| Damaged::Why(format!("its lists of later plies: {e}")))?,
         );
     }
-    let pending: [Pending; 2] = pending.try_into().map_err(|_| "two phases".to_string())?;
+    let pending: [Pending; 2] = pending
+        .try_into()
+        .map_err(|_| Damaged::Why("two phases".to_string()))?;
     Ok(Some(Run {
         bits,
         pending,
@@ -915,8 +1085,13 @@ mod tests {
     use zermelo_chess::index::SliceIndexer;
 
     fn bits_values(key: &SliceKey, map: &SliceMap, threads: usize) -> Vec<u16> {
+        paged_values(key, map, threads, None)
+    }
+
+    /// [`bits_values`], paged as `paging` says if given.
+    fn paged_values(key: &SliceKey, map: &SliceMap, threads: usize, paging: Option<&Paging>) -> Vec<u16> {
         let mut values = Vec::new();
-        solve_slice_bits(key, map, threads, None, &mut |v| {
+        solve_slice_bits(key, map, threads, paging, None, &mut |v| {
             values.extend_from_slice(v);
             Ok(())
         })
@@ -957,6 +1132,97 @@ mod tests {
         }
     }
 
+    /// Solves `key` with a checkpoint at every ply boundary (in `c`), paged as `paging` says if
+    /// given: the first run is stopped once its first checkpoint is written (its init cannot
+    /// be stopped), then every run at its first ply boundary, on 1 and 2 threads in turn.
+    /// Returns the values and the runs.
+    fn resumed_at_every_ply(
+        key: &SliceKey,
+        map: &SliceMap,
+        c: &Checkpoints<'_>,
+        paging: Option<&Paging>,
+    ) -> (Vec<u16>, usize) {
+        c.stop.store(false, Relaxed);
+        let mut runs = 0;
+        loop {
+            let mut values = Vec::new();
+            let solved = std::thread::scope(|s| {
+                if runs == 0 {
+                    let (path, stop) = (c.checkpoint_path(key), c.stop);
+                    s.spawn(move || {
+                        let start = std::time::Instant::now();
+                        while !path.exists() && start.elapsed().as_secs() < 60 {
+                            std::thread::sleep(std::time::Duration::from_micros(100));
+                        }
+                        stop.store(true, Relaxed);
+                    });
+                }
+                solve_slice_bits(key, map, 1 + runs % 2, paging, Some(c), &mut |v| {
+                    values.extend_from_slice(v);
+                    Ok(())
+                })
+            });
+            runs += 1;
+            match solved {
+                Ok(()) => return (values, runs),
+                Err(SolveError::Interrupted) => {
+                    assert!(values.is_empty(), "values out of a stopped run");
+                    assert!(c.checkpoint_path(key).exists(), "stopped without a checkpoint");
+                    c.stop.store(true, Relaxed);
+                }
+                Err(e) => panic!("{e}"),
+            }
+            assert!(runs < 2000, "no end");
+        }
+    }
+
+    /// Paged through files with room for a handful of K-slices (far fewer than a pass reaches
+    /// at once, so that K-slices are evicted while in use and read back), the compact solver
+    /// gives the byte solver's values: on 1 and 2 threads, in 4 KiB pages and in huge pages,
+    /// and stopped and resumed at every ply boundary. The files are unlinked at once: nothing is
+    /// left in their folder.
+    #[test]
+    fn paged_gets_the_byte_solvers_values() {
+        use crate::solver::paging::{self, FORCE_HUGE};
+        let mut map = SliceMap::new();
+        for name in ["KRvK", "KNvK", "KRvKN"] {
+            solve_into(SliceKey::pawnless(name.parse().unwrap()), &mut map);
+        }
+        let key = SliceKey::pawnless("KRvKN".parse().unwrap());
+        let expected = solve_slice(&key, &map, 2).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let paging = Paging {
+            dir: dir.path().to_path_buf(),
+            resident: 32 * 4096,
+        };
+        for (threads, huge) in [(1, false), (2, false), (2, true)] {
+            FORCE_HUGE.store(huge, Relaxed);
+            let before = paging::evictions();
+            let got = paged_values(&key, &map, threads, Some(&paging));
+            FORCE_HUGE.store(false, Relaxed);
+            assert!(paging::evictions() > before + 1000, "hardly any evictions");
+            assert!(
+                got == expected,
+                "paged on {threads} thread(s), huge pages {huge}: other values"
+            );
+        }
+        let checkpoints = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let c = Checkpoints {
+            dir: checkpoints.path(),
+            every: std::time::Duration::ZERO,
+            stop: &stop,
+        };
+        let (resumed, runs) = resumed_at_every_ply(&key, &map, &c, Some(&paging));
+        assert!(runs >= 40, "only {runs} runs");
+        assert!(
+            resumed == expected,
+            "paged and resumed {runs} times: other values"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{left:?} left behind");
+    }
+
     /// A slice stopped at every ply boundary of both phases and resumed from its checkpoint
     /// each time, on 1 and 2 threads in turn, gets the values it gets in one go (its lists of
     /// later plies, both logs and bitmaps taken up from the files), and leaves no file behind
@@ -974,39 +1240,7 @@ mod tests {
             every: std::time::Duration::ZERO,
             stop: &stop,
         };
-        let mut runs = 0;
-        let resumed = loop {
-            let mut values = Vec::new();
-            // The first run stops once its first checkpoint is written (its init cannot be
-            // stopped); then every run stops at its first ply boundary.
-            let solved = std::thread::scope(|s| {
-                if runs == 0 {
-                    let (path, stop) = (c.checkpoint_path(&key), &stop);
-                    s.spawn(move || {
-                        let start = std::time::Instant::now();
-                        while !path.exists() && start.elapsed().as_secs() < 60 {
-                            std::thread::sleep(std::time::Duration::from_micros(100));
-                        }
-                        stop.store(true, Relaxed);
-                    });
-                }
-                solve_slice_bits(&key, &map, 1 + runs % 2, Some(&c), &mut |v| {
-                    values.extend_from_slice(v);
-                    Ok(())
-                })
-            });
-            runs += 1;
-            match solved {
-                Ok(()) => break values,
-                Err(SolveError::Interrupted) => {
-                    assert!(values.is_empty(), "values out of a stopped run");
-                    assert!(c.checkpoint_path(&key).exists(), "stopped without a checkpoint");
-                    stop.store(true, Relaxed);
-                }
-                Err(e) => panic!("{e}"),
-            }
-            assert!(runs < 2000, "no end");
-        };
+        let (resumed, runs) = resumed_at_every_ply(&key, &map, &c, None);
         // KRvKN: White's wins take 40-odd plies, Black's a few.
         assert!(runs >= 40, "only {runs} runs");
         assert!(resumed == whole, "resumed {runs} times, other values");
@@ -1030,7 +1264,7 @@ mod tests {
         )
         .unwrap();
         let mut values = Vec::new();
-        solve_slice_bits(&key, &map, 2, Some(&c), &mut |v| {
+        solve_slice_bits(&key, &map, 2, None, Some(&c), &mut |v| {
             values.extend_from_slice(v);
             Ok(())
         })

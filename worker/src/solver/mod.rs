@@ -90,6 +90,17 @@ pub fn paged_need(positions: u64, threads: usize, caller_per_thread: u64) -> Pag
     }
 }
 
+/// [`paged_need`] for the compact solver ([`bits::solve_slice_bits`]): its fixed share is only
+/// the threads' buffers (it keeps no summaries).
+pub fn bits_paged_need(positions: u64, threads: usize, caller_per_thread: u64) -> PagedNeed {
+    let per_thread = thread_bytes(positions, false) + caller_per_thread;
+    let fixed = threads.max(1) as u64 * per_thread;
+    PagedNeed {
+        least: fixed + bits::bits_paged_least(positions),
+        fixed,
+    }
+}
+
 /// Values of positions outside the slice being solved.
 pub trait Successors: Sync {
     /// The value, for the side to move, of a legal position reached by a move that leaves the

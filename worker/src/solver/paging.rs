@@ -60,24 +60,39 @@ pub const PAGED_BYTES_PER_INDEX: f64 = 1.0 + 1.0 / 8.0;
 /// K-slices on two threads, with room to spare (see [`Pager::walk`]).
 pub const MIN_RESIDENT_KSLICES: u64 = 48;
 
+/// The files of the byte solver's paged state, as bytes per index `(num, den)`: the state
+/// bytes and the won bitmap.
+pub(super) const BYTE_FILES: &[(usize, usize)] = &[(1, 1), (1, 8)];
+
+/// The files of the compact solver's paged state ([`super::bits`]): three bitmaps.
+pub(super) const BIT_FILES: &[(usize, usize)] = &[(1, 8), (1, 8), (1, 8)];
+
 /// The most bytes one K-slice of `kslice` indices is counted as resident, in the units its
 /// files are held in (rounded out at both ends: units at the edges are shared with the
-/// neighbours).
+/// neighbours): the byte solver's ([`BYTE_FILES`]).
 pub fn kslice_resident_bytes(kslice: u64) -> u64 {
-    let unit = unit_for(kslice as usize) as u64;
-    [kslice, kslice / 8]
-        .iter()
-        .map(|b| (b.div_ceil(unit) + 1) * unit)
-        .sum()
+    resident_bytes(kslice, BYTE_FILES)
 }
 
-/// The unit of the files of a state of K-slices of `kslice` indices (see the module comment).
-fn unit_for(kslice: usize) -> usize {
+/// [`kslice_resident_bytes`] for a state of `files` (bytes per index, the largest first).
+pub(super) fn resident_bytes(kslice: u64, files: &[(usize, usize)]) -> u64 {
+    let unit = unit_for(kslice as usize, files) as u64;
+    files
+        .iter()
+        .map(|&(num, den)| (kslice * num as u64 / den as u64).div_ceil(unit) + 1)
+        .sum::<u64>()
+        * unit
+}
+
+/// The unit of the files of a state of K-slices of `kslice` indices (see the module comment):
+/// huge pages where a K-slice's share of the largest of `files` is at least two of them.
+fn unit_for(kslice: usize, files: &[(usize, usize)]) -> usize {
     #[cfg(test)]
     if FORCE_HUGE.load(Relaxed) {
         return HUGE_PAGE;
     }
-    if kslice >= 2 * HUGE_PAGE {
+    let (num, den) = files[0];
+    if kslice * num / den >= 2 * HUGE_PAGE {
         HUGE_PAGE
     } else {
         PAGE
@@ -313,8 +328,9 @@ pub(super) struct Pager {
 }
 
 impl Pager {
-    /// The pager of the slice of `ix`, as `paging` says.
-    pub(super) fn new(ix: &SliceIndexer, paging: &Paging) -> Pager {
+    /// The pager of the slice of `ix`, as `paging` says, for a state of `files` (see
+    /// [`BYTE_FILES`]: the units depend on them).
+    pub(super) fn new(ix: &SliceIndexer, paging: &Paging, files: &[(usize, usize)]) -> Pager {
         let pawnless = ix.is_pawnless();
         let (pairs, squares): (usize, &'static [[Square; 2]]) = if pawnless {
             (PAWNLESS_KING_PAIRS, &KING_PAIRS_PAWNLESS)
@@ -329,7 +345,7 @@ impl Pager {
                 .map(|kp| near_pairs(pawnless, squares[kp], c))
                 .collect()
         });
-        let unit = unit_for(kslice);
+        let unit = unit_for(kslice, files);
         let shared = Shared {
             kslice,
             per_side,

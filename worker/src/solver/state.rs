@@ -10,7 +10,7 @@ use zermelo_chess::Bitboard;
 
 use super::geometry::Geometry;
 use super::memory::{atomic_u64s, atomic_u8s, equal_mask};
-use super::paging::{Big, Mapped, Pager, Paging, Reach};
+use super::paging::{Big, Mapped, Pager, Paging, Reach, BYTE_FILES};
 use super::par::for_each_chunk;
 use super::split::Own;
 use super::SolveError;
@@ -178,7 +178,7 @@ impl State {
             return Ok(State::of(g));
         };
         let n = g.ix.size() as usize;
-        let pager = Pager::new(&g.ix, paging);
+        let pager = Pager::new(&g.ix, paging, BYTE_FILES);
         // SAFETY: zero is a valid AtomicU8, at any alignment.
         let bytes =
             unsafe { Mapped::zeroed(&paging.dir, "state", n, pager.huge()) }.map_err(SolveError::Scratch)?;
