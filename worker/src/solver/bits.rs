@@ -248,6 +248,11 @@ struct Bits {
     pager: Option<Pager>,
 }
 
+/// The bitmaps as [`Pager::mark_in`] names them (in the order [`Bits::new`] adds them).
+const BLOCKED: u32 = 1;
+const SKIP: u32 = 2;
+const FRONT: u32 = 4;
+
 /// The indices of a bit of [`Bits::live`]: a page of a bitmap (32768 indices), or a segment if
 /// less (in tests), so that a group is in one segment.
 const LIVE_INDICES: usize = if SEG_INDICES < 1 << 15 {
@@ -314,11 +319,12 @@ impl Bits {
         (g * per).max(words.start)..((g + 1) * per).min(words.end).min(self.front.len())
     }
 
-    /// Marks the K-slices a pass `reach` touches for the indices `range`, if paged.
+    /// Marks the K-slices a pass `reach` touches for the indices `range` in the bitmaps
+    /// `files` ([`BLOCKED`], [`SKIP`], [`FRONT`]), if paged.
     #[inline]
-    fn mark(&self, range: std::ops::Range<usize>, reach: Reach) {
+    fn mark(&self, range: std::ops::Range<usize>, reach: Reach, files: u32) {
         if let Some(p) = &self.pager {
-            p.mark(range, reach);
+            p.mark_in(range, reach, files);
         }
     }
 
@@ -334,10 +340,11 @@ impl Bits {
         }
     }
 
-    /// Indices `range`, marked if paged: the range of segment `s` of `n` indices.
-    fn segment(&self, s: usize, n: usize, reach: Reach) -> std::ops::Range<usize> {
+    /// The range of segment `s` of `n` indices, marked for a pass `reach` in the bitmaps
+    /// `files` if paged.
+    fn segment(&self, s: usize, n: usize, reach: Reach, files: u32) -> std::ops::Range<usize> {
         let range = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
-        self.mark(range.clone(), reach);
+        self.mark(range.clone(), reach, files);
         range
     }
 
@@ -653,7 +660,7 @@ fn init(
         };
         for s in range {
             target.lister.begin(s, n);
-            let seg = bits.segment(s, n, Reach::Own);
+            let seg = bits.segment(s, n, Reach::Own, BLOCKED | SKIP);
             // Every index blocked and skipped until init names it legal.
             for w in seg.start / 64..seg.end / 64 {
                 bits.blocked[w].store(!0, Relaxed);
@@ -705,7 +712,8 @@ fn phase(
         // attacker's), or a loss (the defender's, already in `skip`).
         pending
             .take(plies, segments, threads, |s, encoded| {
-                let first = bits.segment(s, n, Reach::Own).start;
+                let files = if won_here { BLOCKED | FRONT } else { FRONT };
+                let first = bits.segment(s, n, Reach::Own, files).start;
                 let whole = for_each_offset(encoded, |o| {
                     let i = first + o;
                     let (w, bit) = (i / 64, 1u64 << (i % 64));
@@ -729,7 +737,7 @@ fn phase(
                 if groups.is_empty() {
                     continue;
                 }
-                let std::ops::Range { start: first, end } = bits.segment(s, n, Reach::Own);
+                let std::ops::Range { start: first, end } = bits.segment(s, n, Reach::Own, FRONT);
                 let mut enc = SegmentEncoder::new(end - first);
                 let mut count = 0u64;
                 for g in groups {
@@ -774,7 +782,12 @@ fn phase(
                     if encoded.is_empty() {
                         continue;
                     }
-                    bits.segment(s, n, Reach::Unmove);
+                    bits.segment(
+                        s,
+                        n,
+                        Reach::Unmove,
+                        if won_here { SKIP | FRONT } else { BLOCKED | FRONT },
+                    );
                     unmove_lines(g, l, s * SEG_INDICES, &encoded, |p, squares| {
                         let w = p as usize / 64;
                         if won_here {
@@ -823,7 +836,7 @@ fn phase(
                     if groups.is_empty() {
                         continue;
                     }
-                    bits.segment(s, n, Reach::Verify);
+                    bits.segment(s, n, Reach::Verify, BLOCKED | SKIP | FRONT);
                     lister.begin(s, n);
                     for w in groups.into_iter().flat_map(|g| bits.group_words(g, &words)) {
                         let at = bits.front[w].load(Relaxed);
@@ -919,8 +932,9 @@ fn save(c: &Checkpoints<'_>, key: &SliceKey, run: &mut Run, threads: usize) -> R
             }
         }
         let bits = &run.bits;
-        let mark = |bytes: std::ops::Range<usize>| bits.mark(bytes.start * 8..bytes.end * 8, Reach::Own);
-        for v in [&bits.blocked, &bits.skip, &bits.front] {
+        for (v, files) in [(&bits.blocked, BLOCKED), (&bits.skip, SKIP), (&bits.front, FRONT)] {
+            let mark =
+                |bytes: std::ops::Range<usize>| bits.mark(bytes.start * 8..bytes.end * 8, Reach::Own, files);
             put_blob(w, words_bytes(v), threads, &mark)?;
         }
         Ok(())
@@ -1001,12 +1015,12 @@ fn load(
             ..
         } = &mut bits;
         let pager = &*pager;
-        let mark = |bytes: std::ops::Range<usize>| {
-            if let Some(p) = pager {
-                p.mark(bytes.start * 8..bytes.end * 8, Reach::Own);
-            }
-        };
-        for v in [blocked, skip, front] {
+        for (v, files) in [(blocked, BLOCKED), (skip, SKIP), (front, FRONT)] {
+            let mark = |bytes: std::ops::Range<usize>| {
+                if let Some(p) = pager {
+                    p.mark_in(bytes.start * 8..bytes.end * 8, Reach::Own, files);
+                }
+            };
             get_blob(r, u64s(v), threads, &mark)?;
         }
         // Which groups have front bits was not kept: any may.

@@ -53,6 +53,9 @@ pub struct Paging {
     pub resident: u64,
 }
 
+/// [`Pager::mark_in`]'s mask of every file.
+pub(super) const ALL_FILES: u32 = !0;
+
 /// Bytes of paged state per index: the state byte and a bit of the won bitmap.
 pub const PAGED_BYTES_PER_INDEX: f64 = 1.0 + 1.0 / 8.0;
 
@@ -396,8 +399,14 @@ impl Pager {
         });
     }
 
-    /// Marks the K-slices that a pass `reach` touches for the indices `range`.
+    /// Marks the K-slices that a pass `reach` touches for the indices `range`, in every file.
     pub(super) fn mark(&self, range: Range<usize>, reach: Reach) {
+        self.mark_in(range, reach, ALL_FILES);
+    }
+
+    /// [`Pager::mark`] in the files of `files` only (bit `r` for the `r`-th file added): a pass
+    /// that touches only those counts only their units as resident.
+    pub(super) fn mark_in(&self, range: Range<usize>, reach: Reach, files: u32) {
         let s = &self.shared;
         if range.is_empty() {
             return;
@@ -408,16 +417,16 @@ impl Pager {
             let (side, kp) = (k / s.pairs, k % s.pairs);
             let other = 1 - side;
             match reach {
-                Reach::Own => s.touch(k),
+                Reach::Own => s.touch(k, files),
                 Reach::Unmove => {
                     for &p in &s.near[other][kp] {
-                        s.touch(other * s.pairs + p as usize);
+                        s.touch(other * s.pairs + p as usize, files);
                     }
                 }
                 Reach::Verify => {
-                    s.touch(k);
+                    s.touch(k, files);
                     for &p in &s.near[side][kp] {
-                        s.touch(other * s.pairs + p as usize);
+                        s.touch(other * s.pairs + p as usize, files);
                     }
                 }
             }
@@ -490,14 +499,15 @@ impl Region {
 
 impl Shared {
     #[inline]
-    fn touch(&self, k: usize) {
+    fn touch(&self, k: usize, files: u32) {
         self.last[k].store(self.clock.fetch_add(1, Relaxed), Relaxed);
         if !self.resident[k].load(Relaxed) {
             self.resident[k].store(true, Relaxed);
         }
         // Its units counted again, every time: one that a neighbour's eviction unmapped is
         // mapped again as soon as a pass touches it.
-        for r in self.regions.read().expect("pager lock").iter() {
+        let regions = self.regions.read().expect("pager lock");
+        for (_, r) in regions.iter().enumerate().filter(|(i, _)| files & (1 << i) != 0) {
             for u in r.units_of(k, self.kslice, self.unit) {
                 if !r.units[u].load(Relaxed) && !r.units[u].swap(true, Relaxed) {
                     self.counted.fetch_add(self.unit as u64, Relaxed);
@@ -550,32 +560,45 @@ impl Shared {
     }
 
     /// Evicts K-slice `k` (no longer resident) of region `r` (see the module comment): its
-    /// units that hold no bytes of a resident K-slice unmapped.
+    /// units that hold no bytes of a resident K-slice unmapped, each run of consecutive units
+    /// by one call (a call a 4 KiB unit made the kernel's work, the calls and the flushes of
+    /// the TLB on every core, a third of a paged compact build's time).
     fn evict(&self, r: &Region, k: usize) {
+        let mut run: Option<Range<usize>> = None;
         for u in r.units_of(k, self.kslice, self.unit) {
             let shared = |o: usize| o != k && self.resident.get(o).is_some_and(|f| f.load(Relaxed));
-            if r.kslices_of(u, self.kslice, self.unit).any(shared) {
-                continue;
-            }
-            if !r.units[u].swap(false, Relaxed) {
+            if r.kslices_of(u, self.kslice, self.unit).any(shared) || !r.units[u].swap(false, Relaxed) {
+                if let Some(units) = run.take() {
+                    self.unmap(r, units);
+                }
                 continue;
             }
             self.counted.fetch_sub(self.unit as u64, Relaxed);
-            let start = u * self.unit;
-            let len = (start + self.unit).min(r.bytes.next_multiple_of(PAGE)) - start;
-            #[cfg(target_os = "linux")]
-            let ptr = r.inner.map.as_ptr() as usize;
-            #[cfg(target_os = "linux")]
-            // SAFETY: the range lies inside the region's map (its last unit cut at its last
-            // page), which stays mapped while the region holds it. MADV_DONTNEED on a shared
-            // file mapping only unmaps the pages: their contents stay in the file (and in the
-            // page cache until the kernel writes them back and drops them), and the next access
-            // maps them again.
-            unsafe {
-                libc::madvise((ptr + start) as *mut libc::c_void, len, libc::MADV_DONTNEED);
+            match &mut run {
+                Some(units) => units.end = u + 1,
+                None => run = Some(u..u + 1),
             }
-            self.evicted.fetch_add(len as u64, Relaxed);
         }
+        if let Some(units) = run {
+            self.unmap(r, units);
+        }
+    }
+
+    /// Unmaps the units `units` of region `r` (see [`Shared::evict`]).
+    fn unmap(&self, r: &Region, units: Range<usize>) {
+        let start = units.start * self.unit;
+        let len = (units.end * self.unit).min(r.bytes.next_multiple_of(PAGE)) - start;
+        #[cfg(target_os = "linux")]
+        let ptr = r.inner.map.as_ptr() as usize;
+        #[cfg(target_os = "linux")]
+        // SAFETY: the range lies inside the region's map (its last unit cut at its last page),
+        // which stays mapped while the region holds it. MADV_DONTNEED on a shared file mapping
+        // only unmaps the pages: their contents stay in the file (and in the page cache until
+        // the kernel writes them back and drops them), and the next access maps them again.
+        unsafe {
+            libc::madvise((ptr + start) as *mut libc::c_void, len, libc::MADV_DONTNEED);
+        }
+        self.evicted.fetch_add(len as u64, Relaxed);
     }
 }
 
