@@ -551,9 +551,10 @@ pub fn paged_task_memory(
     let fixed = need.fixed + ENCODER_BYTES + held;
     let least = need.least + ENCODER_BYTES + held;
     let what = format!(
-        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident{} and {} of summaries and buffers on {threads} thread(s): {}; successor slices held whole: {}",
-        if compact { " (the compact solver's)" } else { "" },
+        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident{} and {} of {} on {threads} thread(s): {}; successor slices held whole: {}",
+        if compact { " (the compact solver's bitmaps)" } else { "" },
         human_bytes(need.fixed),
+        if compact { "buffers" } else { "summaries and buffers" },
         human_bytes(need.least),
         human_bytes(held)
     );

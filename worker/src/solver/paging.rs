@@ -1,5 +1,6 @@
-//! Out-of-core state: a slice's state bytes and won bitmap in files of the build's folder,
-//! mapped into memory, with at most a budget of them resident.
+//! Out-of-core state: a slice's state bytes and won bitmap (or the compact solver's three
+//! bitmaps, [`super::bits`]) in files of the build's folder, mapped into memory, with at most a
+//! budget of them resident.
 //!
 //! The index of a slice has its king pair as the most significant field below the side to
 //! move, so the indices of one side to move and one king pair — a *K-slice* — are one
