@@ -615,6 +615,8 @@ pub const LARGE_SLICE: u64 = 1 << 28;
 /// How much longer a material takes with its state paged, for [`plan_build`]'s estimate:
 /// KRNvKNN within `--memory 2GiB` took 1.71 times its build in memory (docs/performance.md).
 pub const PAGED_SLOWDOWN: f64 = 1.7;
+/// The same for the compact solver's bitmaps paged: KRNvKNN within `--memory 2GiB`, 1.34 times.
+pub const COMPACT_PAGED_SLOWDOWN: f64 = 1.35;
 /// Bytes of table file per position, for [`plan_build`]'s estimate: KQRvKR's and KRPvKR's
 /// tables at the default compression (0.27 and 0.33).
 pub const TABLE_BYTES_PER_POSITION: f64 = 0.33;
@@ -725,7 +727,11 @@ pub fn plan_build(
             } else {
                 POSITIONS_PER_THREAD_SECOND
             };
-            let paged = if m.paged_bytes > 0 { PAGED_SLOWDOWN } else { 1.0 };
+            let paged = match (m.paged_bytes > 0, m.compact) {
+                (false, _) => 1.0,
+                (true, true) => COMPACT_PAGED_SLOWDOWN,
+                (true, false) => PAGED_SLOWDOWN,
+            };
             m.positions as f64 / rate * paged
         })
         // From +0.0: the sum of no f64s is -0.0, which prints as "-0 s".
