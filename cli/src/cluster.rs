@@ -15,6 +15,9 @@ use zermelo_proto as pb;
 use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 
 use crate::memory::human_bytes;
+use zermelo_chess::index::SliceIndexer;
+use zermelo_chess::{Material, SliceKey};
+use zermelo_worker::solver::{part_state_bytes, splittable, thread_bytes};
 
 /// A failed command: the exit code and one line for stderr.
 #[derive(Debug)]
@@ -833,6 +836,40 @@ impl Parts {
             split_over: memory.saturating_sub(WORKER_RESERVE) / 3 * 8,
         }
     }
+
+    /// The largest slice of `materials` (and of what they convert into) these parts would cut
+    /// whose largest part does not fit a worker of `memory` bytes on `threads` threads (its
+    /// share of the byte solver's state, its threads' buffers and [`WORKER_RESERVE`]), with
+    /// what that part needs; `None` if every slice cut fits. Such a slice is better solved whole
+    /// by one worker, its compact state paged (in 3 parts or fewer, a part needs more than the
+    /// compact solver's whole slice).
+    pub fn overflowing(
+        &self,
+        materials: &[Material],
+        memory: u64,
+        threads: usize,
+    ) -> Option<(SliceKey, u64)> {
+        let plan = zermelo_coordinator::plan::plan(materials);
+        let parts = self.parts as usize;
+        plan.materials
+            .iter()
+            .flat_map(|mp| mp.slices().copied().collect::<Vec<_>>())
+            .filter(|key| parts > 1 && splittable(key))
+            .filter(|key| SliceIndexer::new(*key).size() >= self.split_over)
+            .map(|key| {
+                let n = SliceIndexer::new(key).size();
+                let state = (0..parts)
+                    .map(|me| part_state_bytes(&key, parts, me))
+                    .max()
+                    .unwrap_or(0);
+                (
+                    key,
+                    state + threads.max(1) as u64 * thread_bytes(n, false) + WORKER_RESERVE,
+                )
+            })
+            .filter(|&(_, need)| need > memory)
+            .max_by_key(|(key, _)| SliceIndexer::new(*key).size())
+    }
 }
 
 /// Runs a coordinator and `workers` worker processes of this binary on 127.0.0.1 for one job
@@ -967,5 +1004,32 @@ pub fn run_cluster(
             );
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slice is cut into parts only where a part fits a worker: KRNvKNN (7.63 G positions)
+    /// in 3 parts needs about 3.1 GiB a part, more than a 1-GiB worker holds (it goes whole to
+    /// one worker, paged); a 3-GiB worker holds its compact state whole, so it is not cut; in 8
+    /// parts a part fits 2.5 GiB.
+    #[test]
+    fn parts_are_cut_only_where_they_fit_a_worker() {
+        let krnvknn: Material = "KRNvKNN".parse().unwrap();
+        let gib = 1u64 << 30;
+        let one = Parts::for_workers(3, gib);
+        let (key, need) = one.overflowing(&[krnvknn], gib, 1).expect("3 parts past 1 GiB");
+        assert_eq!(key, SliceKey::pawnless(krnvknn));
+        assert!(need > 3 * gib && need < 7 * gib / 2, "{need}");
+        let three = Parts::for_workers(3, 3 * gib);
+        assert!(three.split_over > SliceIndexer::new(key).size(), "{three:?}");
+        assert_eq!(three.overflowing(&[krnvknn], 3 * gib, 1), None);
+        let eight = Parts::for_workers(8, 5 * gib / 2);
+        assert!(eight.split_over < SliceIndexer::new(key).size(), "{eight:?}");
+        assert_eq!(eight.overflowing(&[krnvknn], 5 * gib / 2, 1), None);
+        // Nothing is cut in one part.
+        assert_eq!(Parts::NONE.overflowing(&[krnvknn], 1, 1), None);
     }
 }

@@ -482,7 +482,8 @@ enum Command {
         parts: Option<u32>,
         /// Slices of at least this many positions are cut into parts (default: those a worker
         /// cannot solve whole by the compact solver within its --memory: three bits a position
-        /// and 256 MiB to spare).
+        /// and 256 MiB to spare; but none, with a warning, when a part would not fit a worker's
+        /// --memory: each slice then goes whole to one worker, which pages it if it must).
         #[arg(long, value_name = "POSITIONS")]
         split_over: Option<u64>,
     },
@@ -1223,8 +1224,23 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             if let Some(p) = parts {
                 cut.parts = p;
             }
-            if let Some(n) = split_over {
-                cut.split_over = n;
+            match split_over {
+                Some(n) => cut.split_over = n,
+                None => {
+                    // Parts that would not fit a worker: no slice is cut.
+                    if let Some((key, need)) =
+                        cut.overflowing(&parse_materials(&materials)?, memory, per_worker)
+                    {
+                        tracing::warn!(
+                            slice = %key,
+                            parts = cut.parts,
+                            part_needs = need,
+                            memory,
+                            "no slice is cut into parts: a part would not fit a worker's --memory; each slice goes whole to one worker (paged if it must)"
+                        );
+                        cut.split_over = u64::MAX;
+                    }
+                }
             }
             let bar = progress_bar(show_bar, "cluster");
             Ok(cluster::cluster(
