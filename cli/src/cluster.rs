@@ -1,6 +1,7 @@
 //! The cluster commands: `coordinator`, `worker`, `submit`, `status`, and `cluster`, which
 //! runs a coordinator and N workers of this same binary on loopback for one job.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,8 @@ use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 use crate::memory::human_bytes;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
-use zermelo_worker::solver::{part_state_bytes, splittable, thread_bytes};
+use zermelo_worker::node::client::part_task_memory;
+use zermelo_worker::solver::splittable;
 
 /// A failed command: the exit code and one line for stderr.
 #[derive(Debug)]
@@ -838,9 +840,9 @@ impl Parts {
     }
 
     /// The largest slice of `materials` (and of what they convert into) these parts would cut
-    /// whose largest part does not fit a worker of `memory` bytes on `threads` threads (its
-    /// share of the byte solver's state, its threads' buffers and [`WORKER_RESERVE`]), with
-    /// what that part needs; `None` if every slice cut fits. Such a slice is better solved whole
+    /// whose largest part does not fit a worker of `memory` bytes on `threads` threads (what
+    /// the worker counts for it, [`part_task_memory`], with [`WORKER_RESERVE`] to spare for
+    /// its successors), with what that part needs; `None` if every slice cut fits. Such a slice is better solved whole
     /// by one worker, its compact state paged (in 3 parts or fewer, a part needs more than the
     /// compact solver's whole slice).
     pub fn overflowing(
@@ -857,15 +859,11 @@ impl Parts {
             .filter(|key| parts > 1 && splittable(key))
             .filter(|key| SliceIndexer::new(*key).size() >= self.split_over)
             .map(|key| {
-                let n = SliceIndexer::new(key).size();
-                let state = (0..parts)
-                    .map(|me| part_state_bytes(&key, parts, me))
+                let part = (0..parts)
+                    .map(|me| part_task_memory(&key, (parts, me), &BTreeSet::new(), threads, memory).0)
                     .max()
                     .unwrap_or(0);
-                (
-                    key,
-                    state + threads.max(1) as u64 * thread_bytes(n, false) + WORKER_RESERVE,
-                )
+                (key, part + WORKER_RESERVE)
             })
             .filter(|&(_, need)| need > memory)
             .max_by_key(|(key, _)| SliceIndexer::new(*key).size())

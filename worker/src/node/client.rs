@@ -733,8 +733,8 @@ impl Worker {
         let (mut needed, mut what) = task_memory(&slices, &successors, threads, budget, false);
         let mut changed_bits = false;
         let mut paging = None;
-        let compact = compact_task_memory(&slices, needed).filter(|&c| c <= budget);
-        if let Some(c) = compact {
+        let compact_need = compact_task_memory(&slices, needed).filter(|&c| c <= budget);
+        if let Some(c) = compact_need {
             info!(
                 slice = %slices[0],
                 compact = c,
@@ -748,7 +748,7 @@ impl Worker {
                 (needed, what, changed_bits) = (with_bits, what_with, true);
             }
         }
-        let mut compact = compact.is_some();
+        let mut compact = compact_need.is_some();
         if needed > budget {
             // Paged: by the compact solver where it can and that fits, else by the byte solver
             // (else the least of the two, for the refusal).
@@ -763,7 +763,7 @@ impl Worker {
                 .cloned();
             match paged {
                 Some(((least, fixed, _), c)) if least <= budget => {
-                    (changed_bits, compact) = (false, c);
+                    compact = c;
                     let resident = budget - fixed;
                     info!(
                         slice = %slices[0],

@@ -220,6 +220,11 @@ struct Run {
     bytes: u64,
 }
 
+/// The indices of segment `s` of a slice of `n` indices.
+fn segment_range(s: usize, n: usize) -> std::ops::Range<usize> {
+    s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n)
+}
+
 /// [`Bits::live`] of a bitmap of `words` words, all clear.
 fn live_bits(words: usize) -> Vec<AtomicU64> {
     super::memory::atomic_u64s((words * 64).div_ceil(LIVE_INDICES).div_ceil(64))
@@ -343,7 +348,7 @@ impl Bits {
     /// The range of segment `s` of `n` indices, marked for a pass `reach` in the bitmaps
     /// `files` if paged.
     fn segment(&self, s: usize, n: usize, reach: Reach, files: u32) -> std::ops::Range<usize> {
-        let range = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
+        let range = segment_range(s, n);
         self.mark(range.clone(), reach, files);
         range
     }
@@ -732,12 +737,13 @@ fn phase(
         let frontier = AtomicU64::new(0);
         for_each_chunk(segments, 1, threads, |range| {
             for s in range {
-                let seg = s * SEG_INDICES..((s + 1) * SEG_INDICES).min(n);
+                let seg = segment_range(s, n);
                 let groups: Vec<usize> = bits.live_groups(seg.clone()).collect();
                 if groups.is_empty() {
                     continue;
                 }
-                let std::ops::Range { start: first, end } = bits.segment(s, n, Reach::Own, FRONT);
+                bits.mark(seg.clone(), Reach::Own, FRONT);
+                let std::ops::Range { start: first, end } = seg;
                 let mut enc = SegmentEncoder::new(end - first);
                 let mut count = 0u64;
                 for g in groups {
