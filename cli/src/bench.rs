@@ -212,7 +212,7 @@ fn compare_once(
         &names,
         &cluster_dir,
         (per_worker, memory),
-        check_sample,
+        (check_sample, None),
         crate::cluster::Parts::for_workers(workers, memory),
         None,
     )

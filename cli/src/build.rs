@@ -1336,6 +1336,7 @@ fn solve_parts_into_writer(
         successors,
         options.parts,
         options.threads,
+        None,
         &mut into(writer, progress),
     )?;
     writer.end_slice()?;

@@ -484,8 +484,15 @@ enum Command {
         /// cannot solve whole by the compact solver within its --memory: three bits a position
         /// and 256 MiB to spare; but none, with a warning, when a part would not fit a worker's
         /// --memory: each slice then goes whole to one worker, which pages it if it must).
+        /// Given, it cuts those slices whatever the memory: a part that does not fit its
+        /// worker's --memory has its state paged through the worker's cache folder.
         #[arg(long, value_name = "POSITIONS")]
         split_over: Option<u64>,
+        /// Keep the coordinator's and the workers' logs in this folder (coordinator.log,
+        /// worker-0.log, ...; at the level ZERMELO_LOG sets, info by default). Without it they
+        /// are kept only when the cluster fails.
+        #[arg(long, value_name = "DIR")]
+        logs: Option<PathBuf>,
     },
     /// Church's co-ordinate (corresponding) squares of a position's pawns.
     ///
@@ -1207,6 +1214,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             memory,
             parts,
             split_over,
+            logs,
         } => {
             if workers == 0 {
                 return Err(Failure::input("--workers must be at least 1"));
@@ -1236,7 +1244,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                             parts = cut.parts,
                             part_needs = need,
                             memory,
-                            "no slice is cut into parts: a part would not fit a worker's --memory; each slice goes whole to one worker (paged if it must)"
+                            "no slice is cut into parts: a part would not fit a worker's --memory; each slice goes whole to one worker (paged if it must); --split-over cuts it anyway, each part paged"
                         );
                         cut.split_over = u64::MAX;
                     }
@@ -1248,7 +1256,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 &names,
                 &tables,
                 (per_worker, memory),
-                cut,
+                (cut, logs.as_deref()),
                 bar,
             )?)
         }

@@ -2546,6 +2546,72 @@ fn three_workers_solve_one_slice_in_parts_to_the_bytes_of_solve() {
     );
 }
 
+/// Issue 35, one slice across workers within a small budget: with `--memory 64MiB` a part of
+/// KRBvKR in 3 (107 to 120 MiB of state in memory) does not fit its worker, which pages the
+/// part's state through its cache folder instead of refusing it; the table is byte-identical to
+/// `zermelo solve`'s, each worker's log (kept by `--logs`) says its part was paged, and each
+/// worker's peak stays under what its part needs in memory.
+#[test]
+fn parts_past_a_workers_memory_page_their_state_to_the_bytes_of_solve() {
+    let reference = tables_with(&["KRBvKR"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let logs = tmp.path().join("logs");
+    let args = [
+        "cluster",
+        "--workers",
+        "3",
+        "--threads",
+        "1",
+        "--memory",
+        "64MiB",
+        "--split-over",
+        "100000000",
+        "KRBvKR",
+        "--tables",
+        dir.to_str().unwrap(),
+        "--logs",
+        logs.to_str().unwrap(),
+    ];
+    let mut cluster = Proc::spawn(&args, tmp.path().join("cluster.log"), &[]);
+    let status = cluster.wait(Duration::from_secs(600));
+    let log = cluster.log();
+    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
+    let peaks = log
+        .lines()
+        .find_map(|l| l.strip_prefix("zermelo: peak memory: "))
+        .unwrap_or_else(|| panic!("no peaks:\n{log}"));
+    for i in 0..3 {
+        let name = format!("worker-{i}");
+        let worker = std::fs::read_to_string(logs.join(format!("{name}.log"))).unwrap();
+        let needed: u64 = worker
+            .lines()
+            .filter(|l| l.contains("part leased"))
+            .find_map(|l| l.split_once(" needed=")?.1.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} solved no part:\n{worker}"));
+        assert!(needed > 64 << 20, "{name}: a part that fits: {needed}");
+        assert!(
+            worker.contains("the part is solved with its state paged through the cache folder"),
+            "{name}:\n{worker}"
+        );
+        let peak = peaks
+            .split(", ")
+            .find_map(|p| p.strip_prefix(&format!("{name} ")))
+            .and_then(|p| p.strip_suffix(" MiB"))
+            .and_then(|p| p.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name}'s peak in MiB: {peaks}"));
+        assert!(
+            peak * 1048576.0 < needed as f64,
+            "{name} peaked at {peak} MiB, its part needs {needed} bytes in memory"
+        );
+    }
+    let name = "KRBvKR.zmt";
+    assert!(
+        std::fs::read(dir.join(name)).unwrap() == std::fs::read(reference.join(name)).unwrap(),
+        "{name} differs between three paged parts and `zermelo solve`"
+    );
+}
+
 /// Issue 35, the trust rules for parts: kill -9 one worker of a group solving KRBvKR in three
 /// parts. Its lease expires, the group fails (the other parts hear it at their next meeting and
 /// drop their work), the slice is leased again, in two parts once the dead worker is forgotten,

@@ -34,12 +34,12 @@ use zermelo_proto::{SliceAssembler, SliceFramer};
 use zermelo_storage::Table;
 
 use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
-use super::meet::{compress_segment, decode_values, encode_values, segment_values, AtCoordinator};
+use super::meet::{compress_segment, decode_values, segment_values, AtCoordinator, Spool};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
-    bits_paged_need, bits_solvable, bits_state_bytes, paged_need, part_state_bytes, slice_state_bytes,
-    solve_part, solve_slice_bits, solve_slice_resumable, splittable, thread_bytes, Paging, SolveError,
-    MIN_RESIDENT_KSLICES, SEG_INDICES,
+    bits_paged_need, bits_solvable, bits_state_bytes, kslice_resident_bytes, paged_need, part_state_bytes,
+    part_state_shares, slice_state_bytes, solve_part, solve_slice_bits, solve_slice_resumable, splittable,
+    thread_bytes, Paging, SolveError, MIN_RESIDENT_KSLICES, SEG_INDICES,
 };
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
@@ -579,9 +579,9 @@ pub fn compact_task_memory(slices: &[SliceKey], in_memory: u64) -> Option<u64> {
 /// What part `me` of `parts` of slice `key` needs in memory ([`task_memory`]'s count for it):
 /// the solver's state it touches ([`part_state_bytes`]: a byte a position of its own, a bit a
 /// position of the segments it owns or reads, the summaries whole), each thread's buffers, the
-/// successors, the file encoder. The messages of a meeting and the compressed values the
-/// leader gathers at the end come on top (measured in docs/performance.md). With a
-/// description, for a refusal.
+/// successors, the file encoder, and the messages of a meeting ([`MEETING_BYTES_PER`]). The
+/// compressed values the leader gathers at the end come once the state is gone (measured in
+/// docs/performance.md). With a description, for a refusal.
 pub fn part_task_memory(
     key: &SliceKey,
     (parts, me): (usize, usize),
@@ -592,12 +592,47 @@ pub fn part_task_memory(
     let n = SliceIndexer::new(*key).size();
     let state = part_state_bytes(key, parts, me);
     let (rest, successors_what) = successors_memory(successors, threads, budget);
-    let solver = state + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES;
+    let solver = state + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES + meeting_bytes(n);
     let what = format!(
-        "part of {parts} of a slice of {n} positions: the solver's state {}; {successors_what}",
+        "part of {parts} of a slice of {n} positions: the solver's state and the meetings' messages {}; {successors_what}",
         human_bytes(solver)
     );
     (solver + rest, what)
+}
+
+/// What the messages of a meeting of parts hold beside a part's state, at their largest, in
+/// bytes a position of the slice (the workers of a KRNvKNN in 3 parts, 7.63 G positions, peaked
+/// 0.10 to 0.16 GiB over the state, buffers and successors they counted).
+const MEETING_BYTES_PER: f64 = 1.0 / 40.0;
+
+/// [`MEETING_BYTES_PER`] for a slice of `n` positions.
+fn meeting_bytes(n: u64) -> u64 {
+    (n as f64 * MEETING_BYTES_PER) as u64
+}
+
+/// What part `me` of `parts` of slice `key` needs with its state paged through the cache folder
+/// ([`solve_part`]'s `paging`): the least (as [`part_task_memory`] counts, with
+/// [`MIN_RESIDENT_KSLICES`] K-slices of its state resident, and [`MEETING_BYTES_PER`]), what stays
+/// in memory whatever the budget (the rest is the state resident, [`Paging::resident`]), and a
+/// description, for a refusal.
+pub fn paged_part_memory(
+    key: &SliceKey,
+    (parts, me): (usize, usize),
+    successors: &BTreeSet<SliceKey>,
+    threads: usize,
+    budget: u64,
+) -> (u64, u64, String) {
+    let n = SliceIndexer::new(*key).size();
+    let (_, held) = part_state_shares(key, parts, me);
+    let (rest, successors_what) = successors_memory(successors, threads, budget);
+    let fixed = held + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES + meeting_bytes(n) + rest;
+    let kslice = n / 2 / PAWNLESS_KING_PAIRS as u64;
+    let least = fixed + MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice);
+    let what = format!(
+        "part of {parts} of a slice of {n} positions, its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident and {} of summaries, buffers and meetings on {threads} thread(s); {successors_what}",
+        human_bytes(fixed - rest)
+    );
+    (least, fixed, what)
 }
 
 impl Worker {
@@ -971,12 +1006,24 @@ impl Worker {
         let budget = self.config.memory;
         let (needed, what) = part_task_memory(&key, (parts, me), &successors, threads, budget);
         info!(slice = %key, part = me, parts, group = part.group, needed, budget, "part leased");
+        let mut paging = None;
         if needed > budget {
-            return Err(WorkerError::OverBudget {
-                slice: key,
-                needed,
-                what,
-                budget,
+            // Its state paged through the cache folder, if that fits.
+            let (least, fixed, paged_what) =
+                paged_part_memory(&key, (parts, me), &successors, threads, budget);
+            if least > budget {
+                return Err(WorkerError::OverBudget {
+                    slice: key,
+                    needed: least,
+                    what: format!("{what}; or {}: {paged_what}", human_bytes(least)),
+                    budget,
+                });
+            }
+            let resident = budget - fixed;
+            info!(slice = %key, part = me, in_memory = needed, resident, budget, "the part is solved with its state paged through the cache folder");
+            paging = Some(Paging {
+                dir: self.config.cache.clone(),
+                resident,
             });
         }
         self.hold_successors(&slices, &successors).await?;
@@ -995,18 +1042,30 @@ impl Worker {
         };
         let memory = std::mem::take(&mut self.memory);
         let started = std::time::Instant::now();
+        let spool_dir = self.config.cache.clone();
         let (memory, outcome) = tokio::task::spawn_blocking(move || {
             let mut solve = || -> Result<_, SolveError> {
-                let mut mine: Vec<(u32, Vec<u8>)> = Vec::new();
-                let plies = solve_part(&key, &memory, (parts, me), threads, &mut at, &mut |s, v| {
-                    mine.push((s as u32, compress_segment(v)));
-                    Ok(())
-                })?;
+                // The part's values, compressed a segment at a time, wait in a file of the
+                // cache folder until its state is gone (in memory they would come on top of it).
+                let mut spool = Spool::new(&spool_dir).map_err(SolveError::Scratch)?;
+                let plies = solve_part(
+                    &key,
+                    &memory,
+                    (parts, me),
+                    threads,
+                    paging.as_ref(),
+                    &mut at,
+                    &mut |s, v| {
+                        spool
+                            .push(s as u32, &compress_segment(v))
+                            .map_err(SolveError::Scratch)
+                    },
+                )?;
                 // The values: each helper gives the leader its segments.
+                let mut mine = spool.into_encoded().map_err(SolveError::Scratch)?;
                 let mut gifts = vec![Vec::new(); parts];
                 if me != 0 {
-                    gifts[0] = encode_values(&mine);
-                    mine = Vec::new();
+                    gifts[0] = std::mem::take(&mut mine);
                 }
                 let got = at.meet(gifts)?;
                 Ok((plies, mine, got))
@@ -1046,8 +1105,8 @@ impl Worker {
         let solved = tokio::task::spawn_blocking(move || -> Result<Solved, WorkerError> {
             let segments = n.div_ceil(SEG_INDICES as u64) as usize;
             let mut z: Vec<Option<&[u8]>> = vec![None; segments];
-            for (s, bytes) in &mine {
-                z[*s as usize] = Some(bytes);
+            for (s, bytes) in decode_values(&mine)? {
+                z[s as usize] = Some(bytes);
             }
             for (k, given) in got.iter().enumerate().skip(1) {
                 let from = |e: SolveError| SolveError::Exchange(format!("the values of part {k}: {e}"));

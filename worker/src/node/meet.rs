@@ -186,21 +186,47 @@ pub(super) fn decode_horizon(bytes: &[u8]) -> Result<u32, SolveError> {
     }
 }
 
-/// Encodes a part's values: `(segment, its values)` each compressed on its own.
-pub(super) fn encode_values(segments: &[(u32, Vec<u8>)]) -> Vec<u8> {
-    let mut out = vec![TAG_VALUES];
-    for (s, z) in segments {
-        out.extend_from_slice(&s.to_le_bytes());
-        out.extend_from_slice(&(z.len() as u32).to_le_bytes());
-        out.extend_from_slice(z);
-    }
-    out
-}
-
-/// Compresses one segment's values for [`encode_values`].
+/// Compresses one segment's values for a [`Spool`].
 pub(super) fn compress_segment(values: &[u16]) -> Vec<u8> {
     let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     compress(&raw)
+}
+
+/// A part's compressed segments waiting in an unnamed file (of the cache folder) while its
+/// state is still held, read back once it is gone, already encoded as the leader takes them
+/// ([`decode_values`]): a tag, then for each segment its index, its length and its bytes.
+pub(super) struct Spool {
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl Spool {
+    /// An empty spool in `dir` (a file removed at once: nothing stays behind).
+    pub(super) fn new(dir: &std::path::Path) -> std::io::Result<Spool> {
+        use std::io::Write;
+        std::fs::create_dir_all(dir)?;
+        let mut file = std::io::BufWriter::new(tempfile::tempfile_in(dir)?);
+        file.write_all(&[TAG_VALUES])?;
+        Ok(Spool { file })
+    }
+
+    /// Adds segment `s`'s compressed values ([`compress_segment`]).
+    pub(super) fn push(&mut self, s: u32, z: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let len = u32::try_from(z.len()).map_err(std::io::Error::other)?;
+        self.file.write_all(&s.to_le_bytes())?;
+        self.file.write_all(&len.to_le_bytes())?;
+        self.file.write_all(z)
+    }
+
+    /// Every segment pushed, in order, encoded.
+    pub(super) fn into_encoded(self) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
+        file.rewind()?;
+        let mut out = Vec::new();
+        file.read_to_end(&mut out)?;
+        Ok(out)
+    }
 }
 
 /// The segments of a part's values, each still compressed: `(segment, bytes)`.
@@ -422,7 +448,10 @@ mod tests {
         );
         assert_eq!(decode_horizon(&encode(Message::Horizon(77))).unwrap(), 77);
         let values: Vec<u16> = (0..SEG_INDICES as u32).map(|i| (i % 300) as u16).collect();
-        let v = encode_values(&[(2, compress_segment(&values))]);
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::new(dir.path()).unwrap();
+        spool.push(2, &compress_segment(&values)).unwrap();
+        let v = spool.into_encoded().unwrap();
         let segs = decode_values(&v).unwrap();
         assert_eq!(segs.len(), 1);
         assert_eq!(segs[0].0, 2);

@@ -284,7 +284,7 @@ impl Bits {
                 pager: None,
             });
         };
-        let pager = Pager::new(&g.ix, paging, BIT_FILES);
+        let pager = Pager::new(&g.ix, paging, BIT_FILES, None);
         let map = |name: &str| {
             // SAFETY: zero is a valid AtomicU64, and the map starts on a page.
             let m = unsafe { Mapped::zeroed(&paging.dir, name, words, pager.huge()) }
@@ -1238,6 +1238,30 @@ mod tests {
         assert!(
             resumed == expected,
             "paged and resumed {runs} times: other values"
+        );
+        // Half the bitmaps' budget: most of it pinned, the rest paged through the window.
+        let n = SliceIndexer::new(key).size();
+        let half = Paging {
+            dir: dir.path().to_path_buf(),
+            resident: 3 * n / 8 / 2,
+        };
+        paging::SMALL_WINDOW.store(true, Relaxed);
+        let (pinned, evicted) = (paging::pinned(), paging::evictions());
+        let got = paged_values(&key, &map, 2, Some(&half));
+        assert!(paging::pinned() > pinned + n / 8, "hardly anything pinned");
+        assert!(paging::evictions() > evicted + 100, "hardly any evictions");
+        assert!(got == expected, "pinned and paged: other values");
+        let checkpoints = tempfile::tempdir().unwrap();
+        let c = Checkpoints {
+            dir: checkpoints.path(),
+            ..c
+        };
+        let (resumed, runs) = resumed_at_every_ply(&key, &map, &c, Some(&half));
+        assert!(runs >= 40, "only {runs} runs");
+        paging::SMALL_WINDOW.store(false, Relaxed);
+        assert!(
+            resumed == expected,
+            "pinned, paged and resumed {runs} times: other values"
         );
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert!(left.is_empty(), "{left:?} left behind");

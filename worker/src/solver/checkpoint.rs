@@ -334,7 +334,7 @@ pub(super) fn load(
     if !path.exists() {
         return Ok(None);
     }
-    let mut st = State::of_paged(g, paging).map_err(|e| e.to_string())?;
+    let mut st = State::of_paged(g, paging, None).map_err(|e| e.to_string())?;
     let read = read_checked(&path, |r| read_state(r, key, g, &mut st, threads, changed_bits))?;
     let Some(((at, mark), bytes)) = read else {
         return Ok(None);

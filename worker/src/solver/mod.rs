@@ -31,7 +31,8 @@ pub use checkpoint::Checkpoints;
 pub use dtm_log::SEG_INDICES;
 pub use paging::{kslice_resident_bytes, Paging, MIN_RESIDENT_KSLICES, PAGED_BYTES_PER_INDEX};
 pub use parts::{
-    part_state_bytes, solve_in_parts, solve_part, splittable, Crossed, Exchange, GiveWords, TakeWords,
+    part_state_bytes, part_state_shares, solve_in_parts, solve_part, splittable, Crossed, Exchange,
+    GiveWords, TakeWords,
 };
 pub use retrograde::{
     init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Sink,

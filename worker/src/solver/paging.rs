@@ -68,6 +68,9 @@ pub const MIN_RESIDENT_KSLICES: u64 = 48;
 /// bytes and the won bitmap.
 pub(super) const BYTE_FILES: &[(usize, usize)] = &[(1, 1), (1, 8)];
 
+/// [`Pager::mark_in`]'s mask of the byte solver's won bitmap ([`BYTE_FILES`]' second file).
+pub(super) const WON_FILE: u32 = 1 << 1;
+
 /// The files of the compact solver's paged state ([`super::bits`]): three bitmaps.
 pub(super) const BIT_FILES: &[(usize, usize)] = &[(1, 8), (1, 8), (1, 8)];
 
@@ -112,6 +115,15 @@ pub(super) fn evictions() -> u64 {
     EVICTIONS.load(Relaxed)
 }
 
+/// Bytes pinned by every pager of the process so far.
+static PINNED: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes pinned by every pager of the process so far.
+#[cfg(test)]
+pub(super) fn pinned() -> u64 {
+    PINNED.load(Relaxed)
+}
+
 /// Touches of K-slices between two looks at what is resident.
 const RECLAIM_EVERY: u64 = 64;
 
@@ -122,6 +134,11 @@ const HUGE_PAGE: usize = 2 << 20;
 /// For tests: hold every paged file in huge-page units, however small its K-slices.
 #[cfg(test)]
 pub(super) static FORCE_HUGE: AtomicBool = AtomicBool::new(false);
+
+/// For tests: a window of a sixteenth of the budget however small, so that small slices (whose
+/// K-slices share units) pin some of their state too.
+#[cfg(test)]
+pub(super) static SMALL_WINDOW: AtomicBool = AtomicBool::new(false);
 
 /// A zeroed array of `T` in a file mapped into memory, or on the heap. Its pointer and length
 /// are kept beside their owner, so that an access does not ask which it is (a branch on every
@@ -225,7 +242,14 @@ impl<T> Mapped<T> {
         huge: bool,
     ) -> std::io::Result<Mapped<T>> {
         let bytes = (len * std::mem::size_of::<T>()).max(1) as u64;
-        let path = dir.join(format!("{name}.{}.paged", std::process::id()));
+        // A name of its own (the parts of a slice solved in one process each page a state):
+        // two maps of one file would be one state.
+        static MAPS: AtomicU64 = AtomicU64::new(0);
+        let path = dir.join(format!(
+            "{name}.{}.{}.paged",
+            std::process::id(),
+            MAPS.fetch_add(1, Relaxed)
+        ));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -292,6 +316,9 @@ struct Region {
     num: usize,
     den: usize,
     units: Vec<AtomicBool>,
+    /// Per unit: pinned, its pages anonymous memory (never counted, never unmapped: that would
+    /// lose them).
+    pinned: Vec<bool>,
 }
 
 struct Shared {
@@ -304,12 +331,20 @@ struct Shared {
     /// Per colour of the king that moves, per king pair: the king pairs one step away, and
     /// itself.
     near: [Vec<Vec<u16>>; 2],
-    /// Per K-slice (side to move × pairs + pair): the clock at its last mark, and whether it
-    /// may be resident (marked since its last eviction).
+    /// Per K-slice (side to move × pairs + pair): the files a mark counts ([`Pager::new`]'s `only`; all
+    /// unless restricted).
+    files: Vec<u32>,
+    /// Per K-slice: the clock at its last mark, and whether it may be resident (marked since
+    /// its last eviction).
     last: Vec<AtomicU64>,
     resident: Vec<AtomicBool>,
     clock: AtomicU64,
-    budget: u64,
+    /// Per K-slice: whether its files (those of [`Shared::files`]) are pinned, held in memory
+    /// for the whole solve instead of paged (see [`Pager::new`]).
+    pinned: Vec<bool>,
+    /// Bytes of the units counted as resident to keep at most: the budget less the units
+    /// pinned.
+    budget: AtomicU64,
     regions: RwLock<Vec<Region>>,
     /// The unit the files are held in: [`PAGE`] or [`HUGE_PAGE`].
     unit: usize,
@@ -334,7 +369,28 @@ pub(super) struct Pager {
 impl Pager {
     /// The pager of the slice of `ix`, as `paging` says, for a state of `files` (see
     /// [`BYTE_FILES`]: the units depend on them).
-    pub(super) fn new(ix: &SliceIndexer, paging: &Paging, files: &[(usize, usize)]) -> Pager {
+    ///
+    /// `only` restricts the marks to what a part of the slice touches ([`super::parts`]): per
+    /// K-slice (side to move × king pairs + king pair), the mask of files (as
+    /// [`Pager::mark_in`]'s) a mark of it counts; 0 for a K-slice the part never touches
+    /// (another part's, whose predecessors its un-moves post instead of marking). Without it,
+    /// the marks a pass makes around a band's edge would count the neighbours' units as
+    /// resident, and evict the part's own for nothing.
+    ///
+    /// The budget beyond a window for the passes' neighbourhoods (the larger of
+    /// [`MIN_RESIDENT_KSLICES`] K-slices and a sixteenth of it) *pins* K-slices, in index
+    /// order: their units are anonymous memory for the whole solve, never counted nor evicted,
+    /// and only the rest is paged through the window. Every pass walks every K-slice, a cycle
+    /// that no recency order keeps resident: without pins, a state a little larger than its
+    /// budget had the whole of it faulted back in at every pass, and written back by the kernel
+    /// (the pages of a shared file map are dirty: KRNvKNN in 3 parts paged on 3 workers of
+    /// 3 GiB spent 70% of its time waiting for the disk).
+    pub(super) fn new(
+        ix: &SliceIndexer,
+        paging: &Paging,
+        files: &[(usize, usize)],
+        only: Option<Vec<u32>>,
+    ) -> Pager {
         let pawnless = ix.is_pawnless();
         let (pairs, squares): (usize, &'static [[Square; 2]]) = if pawnless {
             (PAWNLESS_KING_PAIRS, &KING_PAIRS_PAWNLESS)
@@ -350,16 +406,44 @@ impl Pager {
                 .collect()
         });
         let unit = unit_for(kslice, files);
+        let masks = only.unwrap_or_else(|| vec![ALL_FILES; 2 * pairs]);
+        assert_eq!(masks.len(), 2 * pairs, "a mask a K-slice");
+        #[allow(unused_mut)]
+        let mut least = MIN_RESIDENT_KSLICES * resident_bytes(kslice as u64, files);
+        #[cfg(test)]
+        if SMALL_WINDOW.load(Relaxed) {
+            least = 0;
+        }
+        let window = least.max(paging.resident / 16);
+        let mut room = paging.resident.saturating_sub(window);
+        let pinned = masks
+            .iter()
+            .map(|&mask| {
+                let cost: u64 = files
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| mask & (1 << i) != 0)
+                    .map(|(_, &(num, den))| (kslice * num / den) as u64)
+                    .sum();
+                let pin = mask != 0 && cost <= room;
+                if pin {
+                    room -= cost;
+                }
+                pin
+            })
+            .collect();
         let shared = Shared {
             kslice,
             per_side,
             pairs,
             squares,
             near,
+            files: masks,
             last: (0..2 * pairs).map(|_| AtomicU64::new(0)).collect(),
             resident: (0..2 * pairs).map(|_| AtomicBool::new(false)).collect(),
             clock: AtomicU64::new(1),
-            budget: paging.resident,
+            pinned,
+            budget: AtomicU64::new(paging.resident),
             regions: RwLock::new(Vec::new()),
             unit,
             counted: AtomicU64::new(0),
@@ -385,11 +469,14 @@ impl Pager {
         self.shared.unit == HUGE_PAGE
     }
 
-    /// Pages `m` too, its bytes per index `num / den`.
+    /// Pages `m` too, its bytes per index `num / den`: the next of the files [`Pager::new`] was
+    /// given, all zeros still (its pinned units are replaced by anonymous memory here).
     pub(super) fn add<T>(&self, m: &Mapped<T>, num: usize, den: usize) {
         let s = &self.shared;
         let bytes = m.bytes();
-        s.regions.write().expect("pager lock").push(Region {
+        let mut regions = s.regions.write().expect("pager lock");
+        let file = 1u32 << regions.len();
+        let mut region = Region {
             inner: Arc::clone(&m.inner),
             bytes,
             num,
@@ -397,7 +484,40 @@ impl Pager {
             units: (0..bytes.div_ceil(s.unit))
                 .map(|_| AtomicBool::new(false))
                 .collect(),
-        });
+            pinned: Vec::new(),
+        };
+        // A unit is pinned when every K-slice it holds bytes of is pinned in this file.
+        let units = region.units.len();
+        let mut pinned: Vec<bool> = (0..units)
+            .map(|u| {
+                region
+                    .kslices_of(u, s.kslice, s.unit)
+                    .all(|k| s.pinned.get(k).is_some_and(|&p| p && s.files[k] & file != 0))
+            })
+            .collect();
+        let mut u = 0;
+        while u < units {
+            if !pinned[u] {
+                u += 1;
+                continue;
+            }
+            let run = u..(u..units).find(|&v| !pinned[v]).unwrap_or(units);
+            if region
+                .anonymous(run.clone(), s.unit, s.unit == HUGE_PAGE)
+                .is_err()
+            {
+                // Left paged: the same values, only slower.
+                pinned[run.clone()].iter_mut().for_each(|p| *p = false);
+            } else {
+                let len = (run.end * s.unit).min(bytes) - run.start * s.unit;
+                let budget = s.budget.load(Relaxed);
+                s.budget.store(budget.saturating_sub(len as u64), Relaxed);
+                PINNED.fetch_add(len as u64, Relaxed);
+            }
+            u = run.end;
+        }
+        region.pinned = pinned;
+        regions.push(region);
     }
 
     /// Marks the K-slices that a pass `reach` touches for the indices `range`, in every file.
@@ -483,6 +603,46 @@ impl Drop for Pager {
 }
 
 impl Region {
+    /// Replaces the pages of units `units` (of `unit` bytes) by anonymous memory, zeroed as the
+    /// fresh file is: pinned, they are never written back to the file nor unmapped.
+    fn anonymous(&self, units: Range<usize>, unit: usize, huge: bool) -> std::io::Result<()> {
+        let start = units.start * unit;
+        let len = (units.end * unit).min(self.bytes.next_multiple_of(PAGE)) - start;
+        #[cfg(target_os = "linux")]
+        {
+            let ptr = self.inner.map.as_ptr() as usize + start;
+            // SAFETY: the range lies inside the region's map, on page boundaries, and nothing
+            // has been written there (the file is fresh: the pages read as zeros, as the new
+            // ones do); MAP_FIXED replaces those pages of the map in place, at the same
+            // addresses, and the map's own munmap later unmaps them with the rest.
+            let got = unsafe {
+                libc::mmap(
+                    ptr as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if got == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            if huge {
+                // SAFETY: as above; MADV_HUGEPAGE never changes contents.
+                unsafe {
+                    libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+                }
+            }
+            Ok(())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (start, len, huge);
+            Err(std::io::Error::other("pinning needs Linux"))
+        }
+    }
+
     /// The units of K-slice `k` (of `kslice` indices), rounded out.
     fn units_of(&self, k: usize, kslice: usize, unit: usize) -> Range<usize> {
         let start = k * kslice * self.num / self.den / unit;
@@ -501,6 +661,10 @@ impl Region {
 impl Shared {
     #[inline]
     fn touch(&self, k: usize, files: u32) {
+        let files = files & self.files[k];
+        if files == 0 {
+            return;
+        }
         self.last[k].store(self.clock.fetch_add(1, Relaxed), Relaxed);
         if !self.resident[k].load(Relaxed) {
             self.resident[k].store(true, Relaxed);
@@ -510,7 +674,7 @@ impl Shared {
         let regions = self.regions.read().expect("pager lock");
         for (_, r) in regions.iter().enumerate().filter(|(i, _)| files & (1 << i) != 0) {
             for u in r.units_of(k, self.kslice, self.unit) {
-                if !r.units[u].load(Relaxed) && !r.units[u].swap(true, Relaxed) {
+                if !r.pinned[u] && !r.units[u].load(Relaxed) && !r.units[u].swap(true, Relaxed) {
                     self.counted.fetch_add(self.unit as u64, Relaxed);
                 }
             }
@@ -523,11 +687,12 @@ impl Shared {
     /// kept both cores busy but was no faster, on KRNvKNN).
     fn reclaim(&self) {
         let resident = || self.counted.load(Relaxed);
-        if resident() <= self.budget {
+        let budget = self.budget.load(Relaxed);
+        if resident() <= budget {
             return;
         }
         let _one = self.reclaiming.lock().expect("pager lock");
-        if resident() <= self.budget {
+        if resident() <= budget {
             return;
         }
         let regions = self.regions.read().expect("pager lock");
@@ -547,7 +712,7 @@ impl Shared {
                 }
                 evicted += 1;
             }
-            if resident() <= self.budget / 8 * 7 {
+            if resident() <= budget / 8 * 7 {
                 break;
             }
         }
@@ -556,7 +721,7 @@ impl Shared {
         let mut said = self.said.lock().expect("pager lock");
         if said.elapsed() >= Duration::from_secs(5) {
             *said = std::time::Instant::now();
-            debug!(budget = self.budget, evictions, "paged state");
+            debug!(budget, evictions, "paged state");
         }
     }
 
@@ -568,7 +733,10 @@ impl Shared {
         let mut run: Option<Range<usize>> = None;
         for u in r.units_of(k, self.kslice, self.unit) {
             let shared = |o: usize| o != k && self.resident.get(o).is_some_and(|f| f.load(Relaxed));
-            if r.kslices_of(u, self.kslice, self.unit).any(shared) || !r.units[u].swap(false, Relaxed) {
+            if r.pinned[u]
+                || r.kslices_of(u, self.kslice, self.unit).any(shared)
+                || !r.units[u].swap(false, Relaxed)
+            {
                 if let Some(units) = run.take() {
                     self.unmap(r, units);
                 }

@@ -31,6 +31,7 @@ use zermelo_chess::value::MAX_PLIES;
 
 use super::dtm_log::{for_each_offset, DtmLog, SEG_INDICES};
 use super::geometry::Geometry;
+use super::paging::{Paging, Reach};
 use super::retrograde::{
     init_state, mark_lines, scan_frontier, unmove_frontier, verify_changed, write_values, Context,
 };
@@ -51,6 +52,14 @@ pub fn splittable(key: &SliceKey) -> bool {
 /// reads the won bits of ([`Split::readers`]), the summaries whole (a byte per 64 positions),
 /// and the log of plies when it is kept in memory (a small slice).
 pub fn part_state_bytes(key: &SliceKey, parts: usize, me: usize) -> u64 {
+    let (paged, held) = part_state_shares(key, parts, me);
+    paged + held
+}
+
+/// [`part_state_bytes`] in two shares: what is paged when the part's state is
+/// ([`solve_part`]'s `paging`: its bytes and won bits), and what stays in memory (the
+/// summaries, the log of plies of a small slice).
+pub fn part_state_shares(key: &SliceKey, parts: usize, me: usize) -> (u64, u64) {
     let ix = SliceIndexer::new(*key);
     let n = ix.size();
     let split = Split::new(&ix, parts, me);
@@ -62,7 +71,7 @@ pub fn part_state_bytes(key: &SliceKey, parts: usize, me: usize) -> u64 {
         .map(len)
         .sum();
     let log = if (n as usize) < SPILL_FROM { own } else { 0 };
-    own + bits / 8 + n / 64 + log
+    (own + bits / 8, n / 64 + log)
 }
 
 /// What [`Exchange::won_words`] gives part `k`: `give(k, emit)` emits its runs of words.
@@ -108,11 +117,16 @@ fn bad(what: String) -> SolveError {
 /// parts through `exchange`, each pass on `threads` threads; hands `sink` the values of each of
 /// its segments, `(segment, values)`, in index order. Returns the plies run. The values are
 /// those of the slice solved whole, whatever the parts and the threads.
+///
+/// With `paging`, the part's state is paged through files of its folder as a whole slice's
+/// is ([`State::of_paged`]), at most its `resident` bytes of them in memory, its marks counting
+/// only the K-slices the part touches ([`Split::kslice_files`]): the same values.
 pub fn solve_part(
     key: &SliceKey,
     succ: &dyn Successors,
     (parts, me): (usize, usize),
     threads: usize,
+    paging: Option<&Paging>,
     exchange: &mut dyn Exchange,
     sink: &mut dyn FnMut(usize, &[u16]) -> Result<(), SolveError>,
 ) -> Result<u32, SolveError> {
@@ -128,7 +142,7 @@ pub fn solve_part(
     let split = Split::new(&g.ix, parts, me);
 
     // Init of this part's positions; its won bits (the illegal ones) to the others, and theirs.
-    let mut st = State::of(&g);
+    let mut st = State::of_paged(&g, paging, Some(split.kslice_files(&g.ix)))?;
     init_state(&ctx, &st, threads, &split, &|| false)?;
     st.track_won(threads, false, false, &split)?;
     let words = |s: usize| s * SEG_INDICES / 64..((s + 1) * SEG_INDICES).min(n) / 64;
@@ -139,6 +153,7 @@ pub fn solve_part(
             .filter(|&s| split.readers(s).contains(&(k as u16)))
         {
             let w = words(s);
+            st.mark(w.start * 64..w.end * 64, Reach::Own);
             bits.clear();
             bits.extend(w.clone().map(|w| st.won[w].load(Relaxed)));
             emit(w.start as u64, &bits);
@@ -154,6 +169,7 @@ pub fn solve_part(
         {
             return Err(bad(format!("won words of {} from word {first}", bits.len())));
         }
+        st.mark(words(s).start * 64..words(s).end * 64, Reach::Own);
         for (w, &b) in words(s).zip(bits) {
             st.won[w].store(b, Relaxed);
         }
@@ -197,6 +213,7 @@ pub fn solve_part(
                     "a won frontier of segment {s} that is malformed or past its end"
                 )));
             }
+            st.mark(s * SEG_INDICES..end, Reach::Own);
             for_each_offset(&encoding, |o| {
                 let i = s * SEG_INDICES + o;
                 st.set_won_bits(i, 1 << (i % 64));
@@ -405,25 +422,32 @@ fn others(all: Vec<Given>, me: usize) -> impl Iterator<Item = Given> {
 /// with a state of its own ([`solve_part`]) meeting the others only through an [`Exchange`],
 /// each part's passes on `threads` threads; hands its values to `sink` in index order, as
 /// [`super::solve_slice_into`] does: the same values. Returns what crossed between the parts.
+/// With `paging`, each part pages its state ([`solve_part`]) in its folder, the parts sharing
+/// its `resident` bytes equally.
 pub fn solve_in_parts(
     key: &SliceKey,
     succ: &dyn Successors,
     parts: usize,
     threads: usize,
+    paging: Option<&Paging>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<Crossed, SolveError> {
     let ix = SliceIndexer::new(*key);
     let n = ix.size() as usize;
     let parts = parts.clamp(1, PAWNLESS_KING_PAIRS);
     let hub = Hub::new(parts);
+    let paging = paging.map(|p| Paging {
+        dir: p.dir.clone(),
+        resident: p.resident / parts as u64,
+    });
     let values: Mutex<Vec<Option<Vec<u16>>>> = Mutex::new(vec![None; n.div_ceil(SEG_INDICES)]);
     let results: Vec<Result<u32, SolveError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..parts)
             .map(|me| {
-                let (hub, values) = (&hub, &values);
+                let (hub, values, paging) = (&hub, &values, paging.as_ref());
                 scope.spawn(move || {
                     let mut at = AtHub { hub, me };
-                    let solved = solve_part(key, succ, (parts, me), threads, &mut at, &mut |s, v| {
+                    let solved = solve_part(key, succ, (parts, me), threads, paging, &mut at, &mut |s, v| {
                         values.lock().expect("values lock")[s] = Some(v.to_vec());
                         Ok(())
                     });
@@ -490,7 +514,7 @@ mod tests {
             let whole = solve_slice(&key, &map, 2).unwrap();
             for (parts, threads) in [(2, 1), (3, 2), (7, 2)] {
                 let mut values = Vec::new();
-                let crossed = solve_in_parts(&key, &map, parts, threads, &mut |v| {
+                let crossed = solve_in_parts(&key, &map, parts, threads, None, &mut |v| {
                     values.extend_from_slice(v);
                     Ok(())
                 })
@@ -506,6 +530,93 @@ mod tests {
                     "{m} in {parts} parts: {crossed:?}"
                 );
             }
+        }
+    }
+
+    /// Parts whose states are paged, each with room for a handful of K-slices (evicted while
+    /// in use, read back from their files), get the values of the slice solved whole; each part's
+    /// marks count every file of its own K-slices, the won bitmap only of those it reads, and
+    /// nothing of the rest.
+    #[test]
+    fn paged_parts_get_the_values_of_the_slice_solved_whole() {
+        let mut map = SliceMap::new();
+        let key = SliceKey::pawnless("KRvKN".parse::<Material>().unwrap());
+        for s in key.successors() {
+            solve_into(s, &mut map);
+        }
+        let whole = solve_slice(&key, &map, 2).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let paging = Paging {
+            dir: dir.path().to_path_buf(),
+            resident: 3 * 32 * 4096,
+        };
+        for threads in [1, 2] {
+            let before = crate::solver::paging::evictions();
+            let mut values = Vec::new();
+            solve_in_parts(&key, &map, 3, threads, Some(&paging), &mut |v| {
+                values.extend_from_slice(v);
+                Ok(())
+            })
+            .unwrap();
+            assert!(
+                crate::solver::paging::evictions() > before + 1000,
+                "hardly any evictions"
+            );
+            assert!(
+                values == whole,
+                "3 parts paged on {threads} thread(s): other values"
+            );
+        }
+        // Half the state's budget shared by the parts (a window of a sixteenth: these
+        // K-slices are small): most of it pinned, the rest paged.
+        let n = SliceIndexer::new(key).size();
+        let half = Paging {
+            dir: dir.path().to_path_buf(),
+            resident: (n + n / 8) / 2,
+        };
+        let (pinned, evicted) = (
+            crate::solver::paging::pinned(),
+            crate::solver::paging::evictions(),
+        );
+        let mut values = Vec::new();
+        crate::solver::paging::SMALL_WINDOW.store(true, Relaxed);
+        let r = solve_in_parts(&key, &map, 3, 2, Some(&half), &mut |v| {
+            values.extend_from_slice(v);
+            Ok(())
+        });
+        crate::solver::paging::SMALL_WINDOW.store(false, Relaxed);
+        r.unwrap();
+        assert!(
+            crate::solver::paging::pinned() > pinned + n / 4,
+            "hardly anything pinned"
+        );
+        assert!(crate::solver::paging::evictions() > evicted, "no evictions");
+        assert!(values == whole, "3 parts pinned and paged: other values");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "a paged file left"
+        );
+
+        let ix = SliceIndexer::new(key);
+        let files: Vec<Vec<u32>> = (0..3)
+            .map(|me| Split::new(&ix, 3, me).kslice_files(&ix))
+            .collect();
+        use crate::solver::paging::{ALL_FILES, WON_FILE};
+        for k in 0..2 * PAWNLESS_KING_PAIRS {
+            let owners = files.iter().filter(|f| f[k] == ALL_FILES).count();
+            assert!((1..=2).contains(&owners), "K-slice {k}: {owners} owners");
+            assert!(files.iter().all(|f| [0, WON_FILE, ALL_FILES].contains(&f[k])));
+        }
+        for (me, f) in files.iter().enumerate() {
+            let count = |m: u32| f.iter().filter(|&&x| x == m).count();
+            assert!(
+                count(ALL_FILES) < 2 * PAWNLESS_KING_PAIRS / 2 && count(WON_FILE) > 0 && count(0) > 0,
+                "part {me}: {} own, {} read, {} untouched",
+                count(ALL_FILES),
+                count(WON_FILE),
+                count(0)
+            );
         }
     }
 
@@ -583,7 +694,7 @@ mod tests {
                             honest = at;
                             &mut honest
                         };
-                        let r = solve_part(&key, map, (2, me), 1, exchange, &mut |_, _| Ok(()));
+                        let r = solve_part(&key, map, (2, me), 1, None, exchange, &mut |_, _| Ok(()));
                         if r.is_err() {
                             hub.fail();
                         }

@@ -201,7 +201,7 @@ pub fn solve_slice_resumable(
             }
         }
     }
-    let st = State::of_paged(&g, paging)?;
+    let st = State::of_paged(&g, paging, None)?;
     let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
     init_state(&ctx, &st, threads, &Whole, &stopped)?;
     let init_seconds = start.elapsed().as_secs_f64();
@@ -2324,6 +2324,26 @@ pub(super) mod tests {
                     resumed == whole,
                     "{key} paged and resumed {runs} times: other values"
                 );
+                // Half the state's budget: most of it pinned, the rest paged through the window;
+                // in one go, and resumed at every ply (the pinned pages restored too).
+                let n = SliceIndexer::new(key).size();
+                let half = Paging {
+                    dir: dir.path().to_path_buf(),
+                    resident: (n + n / 8) / 2,
+                };
+                let (pinned, evicted) = (paging::pinned(), paging::evictions());
+                let mut paged = Vec::new();
+                solve_slice_resumable(&key, &map, (2, true), None, Some(&half), &mut |v| {
+                    paged.extend_from_slice(v);
+                    Ok(())
+                })
+                .unwrap();
+                assert!(paging::pinned() > pinned + n / 4, "{key}: hardly anything pinned");
+                assert!(paging::evictions() > evicted + 100, "{key}: hardly any evictions");
+                assert!(paged == whole, "{key} pinned and paged: other values");
+                let (resumed, runs) = solve_resumed_paged(key, &map, true, Some(&half));
+                assert!(runs >= 8, "{key}: only {runs} runs");
+                assert!(resumed == whole, "{key} pinned, paged and resumed: other values");
             }
             // The state's files are unlinked at once: nothing is left in the folder.
             let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

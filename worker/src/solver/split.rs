@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use zermelo_chess::index::{SliceIndexer, PAWNLESS_KING_PAIRS};
 
 use super::dtm_log::SEG_INDICES;
-use super::paging::pawnless_near_pairs;
+use super::paging::{pawnless_near_pairs, ALL_FILES, WON_FILE};
 use super::SolveError;
 
 /// A thread of the un-moves posts the lines of other parts it found every this many lines (and
@@ -96,6 +96,30 @@ impl Split {
     /// The part that owns index `i`.
     pub(super) fn owner(&self, i: usize) -> usize {
         self.owner[i / SEG_INDICES] as usize
+    }
+
+    /// Per K-slice of the slice of `ix` (side to move × king pairs + king pair), the files of
+    /// the byte solver's paged state this part touches there ([`super::paging::Pager::new`]'s `only`):
+    /// every file where it owns a segment, the won bitmap where it reads one's won bits, none
+    /// elsewhere.
+    pub(super) fn kslice_files(&self, ix: &SliceIndexer) -> Vec<u32> {
+        let n = ix.size() as usize;
+        let kslice = ix.per_side() as usize / PAWNLESS_KING_PAIRS;
+        (0..2 * PAWNLESS_KING_PAIRS)
+            .map(|k| {
+                let first = k * kslice;
+                let segments = first / SEG_INDICES..=((first + kslice).min(n) - 1) / SEG_INDICES;
+                segments.fold(0, |files, s| {
+                    if self.owner[s] == self.me {
+                        ALL_FILES
+                    } else if self.readers[s].contains(&self.me) {
+                        files | WON_FILE
+                    } else {
+                        files
+                    }
+                })
+            })
+            .collect()
     }
 
     /// The segments this part owns, in order.

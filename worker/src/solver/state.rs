@@ -172,13 +172,18 @@ impl State {
     }
 
     /// [`State::of`], paged by `paging` if given: its bytes (and its won bitmap, once made) in
-    /// files of `paging.dir`, at most `paging.resident` bytes of them resident.
-    pub(super) fn of_paged(g: &Geometry, paging: Option<&Paging>) -> Result<State, SolveError> {
+    /// files of `paging.dir`, at most `paging.resident` bytes of them resident; `only` as
+    /// [`Pager::new`] takes it (the K-slices a part of the slice touches).
+    pub(super) fn of_paged(
+        g: &Geometry,
+        paging: Option<&Paging>,
+        only: Option<Vec<u32>>,
+    ) -> Result<State, SolveError> {
         let Some(paging) = paging else {
             return Ok(State::of(g));
         };
         let n = g.ix.size() as usize;
-        let pager = Pager::new(&g.ix, paging, BYTE_FILES);
+        let pager = Pager::new(&g.ix, paging, BYTE_FILES, only);
         // SAFETY: zero is a valid AtomicU8, at any alignment.
         let bytes =
             unsafe { Mapped::zeroed(&paging.dir, "state", n, pager.huge()) }.map_err(SolveError::Scratch)?;
