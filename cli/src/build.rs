@@ -615,8 +615,9 @@ pub const LARGE_SLICE: u64 = 1 << 28;
 /// How much longer a material takes with its state paged, for [`plan_build`]'s estimate:
 /// KRNvKNN within `--memory 2GiB` took 1.71 times its build in memory (docs/performance.md).
 pub const PAGED_SLOWDOWN: f64 = 1.7;
-/// The same for the compact solver's bitmaps paged: KRNvKNN within `--memory 2GiB`, 1.34 times.
-pub const COMPACT_PAGED_SLOWDOWN: f64 = 1.35;
+/// The same for the compact solver's bitmaps paged, most of them pinned: KRNvKNN within
+/// `--memory 2GiB`, 1.14 times, within 1 GiB 1.24 times.
+pub const COMPACT_PAGED_SLOWDOWN: f64 = 1.25;
 /// Bytes of table file per position, for [`plan_build`]'s estimate: KQRvKR's and KRPvKR's
 /// tables at the default compression (0.27 and 0.33).
 pub const TABLE_BYTES_PER_POSITION: f64 = 0.33;

@@ -79,6 +79,16 @@ fn interval() -> Duration {
     Duration::from_secs(seconds)
 }
 
+/// `what`, with the stage of a large slice's passes if one runs (`zermelo_worker::solver::stage`).
+fn with_stage(what: &str) -> String {
+    let stage = zermelo_worker::solver::stage();
+    if stage.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what} ({stage})")
+    }
+}
+
 impl Progress {
     /// Progress of `what` (a verb or a material): a bar if `terminal`, else a log line every
     /// interval until [`Progress::finish`].
@@ -93,10 +103,28 @@ impl Progress {
             wake: Condvar::new(),
         });
         if terminal {
+            // The bar's message names the stage of a large slice's passes, which write no
+            // values for minutes (see `zermelo_worker::solver::stage`).
+            let b = bar(what);
+            let (s, shown) = (Arc::clone(&shared), b.clone());
+            let ticker = std::thread::spawn(move || {
+                let mut state = s.state.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    let (next, timeout) = s
+                        .wake
+                        .wait_timeout_while(state, Duration::from_millis(500), |st| !st.stopped)
+                        .unwrap_or_else(|e| e.into_inner());
+                    state = next;
+                    if state.stopped || !timeout.timed_out() {
+                        return;
+                    }
+                    shown.set_message(with_stage(&state.what));
+                }
+            });
             return Progress {
-                bar: Some(bar(what)),
+                bar: Some(b),
                 shared,
-                ticker: None,
+                ticker: Some(ticker),
             };
         }
         let every = interval();
@@ -118,8 +146,10 @@ impl Progress {
                 } else {
                     0.0
                 };
+                let stage = zermelo_worker::solver::stage();
                 info!(
                     what = %state.what,
+                    stage = ?stage,
                     positions_done = state.done,
                     positions = state.total,
                     percent,
@@ -151,7 +181,7 @@ impl Progress {
     /// What is being worked on now (a material).
     pub fn set_what(&self, what: &str) {
         if let Some(b) = &self.bar {
-            b.set_message(what.to_string());
+            b.set_message(with_stage(what));
         }
         let mut s = self.state();
         if s.what != what {

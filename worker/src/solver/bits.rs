@@ -55,6 +55,7 @@ use super::le::{get_len, get_u32, get_u64, invalid, put_u32, put_u64};
 use super::paging::{resident_bytes, Big, Mapped, Pager, Paging, Reach, BIT_FILES, MIN_RESIDENT_KSLICES};
 use super::par::for_each_chunk;
 use super::retrograde::{exits, init_range, line_legal, open_squares, unmove_lines, write_segments, Context};
+use super::stage::Stage;
 use super::state::{InitTarget, SPILL_FROM, S_DRAW, S_NO_LOSS};
 use super::{SolveError, Successors};
 
@@ -112,6 +113,7 @@ pub fn solve_slice_bits(
     let n = g.ix.size() as usize;
     debug_assert!(n.is_multiple_of(64));
     let stopped = || checkpoints.is_some_and(Checkpoints::stopped);
+    let stage = Stage::new(n as u64);
     let resumed = match checkpoints.map(|c| load(c, key, &g, paging, threads)) {
         Some(Ok(r)) => r,
         Some(Err(Damaged::Scratch(e))) => return Err(e),
@@ -134,6 +136,7 @@ pub fn solve_slice_bits(
             r
         }
         None => {
+            stage.say(format_args!("{key}: init"));
             let bits = Bits::new(&g, paging)?;
             let pending = [0, 1].map(|a| Pending::new(checkpoints.map(|c| c.file(key, &format!("pend{a}")))));
             init(&ctx, &bits, &pending, threads, &stopped)?;
@@ -160,6 +163,10 @@ pub fn solve_slice_bits(
     loop {
         let attacker = run.at.attacker;
         phase(&ctx, &mut run, threads, start, &mut |run: &mut Run| {
+            stage.say(format_args!(
+                "{key}: {:?}'s wins, ply {}",
+                run.at.attacker, run.at.plies
+            ));
             let Some(c) = checkpoints else {
                 return Ok(());
             };

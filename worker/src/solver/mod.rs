@@ -20,6 +20,7 @@ mod pawn_exits;
 pub mod reference;
 pub mod retrograde;
 mod split;
+mod stage;
 mod state;
 
 use zermelo_chess::slice::SliceKey;
@@ -37,6 +38,7 @@ pub use parts::{
 pub use retrograde::{
     init_together, solve_slice, solve_slice_into, solve_slice_resumable, solve_slices_into, Sink,
 };
+pub use stage::{stage, STAGE_FROM};
 pub use state::SPILL_FROM;
 
 /// Bytes the solver holds for one slice of `positions` positions, with pawns if `pawns`, apart

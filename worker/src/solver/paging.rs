@@ -707,10 +707,10 @@ impl Shared {
                 if !self.resident[k].swap(false, Relaxed) {
                     continue;
                 }
-                for r in regions.iter() {
-                    self.evict(r, k);
-                }
-                evicted += 1;
+                // Counted only when it unmapped something (a pinned K-slice has at most its
+                // edges to unmap).
+                let unmapped = regions.iter().fold(false, |any, r| self.evict(r, k) | any);
+                evicted += u64::from(unmapped);
             }
             if resident() <= budget / 8 * 7 {
                 break;
@@ -729,8 +729,10 @@ impl Shared {
     /// units that hold no bytes of a resident K-slice unmapped, each run of consecutive units
     /// by one call (a call a 4 KiB unit made the kernel's work, the calls and the flushes of
     /// the TLB on every core, a third of a paged compact build's time).
-    fn evict(&self, r: &Region, k: usize) {
+    /// True if it unmapped a unit.
+    fn evict(&self, r: &Region, k: usize) -> bool {
         let mut run: Option<Range<usize>> = None;
+        let mut any = false;
         for u in r.units_of(k, self.kslice, self.unit) {
             let shared = |o: usize| o != k && self.resident.get(o).is_some_and(|f| f.load(Relaxed));
             if r.pinned[u]
@@ -743,6 +745,7 @@ impl Shared {
                 continue;
             }
             self.counted.fetch_sub(self.unit as u64, Relaxed);
+            any = true;
             match &mut run {
                 Some(units) => units.end = u + 1,
                 None => run = Some(u..u + 1),
@@ -751,6 +754,7 @@ impl Shared {
         if let Some(units) = run {
             self.unmap(r, units);
         }
+        any
     }
 
     /// Unmaps the units `units` of region `r` (see [`Shared::evict`]).

@@ -165,6 +165,7 @@ pub fn solve_part(
         if first * 64 % SEG_INDICES != 0
             || s >= segments
             || split.owns(first * 64)
+            || !split.readers(s).contains(&(me as u16))
             || bits.len() != words(s).len()
         {
             return Err(bad(format!("won words of {} from word {first}", bits.len())));

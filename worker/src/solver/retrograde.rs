@@ -77,6 +77,7 @@ use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
 use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
 use super::split::{Own, Whole, POST_LINES};
+use super::stage::Stage;
 use super::state::{
     decided, may_lose, undecided, InitTarget, State, CHUNK_SHIFT, FINE_SHIFT, F_CHANGED, F_LOSS_EXIT,
     LATER_DIRECT, MASK_LEVELS, SPILL_FROM, S_DRAW, S_ILLEGAL, S_LATER, S_LATER_FAR, S_LOST, S_MAY_LOSE,
@@ -419,9 +420,11 @@ fn solve_passes(
     } = at;
     // The first checkpoint counts from the slice's start: a long init is covered too.
     let mut last_checkpoint = start;
+    let stage = Stage::new(n as u64);
 
     // 2. Retrograde passes, one per ply.
     while plies <= st.horizon.load(Relaxed) {
+        stage.say(format_args!("{key}: ply {plies}"));
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
         }
