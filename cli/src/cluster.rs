@@ -950,17 +950,20 @@ pub fn run_cluster(
     let rt = runtime()?;
     let start = Instant::now();
     let outcome = rt.block_on(async {
-        // Wait for the coordinator to answer.
+        // Wait for the coordinator to answer, and for every worker to register (else the
+        // first slices, and a slice cut into parts, go to the workers that came first), for
+        // 30 s at most: a worker still starting then joins the job as it runs.
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut client = client(&url, Some(&token), None)?;
         loop {
             children.check()?;
             match client.job_status(pb::JobStatusRequest { job_id: None }).await {
-                Ok(_) => break,
+                Ok(s) if s.get_ref().workers_alive as usize >= workers => break,
+                Ok(_) if Instant::now() > deadline => break,
                 Err(s) if Instant::now() > deadline => {
                     return Err(status_error("starting the coordinator", &url, s))
                 }
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
         let job = submit_job(&url, Some(&token), None, materials_job(materials)).await?;

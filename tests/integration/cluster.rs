@@ -2549,8 +2549,8 @@ fn three_workers_solve_one_slice_in_parts_to_the_bytes_of_solve() {
 /// Issue 35, one slice across workers within a small budget: with `--memory 64MiB` a part of
 /// KRBvKR in 3 (107 to 120 MiB of state in memory) does not fit its worker, which pages the
 /// part's state through its cache folder instead of refusing it; the table is byte-identical to
-/// `zermelo solve`'s, each worker's log (kept by `--logs`) says its part was paged, and each
-/// worker's peak stays under what its part needs in memory.
+/// `zermelo solve`'s, the log (kept by `--logs`) of each worker that solved a part says it was
+/// paged, and its peak stays under what its part needs in memory.
 #[test]
 fn parts_past_a_workers_memory_page_their_state_to_the_bytes_of_solve() {
     let reference = tables_with(&["KRBvKR"]);
@@ -2581,14 +2581,20 @@ fn parts_past_a_workers_memory_page_their_state_to_the_bytes_of_solve() {
         .lines()
         .find_map(|l| l.strip_prefix("zermelo: peak memory: "))
         .unwrap_or_else(|| panic!("no peaks:\n{log}"));
+    // The slice is cut in as many parts as workers are alive when it is leased: 2 or 3 (a
+    // worker may register late).
+    let mut parts = 0;
     for i in 0..3 {
         let name = format!("worker-{i}");
         let worker = std::fs::read_to_string(logs.join(format!("{name}.log"))).unwrap();
-        let needed: u64 = worker
+        let Some(needed) = worker
             .lines()
             .filter(|l| l.contains("part leased"))
-            .find_map(|l| l.split_once(" needed=")?.1.split(' ').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("{name} solved no part:\n{worker}"));
+            .find_map(|l| l.split_once(" needed=")?.1.split(' ').next()?.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        parts += 1;
         assert!(needed > 64 << 20, "{name}: a part that fits: {needed}");
         assert!(
             worker.contains("the part is solved with its state paged through the cache folder"),
@@ -2605,6 +2611,7 @@ fn parts_past_a_workers_memory_page_their_state_to_the_bytes_of_solve() {
             "{name} peaked at {peak} MiB, its part needs {needed} bytes in memory"
         );
     }
+    assert!(parts >= 2, "{parts} worker(s) solved a part:\n{log}");
     let name = "KRBvKR.zmt";
     assert!(
         std::fs::read(dir.join(name)).unwrap() == std::fs::read(reference.join(name)).unwrap(),
