@@ -114,18 +114,23 @@ fn table_files(dir: &Path) -> Vec<String> {
 /// Runs `zermelo cluster --workers 2 --threads 1 MATERIAL...` into `tmp/cluster` and returns that
 /// directory, failing with the cluster's log if it does not finish in `timeout`.
 fn cluster_build(tmp: &Path, materials: &[&str], timeout: Duration) -> PathBuf {
-    let dir = tmp.join("cluster");
-    let mut args = vec!["cluster", "--workers", "2", "--threads", "1"];
+    let mut args = vec!["--workers", "2", "--threads", "1"];
     args.extend_from_slice(materials);
-    args.extend_from_slice(&["--tables", dir.to_str().unwrap()]);
-    let mut cluster = Proc::spawn(&args, tmp.join("cluster.log"), &[]);
+    cluster_run(tmp, &args, timeout).0
+}
+
+/// Runs `zermelo cluster ARGS... --tables tmp/cluster`, failing with the cluster's log if it
+/// does not finish well in `timeout`; returns that directory and the log.
+fn cluster_run(tmp: &Path, args: &[&str], timeout: Duration) -> (PathBuf, String) {
+    let dir = tmp.join("cluster");
+    let mut all = vec!["cluster"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--tables", dir.to_str().unwrap()]);
+    let mut cluster = Proc::spawn(&all, tmp.join("cluster.log"), &[]);
     let status = cluster.wait(timeout);
-    assert!(
-        status.success(),
-        "zermelo cluster failed ({status}):\n{}",
-        cluster.log()
-    );
-    dir
+    let log = cluster.log();
+    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
+    (dir, log)
 }
 
 /// Asserts that `cluster` holds exactly the tables `materials`, each byte-identical to the one
@@ -2513,9 +2518,7 @@ fn bench_cluster_compares_the_builds_and_gives_each_process_its_cpu() {
 fn three_workers_solve_one_slice_in_parts_to_the_bytes_of_solve() {
     let reference = tables_with(&["KRBvKR"]);
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cluster");
     let args = [
-        "cluster",
         "--workers",
         "3",
         "--threads",
@@ -2523,13 +2526,8 @@ fn three_workers_solve_one_slice_in_parts_to_the_bytes_of_solve() {
         "--split-over",
         "100000000",
         "KRBvKR",
-        "--tables",
-        dir.to_str().unwrap(),
     ];
-    let mut cluster = Proc::spawn(&args, tmp.path().join("cluster.log"), &[]);
-    let status = cluster.wait(Duration::from_secs(600));
-    let log = cluster.log();
-    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
+    let (dir, log) = cluster_run(tmp.path(), &args, Duration::from_secs(600));
     let met = log
         .lines()
         .find_map(|l| {
@@ -2555,10 +2553,8 @@ fn three_workers_solve_one_slice_in_parts_to_the_bytes_of_solve() {
 fn parts_past_a_workers_memory_page_their_state_to_the_bytes_of_solve() {
     let reference = tables_with(&["KRBvKR"]);
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cluster");
     let logs = tmp.path().join("logs");
     let args = [
-        "cluster",
         "--workers",
         "3",
         "--threads",
@@ -2568,15 +2564,10 @@ fn parts_past_a_workers_memory_page_their_state_to_the_bytes_of_solve() {
         "--split-over",
         "100000000",
         "KRBvKR",
-        "--tables",
-        dir.to_str().unwrap(),
         "--logs",
         logs.to_str().unwrap(),
     ];
-    let mut cluster = Proc::spawn(&args, tmp.path().join("cluster.log"), &[]);
-    let status = cluster.wait(Duration::from_secs(600));
-    let log = cluster.log();
-    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
+    let (dir, log) = cluster_run(tmp.path(), &args, Duration::from_secs(600));
     let peaks = log
         .lines()
         .find_map(|l| l.strip_prefix("zermelo: peak memory: "))

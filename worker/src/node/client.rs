@@ -37,7 +37,7 @@ use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
 use super::meet::{compress_segment, decode_values, segment_values, AtCoordinator, Spool};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
-    bits_paged_need, bits_solvable, bits_state_bytes, kslice_resident_bytes, paged_need, part_state_bytes,
+    bits_paged_need, bits_solvable, bits_state_bytes, paged_least, paged_need, part_state_bytes,
     part_state_shares, slice_state_bytes, solve_part, solve_slice_bits, solve_slice_resumable, splittable,
     thread_bytes, Paging, SolveError, MIN_RESIDENT_KSLICES, SEG_INDICES,
 };
@@ -592,7 +592,7 @@ pub fn part_task_memory(
     let n = SliceIndexer::new(*key).size();
     let state = part_state_bytes(key, parts, me);
     let (rest, successors_what) = successors_memory(successors, threads, budget);
-    let solver = state + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES + meeting_bytes(n);
+    let solver = state + part_buffers(n, threads);
     let what = format!(
         "part of {parts} of a slice of {n} positions: the solver's state and the meetings' messages {}; {successors_what}",
         human_bytes(solver)
@@ -605,9 +605,10 @@ pub fn part_task_memory(
 /// 0.10 to 0.16 GiB over the state, buffers and successors they counted).
 const MEETING_BYTES_PER: f64 = 1.0 / 40.0;
 
-/// [`MEETING_BYTES_PER`] for a slice of `n` positions.
-fn meeting_bytes(n: u64) -> u64 {
-    (n as f64 * MEETING_BYTES_PER) as u64
+/// What a part of a slice of `n` positions holds beside its state and the successors: each
+/// thread's buffers, the file encoder, and the messages of a meeting ([`MEETING_BYTES_PER`]).
+fn part_buffers(n: u64, threads: usize) -> u64 {
+    threads as u64 * thread_bytes(n, false) + ENCODER_BYTES + (n as f64 * MEETING_BYTES_PER) as u64
 }
 
 /// What part `me` of `parts` of slice `key` needs with its state paged through the cache folder
@@ -625,9 +626,8 @@ pub fn paged_part_memory(
     let n = SliceIndexer::new(*key).size();
     let (_, held) = part_state_shares(key, parts, me);
     let (rest, successors_what) = successors_memory(successors, threads, budget);
-    let fixed = held + threads as u64 * thread_bytes(n, false) + ENCODER_BYTES + meeting_bytes(n) + rest;
-    let kslice = n / 2 / PAWNLESS_KING_PAIRS as u64;
-    let least = fixed + MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice);
+    let fixed = held + part_buffers(n, threads) + rest;
+    let least = fixed + paged_least(n);
     let what = format!(
         "part of {parts} of a slice of {n} positions, its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident and {} of summaries, buffers and meetings on {threads} thread(s); {successors_what}",
         human_bytes(fixed - rest)

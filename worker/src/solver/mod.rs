@@ -84,13 +84,19 @@ pub struct PagedNeed {
 /// See [`PagedNeed`]. The state of a slice with pawns is never paged (its slices are small:
 /// a pawn configuration each).
 pub fn paged_need(positions: u64, threads: usize, caller_per_thread: u64) -> PagedNeed {
-    let kslice = positions / 2 / zermelo_chess::index::PAWNLESS_KING_PAIRS as u64;
     let per_thread = thread_bytes(positions, false) + caller_per_thread;
     let fixed = positions / 64 + threads.max(1) as u64 * per_thread;
     PagedNeed {
-        least: fixed + MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice),
+        least: fixed + paged_least(positions),
         fixed,
     }
+}
+
+/// The least of the byte solver's state of a pawnless slice of `positions` positions (or of a
+/// part of it) held resident when paged: [`MIN_RESIDENT_KSLICES`] K-slices.
+pub fn paged_least(positions: u64) -> u64 {
+    let kslice = positions / 2 / zermelo_chess::index::PAWNLESS_KING_PAIRS as u64;
+    MIN_RESIDENT_KSLICES * kslice_resident_bytes(kslice)
 }
 
 /// [`paged_need`] for the compact solver ([`bits::solve_slice_bits`]): its fixed share is only
