@@ -34,7 +34,7 @@ use zermelo_proto::{SliceAssembler, SliceFramer};
 use zermelo_storage::Table;
 
 use super::cache::{human_bytes, CacheError, NewTable, SliceCache, STALE};
-use super::meet::{compress_segment, decode_values, segment_values, AtCoordinator, Spool};
+use super::meet::{compress_segment, AtCoordinator, PartValues, Spool};
 use crate::solver::par::for_each_chunk;
 use crate::solver::{
     bits_paged_need, bits_solvable, bits_state_bytes, paged_least, paged_need, part_state_bytes,
@@ -1061,14 +1061,15 @@ impl Worker {
                             .map_err(SolveError::Scratch)
                     },
                 )?;
-                // The values: each helper gives the leader its segments.
-                let mut mine = spool.into_encoded().map_err(SolveError::Scratch)?;
-                let mut gifts = vec![Vec::new(); parts];
-                if me != 0 {
-                    gifts[0] = std::mem::take(&mut mine);
-                }
-                let got = at.meet(gifts)?;
-                Ok((plies, mine, got))
+                // The values: each helper gives the leader its segments, from file to file.
+                let mine = spool.into_file().map_err(SolveError::Scratch)?;
+                let (kept, given) = if me == 0 {
+                    (Some(mine), None)
+                } else {
+                    (None, Some(mine))
+                };
+                let got = at.meet_values(given, &spool_dir)?;
+                Ok((plies, kept, got))
             };
             let outcome = solve().map(|(plies, mine, got)| (plies, mine, got, at.gave, at.took));
             (memory, outcome)
@@ -1104,30 +1105,15 @@ impl Worker {
         let cache = self.cache.clone();
         let solved = tokio::task::spawn_blocking(move || -> Result<Solved, WorkerError> {
             let segments = n.div_ceil(SEG_INDICES as u64) as usize;
-            let mut z: Vec<Option<&[u8]>> = vec![None; segments];
-            for (s, bytes) in decode_values(&mine)? {
-                z[s as usize] = Some(bytes);
-            }
-            for (k, given) in got.iter().enumerate().skip(1) {
-                let from = |e: SolveError| SolveError::Exchange(format!("the values of part {k}: {e}"));
-                for (s, bytes) in decode_values(given).map_err(from)? {
-                    let s = s as usize;
-                    if s >= segments || z[s].is_some() {
-                        return Err(from(SolveError::Exchange(format!(
-                            "segment {s} of {segments}, or given twice"
-                        )))
-                        .into());
-                    }
-                    z[s] = Some(bytes);
-                }
-            }
-            if let Some(s) = z.iter().position(Option::is_none) {
-                return Err(SolveError::Exchange(format!("no part gave the values of segment {s}")).into());
+            let mut values = PartValues::new(segments);
+            values.add(0, mine.expect("the leader keeps its own values"))?;
+            for (k, given) in got.into_iter().enumerate().skip(1) {
+                let given = given.ok_or_else(|| SolveError::Exchange(format!("part {k} gave no values")))?;
+                values.add(k, given)?;
             }
             let mut file = cache.create_blocking(&key, n)?;
-            for (s, bytes) in z.into_iter().enumerate() {
-                let values = segment_values(bytes.expect("checked above"), s, n)?;
-                file.push(&values)?;
+            for s in 0..segments {
+                file.push(&values.segment(s, n)?)?;
             }
             let (hash, _) = file.finish()?;
             Ok(Solved {

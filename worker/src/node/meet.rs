@@ -218,31 +218,96 @@ impl Spool {
         self.file.write_all(z)
     }
 
-    /// Every segment pushed, in order, encoded.
-    pub(super) fn into_encoded(self) -> std::io::Result<Vec<u8>> {
-        use std::io::{Read, Seek};
+    /// The file, rewound: every segment pushed, in order, encoded.
+    pub(super) fn into_file(self) -> std::io::Result<std::fs::File> {
+        use std::io::Seek;
         let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
         file.rewind()?;
-        let mut out = Vec::new();
-        file.read_to_end(&mut out)?;
-        Ok(out)
+        Ok(file)
     }
 }
 
-/// The segments of a part's values, each still compressed: `(segment, bytes)`.
-pub(super) fn decode_values(bytes: &[u8]) -> Result<Vec<(u32, &[u8])>, SolveError> {
-    let rest = match bytes.split_first() {
-        Some((&TAG_VALUES, rest)) => rest,
-        _ => return Err(bad("values that are not values")),
-    };
-    let mut r = Reader(rest);
+/// The most bytes a segment's compressed values may take: zstd's bound on 2 bytes a value.
+const MAX_SEGMENT_BYTES: u64 = 2 * SEG_INDICES as u64 + (1 << 16);
+
+/// The segments of a part's values as a [`Spool`] encodes them, read from `r` (of `len`
+/// bytes) without holding them: `(segment, offset of its bytes, their length)`.
+fn index_values(r: &mut impl Read, len: u64) -> Result<Vec<(u32, u64, u32)>, SolveError> {
+    let cut = |e: std::io::Error| bad(format!("values cut short: {e}"));
+    let mut tag = [0u8];
+    if len == 0 || r.read_exact(&mut tag).is_err() || tag[0] != TAG_VALUES {
+        return Err(bad("values that are not values"));
+    }
+    let mut at = 1u64;
     let mut out = Vec::new();
-    while !r.is_empty() {
-        let s = r.u32()?;
-        let len = r.u32()? as usize;
-        out.push((s, r.take(len)?));
+    while at < len {
+        let mut head = [0u8; 8];
+        r.read_exact(&mut head).map_err(cut)?;
+        let s = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+        let z = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        at += 8;
+        if u64::from(z) > MAX_SEGMENT_BYTES || at + u64::from(z) > len {
+            return Err(bad(format!(
+                "segment {s} of {z} bytes, past the end or the bound"
+            )));
+        }
+        out.push((s, at, z));
+        std::io::copy(&mut r.take(u64::from(z)), &mut std::io::sink()).map_err(cut)?;
+        at += u64::from(z);
     }
     Ok(out)
+}
+
+/// A slice's values as its parts gave them, each part's in a file ([`Spool`]'s encoding), found
+/// segment by segment: the leader writes the slice from them a segment at a time, never holding
+/// them all (KRNvKNN's are 1.9 GB).
+pub(super) struct PartValues {
+    files: Vec<std::fs::File>,
+    /// Per segment: (file, offset, length) of its compressed bytes.
+    at: Vec<Option<(usize, u64, u32)>>,
+}
+
+impl PartValues {
+    /// None yet, for a slice of `segments` segments.
+    pub(super) fn new(segments: usize) -> PartValues {
+        PartValues {
+            files: Vec::new(),
+            at: vec![None; segments],
+        }
+    }
+
+    /// Part `k`'s values in `file` (from its start): every segment in range and given once.
+    pub(super) fn add(&mut self, k: usize, mut file: std::fs::File) -> Result<(), SolveError> {
+        use std::io::Seek;
+        let from = |e: SolveError| bad(format!("the values of part {k}: {e}"));
+        let len = file.metadata().map_err(SolveError::Scratch)?.len();
+        file.rewind().map_err(SolveError::Scratch)?;
+        let segments = index_values(&mut std::io::BufReader::new(&mut file), len).map_err(from)?;
+        let f = self.files.len();
+        let count = self.at.len();
+        for (s, offset, z) in segments {
+            match self.at.get_mut(s as usize) {
+                Some(slot @ None) => *slot = Some((f, offset, z)),
+                _ => return Err(from(bad(format!("segment {s} of {count}, or given twice")))),
+            }
+        }
+        self.files.push(file);
+        Ok(())
+    }
+
+    /// The values of segment `s` of a slice of `n` positions (every segment must have been
+    /// given).
+    pub(super) fn segment(&self, s: usize, n: u64) -> Result<Vec<u16>, SolveError> {
+        use std::os::unix::fs::FileExt;
+        let Some((f, offset, z)) = self.at[s] else {
+            return Err(bad(format!("no part gave the values of segment {s}")));
+        };
+        let mut bytes = vec![0u8; z as usize];
+        self.files[f]
+            .read_exact_at(&mut bytes, offset)
+            .map_err(SolveError::Scratch)?;
+        segment_values(&bytes, s, n)
+    }
 }
 
 /// The values of segment `s` of a slice of `n` positions from their compressed bytes: exactly
@@ -261,6 +326,48 @@ pub(super) fn segment_values(z: &[u8], s: usize, n: u64) -> Result<Vec<u16>, Sol
         .chunks_exact(2)
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect())
+}
+
+/// What a part gives another at a meeting: bytes, or the whole of a file from where it stands
+/// (read a chunk at a time as it is sent).
+enum Gift {
+    Bytes(Vec<u8>),
+    File(std::fs::File),
+}
+
+impl Gift {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(match self {
+            Gift::Bytes(b) => b.len() as u64,
+            Gift::File(f) => {
+                use std::io::Seek;
+                let mut f = f;
+                let at = f.stream_position()?;
+                f.metadata()?.len().saturating_sub(at)
+            }
+        })
+    }
+
+    /// Its chunks of at most [`CHUNK_BYTES`], one a call, `None` after the last.
+    fn chunks(self) -> impl FnMut() -> std::io::Result<Option<Vec<u8>>> {
+        let mut at = 0usize;
+        move || match &self {
+            Gift::Bytes(b) => {
+                if at >= b.len() {
+                    return Ok(None);
+                }
+                let end = (at + CHUNK_BYTES).min(b.len());
+                let chunk = b[at..end].to_vec();
+                at = end;
+                Ok(Some(chunk))
+            }
+            Gift::File(f) => {
+                let mut chunk = Vec::with_capacity(CHUNK_BYTES);
+                f.take(CHUNK_BYTES as u64).read_to_end(&mut chunk)?;
+                Ok((!chunk.is_empty()).then_some(chunk))
+            }
+        }
+    }
 }
 
 /// This part's side of the meetings of its group, through the coordinator: each call of the
@@ -286,62 +393,143 @@ impl AtCoordinator {
     /// One meeting: gives `gifts[k]` to part `k` (empty for this part) and returns what each
     /// part gave this one (empty for this part, and for a part that gave nothing).
     pub(super) fn meet(&mut self, gifts: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, SolveError> {
+        let mut got = vec![Vec::new(); self.parts];
+        let gifts = gifts.into_iter().map(Gift::Bytes).collect();
+        self.meet_with(gifts, &mut |from, data| {
+            got[from].extend_from_slice(data);
+            Ok(())
+        })?;
+        Ok(got)
+    }
+
+    /// The last meeting of a slice's parts: each helper gives the leader its values (`mine`,
+    /// its spool file), read a chunk at a time; the leader's come into files of `dir`, returned
+    /// by part (its own place `None`, and every place of a helper). Neither side holds the
+    /// values in memory.
+    pub(super) fn meet_values(
+        &mut self,
+        mine: Option<std::fs::File>,
+        dir: &std::path::Path,
+    ) -> Result<Vec<Option<std::fs::File>>, SolveError> {
+        let (parts, me) = (self.parts, self.me);
+        debug_assert_eq!(
+            mine.is_some(),
+            me != 0,
+            "helpers give their values, the leader keeps its own"
+        );
+        let mut gifts: Vec<Gift> = (0..parts).map(|_| Gift::Bytes(Vec::new())).collect();
+        if let Some(mine) = mine {
+            gifts[0] = Gift::File(mine);
+        }
+        let mut files = (0..parts)
+            .map(|k| {
+                (me == 0 && k != me)
+                    .then(|| tempfile::tempfile_in(dir).map(std::io::BufWriter::new))
+                    .transpose()
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(SolveError::Scratch)?;
+        self.meet_with(gifts, &mut |from, data| match &mut files[from] {
+            Some(f) => f.write_all(data).map_err(SolveError::Scratch),
+            None => Err(bad(format!(
+                "values from part {from}, to a part that is not the leader"
+            ))),
+        })?;
+        files
+            .into_iter()
+            .map(|f| {
+                f.map(|f| f.into_inner().map_err(|e| SolveError::Scratch(e.into_error())))
+                    .transpose()
+            })
+            .collect()
+    }
+
+    /// One meeting: gives `gifts[k]` to part `k` (empty for this part), a chunk at a time, and
+    /// hands each chunk another part gave this one to `take(from, bytes)` as it comes.
+    fn meet_with(
+        &mut self,
+        gifts: Vec<Gift>,
+        take: &mut dyn FnMut(usize, &[u8]) -> Result<(), SolveError>,
+    ) -> Result<(), SolveError> {
         debug_assert_eq!(gifts.len(), self.parts);
         let (parts, me, round) = (self.parts, self.me, self.round);
-        self.gave += gifts
-            .iter()
-            .enumerate()
-            .filter(|&(k, _)| k != me)
-            .map(|(_, g)| g.len() as u64)
-            .sum::<u64>();
+        let mut sizes = Vec::with_capacity(parts);
+        for (k, g) in gifts.iter().enumerate() {
+            sizes.push(if k == me {
+                0
+            } else {
+                g.len().map_err(SolveError::Scratch)?
+            });
+        }
+        self.gave += sizes.iter().sum::<u64>();
         let header = pb::MeetHeader {
             worker_id: self.worker_id,
             lease_id: self.lease_id,
             round,
         };
-        // The header travels on a chunk of its own, addressed to another part.
-        let first = pb::MeetChunk {
-            header: Some(header),
-            peer: ((me + 1) % parts) as u32,
-            data: Vec::new(),
-        };
-        // Nothing goes to this part itself.
-        let chunks = gifts
-            .into_iter()
-            .enumerate()
-            .filter(move |&(k, _)| k != me)
-            .flat_map(|(k, g)| {
-                let count = g.len().div_ceil(CHUNK_BYTES);
-                (0..count).map(move |i| pb::MeetChunk {
-                    header: None,
-                    peer: k as u32,
-                    data: g[i * CHUNK_BYTES..((i + 1) * CHUNK_BYTES).min(g.len())].to_vec(),
-                })
-            });
-        let request = tokio_stream::iter(std::iter::once(first).chain(chunks));
+        // The chunks are made by a thread of their own (a gift may be read from a file) and
+        // sent as the call takes them.
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::MeetChunk>(4);
+        let producer = self.runtime.spawn_blocking(move || -> std::io::Result<()> {
+            // The header travels on a chunk of its own, addressed to another part.
+            let first = pb::MeetChunk {
+                header: Some(header),
+                peer: ((me + 1) % parts) as u32,
+                data: Vec::new(),
+            };
+            if tx.blocking_send(first).is_err() {
+                return Ok(()); // The call ended first: its error says why.
+            }
+            // Nothing goes to this part itself.
+            for (k, g) in gifts.into_iter().enumerate().filter(|&(k, _)| k != me) {
+                let mut next = g.chunks();
+                while let Some(data) = next()? {
+                    let chunk = pb::MeetChunk {
+                        header: None,
+                        peer: k as u32,
+                        data,
+                    };
+                    if tx.blocking_send(chunk).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        });
+        let request = tokio_stream::wrappers::ReceiverStream::new(rx);
         let mut client = self.client.clone();
         // At most all of the slice's values, compressed at worst, from all the parts together.
         let limit = 4 * self.n + (64 << 20);
-        let got = self.runtime.block_on(async move {
+        let mut took = 0u64;
+        let answered = self.runtime.block_on(async {
             let mut stream = client.meet(request).await?.into_inner();
-            let mut got = vec![Vec::new(); parts];
-            let mut total = 0u64;
             while let Some(c) = stream.message().await? {
                 let from = c.peer as usize;
-                total += c.data.len() as u64;
-                if from >= parts || from == me || total > limit {
+                took += c.data.len() as u64;
+                if from >= parts || from == me || took > limit {
                     return Err(tonic::Status::data_loss(format!(
-                        "an answer from part {from} of {parts} ({total} bytes)"
+                        "an answer from part {from} of {parts} ({took} bytes)"
                     )));
                 }
-                got[from].extend_from_slice(&c.data);
+                if let Err(e) = take(from, &c.data) {
+                    return Ok(Err(e));
+                }
             }
-            Ok::<_, tonic::Status>(got)
+            Ok::<_, tonic::Status>(Ok(()))
         });
-        let got = got.map_err(|s| bad(format!("meeting {round} of the parts: {}", s.message())))?;
-        self.took += got.iter().map(|g| g.len() as u64).sum::<u64>();
+        // A meeting that failed is not waited on: its thread ends when the call lets go of
+        // the chunks. One that was answered took every chunk (the coordinator answers once all
+        // parts gave), so the thread is done or ending; a gift that could not be read ended
+        // early and is the error.
+        let answered = answered.map_err(|s| bad(format!("meeting {round} of the parts: {}", s.message())))?;
+        self.runtime
+            .block_on(producer)
+            .map_err(|e| bad(format!("the gifts of meeting {round}: {e}")))?
+            .map_err(SolveError::Scratch)?;
+        answered?;
+        self.took += took;
         self.round += 1;
-        Ok(got)
+        Ok(())
     }
 
     /// What every other part gave, decoded by `decode`.
@@ -449,16 +637,36 @@ mod tests {
         assert_eq!(decode_horizon(&encode(Message::Horizon(77))).unwrap(), 77);
         let values: Vec<u16> = (0..SEG_INDICES as u32).map(|i| (i % 300) as u16).collect();
         let dir = tempfile::tempdir().unwrap();
-        let mut spool = Spool::new(dir.path()).unwrap();
-        spool.push(2, &compress_segment(&values)).unwrap();
-        let v = spool.into_encoded().unwrap();
-        let segs = decode_values(&v).unwrap();
-        assert_eq!(segs.len(), 1);
-        assert_eq!(segs[0].0, 2);
         let n = 3 * SEG_INDICES as u64;
-        assert_eq!(segment_values(segs[0].1, 2, n).unwrap(), values);
+        let spooled = |segments: &[u32]| {
+            let mut spool = Spool::new(dir.path()).unwrap();
+            for &s in segments {
+                let v: Vec<u16> = values.iter().map(|v| v + s as u16).collect();
+                spool.push(s, &compress_segment(&v)).unwrap();
+            }
+            spool.into_file().unwrap()
+        };
+        // Two parts' files, the segments in any order: each found where it is.
+        let mut parts = PartValues::new(3);
+        parts.add(0, spooled(&[2, 0])).unwrap();
+        assert!(parts.segment(1, n).is_err(), "a segment no part gave is an error");
+        parts.add(1, spooled(&[1])).unwrap();
+        for s in 0..3u16 {
+            let want: Vec<u16> = values.iter().map(|v| v + s).collect();
+            assert_eq!(parts.segment(s as usize, n).unwrap(), want);
+        }
+        // A segment given twice, or past the slice, is refused.
+        assert!(parts.add(2, spooled(&[1])).is_err());
+        assert!(PartValues::new(3).add(0, spooled(&[3])).is_err());
         // A segment of another length is refused.
-        assert!(segment_values(segs[0].1, 2, n - 1).is_err());
+        let mut short = PartValues::new(3);
+        short.add(0, spooled(&[2])).unwrap();
+        assert!(short.segment(2, n - 1).is_err());
+        // A file cut short is refused when it is added.
+        let cut = spooled(&[0, 1]);
+        let len = cut.metadata().unwrap().len();
+        cut.set_len(len - 1).unwrap();
+        assert!(PartValues::new(3).add(0, cut).is_err());
     }
 
     proptest! {
@@ -470,9 +678,9 @@ mod tests {
             let _ = decode_won(&m, N, &mut |_, _| Ok(()));
             let _ = decode_frontier(&m, N);
             let _ = decode_horizon(&m);
-            if let Ok(segs) = decode_values(&m) {
-                for (s, z) in segs {
-                    let _ = segment_values(z, s as usize, N);
+            if let Ok(segs) = index_values(&mut &m[..], m.len() as u64) {
+                for (_, offset, z) in segs {
+                    prop_assert!(offset + u64::from(z) <= m.len() as u64, "a segment inside the bytes");
                 }
             }
             // The same bytes compressed, so that the body parsers see them too.
