@@ -1,7 +1,7 @@
 //! Probing positions: one JSON object per FEN, shaped like the lichess tablebase API.
 
 use serde::Serialize;
-use zermelo_chess::dtz::Dtz;
+use zermelo_chess::dtz::{Dtz, RULE_PLIES};
 use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::{Material, Move, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
@@ -118,36 +118,55 @@ impl ProbeInfo {
     }
 }
 
-/// The order of moves in a lichess tablebase answer, best for the side to move first: by the
-/// value after the move (a loss for the opponent first, the fastest mate first; among losing
-/// moves the slowest first); then checkmates, then stalemates and moves to insufficient
-/// material; then, when the move does not lose, captures and pawn moves (zeroing) first, when
-/// it loses last; then captures of the larger man and promotions to the larger man first.
-/// Moves still tied go in UCI order.
+/// The order of moves in a lichess tablebase answer, best for the side to move first, as
+/// lichess's server sorts them (lila-tablebase, `MoveInfo::sort_key` in `src/response.rs`):
+/// 1. by the category after the move, from the opponent's side: loss, blessed loss, draw,
+///    cursed win, win (so the move that wins under the rule first);
+/// 2. checkmates first, then stalemates, then moves to insufficient material;
+/// 3. by the mate distance after the move: the opponent mated soonest first, then draws, then
+///    the opponent mating latest first;
+/// 4. captures and promotions (conversions) first unless the move loses (then last);
+/// 5. captures and pawn moves (zeroing) first unless the move loses (then last), then by DTZ
+///    after the move, the largest first (the winner's next zeroing move soonest, the loser's
+///    latest); a move without DTZ first;
+/// 6. captures of the larger man first, then promotions to the larger man.
+///
+/// Moves still tied go in UCI order (lichess leaves their order unspecified).
 pub fn lichess_order(a: &MoveInfo, b: &MoveInfo) -> std::cmp::Ordering {
-    // The value for the side to move, from the opponent's category and dtm after the move.
-    let rank = |m: &MoveInfo| -> (i32, i64) {
-        let dtm = m.after.dtm.unwrap_or(0).unsigned_abs() as i64;
-        match m.after.category {
-            "loss" => (2, -dtm),
-            "draw" => (1, 0),
-            _ => (0, dtm),
-        }
-    };
-    let losing = |m: &MoveInfo| m.after.category == "win";
-    rank(b)
-        .cmp(&rank(a))
-        .then(b.after.checkmate.cmp(&a.after.checkmate))
-        .then(b.after.stalemate.cmp(&a.after.stalemate))
-        .then(b.after.insufficient_material.cmp(&a.after.insufficient_material))
-        .then_with(|| {
-            // Zeroing first unless the move loses.
-            let z = |m: &MoveInfo| m.zeroing != losing(m);
-            z(b).cmp(&z(a))
-        })
-        .then(b.taken.cmp(&a.taken))
-        .then(b.promoted.cmp(&a.promoted))
+    lichess_key(a)
+        .cmp(&lichess_key(b))
         .then_with(|| a.uci.cmp(&b.uci))
+}
+
+/// [`lichess_order`]'s key: smaller is better for the side to move.
+fn lichess_key(m: &MoveInfo) -> impl Ord {
+    use std::cmp::Reverse;
+    let after = &m.after;
+    let category = match after.category {
+        "loss" => 0,
+        "blessed-loss" => 1,
+        "draw" => 2,
+        "cursed-win" => 3,
+        _ => 4,
+    };
+    // The opponent wins after it: the move loses (under the rule or not).
+    let positive = category >= 3;
+    // A metric that tightens: the opponent's losses, nearest first, then none and 0, then
+    // the opponent's wins, farthest first.
+    let dtm = after.dtm;
+    let tightening = (
+        Reverse(dtm.filter(|&d| d < 0)),
+        dtm.filter(|&d| d > 0).map(Reverse),
+    );
+    let conversion = m.taken > 0 || m.promoted > 0;
+    (
+        category,
+        (!after.checkmate, !after.stalemate, !after.insufficient_material),
+        tightening,
+        conversion ^ !positive,
+        (m.zeroing ^ !positive, after.dtz.map(Reverse)),
+        (Reverse(m.taken), Reverse(m.promoted)),
+    )
 }
 
 /// True if neither side can mate by any sequence of legal moves (the lichess API's
@@ -254,7 +273,9 @@ pub fn halfmove_clock(fen: &str) -> u16 {
 /// `info` as it is and returns false if a table is missing (an error for one that is damaged).
 /// A win in `n` plies to the next zeroing move is a win if `n + clock <= 100`, else a cursed
 /// win (a draw by the rule); the same for losses (blessed losses); checkmate is a loss. After
-/// a move the clock is 0 if the move was a capture or a pawn move, else one more.
+/// a move the clock is 0 if the move was a capture or a pawn move, else one more; from a
+/// position whose clock is 100 or more every decisive move is cursed or blessed ([`set_dtz`]).
+/// The moves are then in [`lichess_order`] under the rule.
 pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
     info: &mut ProbeInfo,
     pos: &Position,
@@ -275,45 +296,33 @@ pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
             Err(e) => return Err(e),
         }
     }
-    set_dtz(&mut info.pos, here, clock);
+    set_dtz(&mut info.pos, here, clock, clock.saturating_sub(1));
     info.ignores_50_move_rule = false;
     for mi in &mut info.moves {
         if let Some((_, v, zeroing)) = after.iter().find(|(u, _, _)| *u == mi.uci) {
-            set_dtz(
-                &mut mi.after,
-                *v,
-                if *zeroing { 0 } else { clock.saturating_add(1) },
-            );
+            let after = if *zeroing { 0 } else { clock.saturating_add(1) };
+            set_dtz(&mut mi.after, *v, after, clock);
         }
     }
-    info.moves.sort_by(dtz50_order);
+    info.moves.sort_by(lichess_order);
     Ok(true)
 }
 
-/// The order of moves when DTZ50 is known, best for the side to move first: by the category
-/// after the move under the rule (the opponent lost, blessed, drawn, cursed, won); among moves
-/// that win, the next zeroing move soonest, among moves that lose, latest; then as
-/// [`lichess_order`] (the mate distance, checkmates, ..., UCI).
-pub fn dtz50_order(a: &MoveInfo, b: &MoveInfo) -> std::cmp::Ordering {
-    let rank = |m: &MoveInfo| -> (i32, i64) {
-        let dtz = m.after.dtz.unwrap_or(0).unsigned_abs() as i64;
-        match m.after.category {
-            "loss" => (4, -dtz),
-            "blessed-loss" => (3, -dtz),
-            "draw" => (2, 0),
-            "cursed-win" => (1, dtz),
-            _ => (0, dtz),
-        }
-    };
-    rank(b).cmp(&rank(a)).then_with(|| lichess_order(a, b))
-}
-
 /// `dtz`, `precise_dtz` and the category under the rule of a position of DTZ50 `v` with the
-/// halfmove clock `clock`.
-fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16) {
+/// halfmove clock `clock`, reached from a position whose clock was `before` (for the position
+/// asked about, its clock less one). As lichess reads the rule: once the clock before the last
+/// move was 100 or more the game was drawn by it, so any decisive result is cursed or blessed,
+/// even a checkmate; else a win in `n` holds if `n + clock <= 100` (the same for losses), and
+/// checkmate is a loss.
+fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16, before: u16) {
     info.dtz = Some(v.signed());
     info.precise_dtz = Some(v.signed());
-    info.category = match v.wdl50_at(clock) {
+    let wdl = match v.wdl50_at(clock) {
+        2 | 1 if before >= RULE_PLIES => 1,
+        -2 | -1 if before >= RULE_PLIES => -1,
+        w => w,
+    };
+    info.category = match wdl {
         2 => "win",
         1 => "cursed-win",
         0 => "draw",
@@ -325,4 +334,146 @@ fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16) {
 /// One move and the value `v` of the position after it (for the side to move there).
 pub fn move_info(pos: &Position, m: &Move, v: Value) -> MoveInfo {
     MoveInfo::new(pos, m, pos.san(m), v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A move `uci` into a position of `category`, `dtm` and `dtz` for the opponent.
+    fn mv(uci: &str, category: &'static str, dtm: Option<i32>, dtz: Option<i32>) -> MoveInfo {
+        MoveInfo {
+            uci: uci.to_string(),
+            san: uci.to_string(),
+            zeroing: false,
+            after: PositionInfo {
+                checkmate: false,
+                stalemate: false,
+                variant_win: false,
+                variant_loss: false,
+                insufficient_material: false,
+                dtz,
+                precise_dtz: dtz,
+                dtm,
+                category,
+            },
+            taken: 0,
+            promoted: 0,
+        }
+    }
+
+    fn sorted(mut moves: Vec<MoveInfo>) -> Vec<String> {
+        // Shuffled both ways first: the order does not depend on the input's.
+        moves.reverse();
+        moves.sort_by(lichess_order);
+        moves.into_iter().map(|m| m.uci).collect()
+    }
+
+    /// The order lichess's server gives (lila-tablebase's `sort_key`), case by case, written
+    /// from its rules rather than from this code's key.
+    #[test]
+    fn moves_go_in_lichess_order() {
+        // The category under the rule first: the opponent lost, blessed, drawn, cursed, won.
+        let by_category = vec![
+            mv("a1a2", "win", Some(5), Some(5)),
+            mv("a1a3", "cursed-win", Some(301), Some(150)),
+            mv("a1a4", "draw", None, Some(0)),
+            mv("a1a5", "blessed-loss", Some(-9), Some(-120)),
+            mv("a1a6", "loss", Some(-40), Some(-40)),
+        ];
+        assert_eq!(sorted(by_category), ["a1a6", "a1a5", "a1a4", "a1a3", "a1a2"]);
+
+        // Within a category, the mate distance comes before DTZ: the opponent mated soonest
+        // first; among losing moves, the mate latest first.
+        let wins = vec![
+            mv("b1b2", "loss", Some(-9), Some(-1)),
+            mv("b1b3", "loss", Some(-3), Some(-3)),
+            mv("b1b4", "loss", Some(-7), Some(-2)),
+        ];
+        assert_eq!(sorted(wins), ["b1b3", "b1b4", "b1b2"]);
+        let losses = vec![
+            mv("c1c2", "win", Some(2), Some(2)),
+            mv("c1c3", "win", Some(10), Some(1)),
+            mv("c1c4", "win", Some(6), Some(6)),
+        ];
+        assert_eq!(sorted(losses), ["c1c3", "c1c4", "c1c2"]);
+
+        // Checkmate first, then stalemate, then insufficient material.
+        let mut mate = mv("d1d8", "loss", Some(0), Some(0));
+        mate.after.checkmate = true;
+        let mut stale = mv("d1d2", "draw", None, Some(0));
+        stale.after.stalemate = true;
+        let mut bare = mv("d1d3", "draw", None, Some(0));
+        bare.after.insufficient_material = true;
+        let plain = mv("d1d4", "draw", None, Some(0));
+        assert_eq!(
+            sorted(vec![plain.clone(), bare.clone(), stale.clone()]),
+            ["d1d2", "d1d3", "d1d4"]
+        );
+        assert_eq!(
+            sorted(vec![mv("d1d5", "loss", Some(-1), Some(-1)), mate])[0],
+            "d1d8"
+        );
+
+        // Tied on the mate: a winning move converts (captures or promotes) first, then zeroes,
+        // then has the larger DTZ after it (the opponent's next zeroing move nearest).
+        let mut capture = mv("e1e2", "loss", Some(-5), Some(-5));
+        capture.taken = 1;
+        capture.zeroing = true;
+        let mut push = mv("e1e3", "loss", Some(-5), Some(-1));
+        push.zeroing = true;
+        let near = mv("e1e4", "loss", Some(-5), Some(-2));
+        let far = mv("e1e5", "loss", Some(-5), Some(-4));
+        assert_eq!(
+            sorted(vec![far.clone(), near.clone(), push.clone(), capture.clone()]),
+            ["e1e2", "e1e3", "e1e4", "e1e5"]
+        );
+        // A losing move the other way round: no conversion, no zeroing, the larger DTZ first.
+        let flip = |mut m: MoveInfo| {
+            m.after.category = "win";
+            m.after.dtm = m.after.dtm.map(|d| -d);
+            m.after.dtz = m.after.dtz.map(|d| -d);
+            m
+        };
+        assert_eq!(
+            sorted(vec![flip(capture), flip(push), flip(near), flip(far)]),
+            ["e1e5", "e1e4", "e1e3", "e1e2"]
+        );
+
+        // Then captures of the larger man, promotions to the larger man; then UCI.
+        let mut q = mv("f7f8q", "loss", Some(-3), None);
+        q.promoted = man_rank(Some(Role::Queen));
+        let mut n = mv("f7f8n", "loss", Some(-3), None);
+        n.promoted = man_rank(Some(Role::Knight));
+        let mut takes_rook = mv("f7g8q", "loss", Some(-3), None);
+        takes_rook.taken = man_rank(Some(Role::Rook));
+        takes_rook.promoted = man_rank(Some(Role::Queen));
+        assert_eq!(sorted(vec![n, q, takes_rook]), ["f7g8q", "f7f8q", "f7f8n"]);
+        assert_eq!(
+            sorted(vec![plain.clone(), mv("a2a3", "draw", None, Some(0))]),
+            ["a2a3", "d1d4"]
+        );
+    }
+
+    /// The rule's categories as lichess reads the clock: a win holds if its DTZ plus the clock
+    /// is at most 100, checkmate is a loss, and once the clock before the move was 100 or more
+    /// every decisive result is cursed or blessed.
+    #[test]
+    fn categories_follow_the_clock_as_lichess_reads_it() {
+        let category = |v: Dtz, clock: u16, before: u16| {
+            let mut info = mv("a1a1", "draw", None, None).after;
+            set_dtz(&mut info, v, clock, before);
+            info.category
+        };
+        assert_eq!(category(Dtz::Win(30), 70, 69), "win");
+        assert_eq!(category(Dtz::Win(30), 71, 70), "cursed-win");
+        assert_eq!(category(Dtz::Loss(30), 71, 70), "blessed-loss");
+        assert_eq!(category(Dtz::Loss(0), 100, 99), "loss");
+        assert_eq!(category(Dtz::Draw, 100, 100), "draw");
+        // After a zeroing move from a position at 100 or more: the clock is 0, but the game
+        // was drawn already.
+        assert_eq!(category(Dtz::Win(1), 0, 100), "cursed-win");
+        assert_eq!(category(Dtz::Loss(0), 0, 100), "blessed-loss");
+        assert_eq!(category(Dtz::Loss(3), 0, 99), "loss");
+    }
 }

@@ -48,6 +48,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tracing::info;
+use zermelo_chess::dtz::RULE_PLIES;
 use zermelo_chess::probe::{self, moves, value};
 use zermelo_chess::{Color, Dtz, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
@@ -258,13 +259,16 @@ fn mainline(pos: &Position, src: &ThreadCached<'_>) -> Result<Mainline, TableErr
 /// The most plies a DTZ50 line is followed (a line ends in mate, through its zeroing moves).
 const MAX_LINE_PLIES: usize = 2000;
 
-/// Best play under the 50-move rule, as lichess's mainline follows DTZ: at each ply the move
-/// best by DTZ50 (the rule's result kept; the winner's next zeroing move soonest, the loser's
-/// latest; then the mate distance; ties in UCI order), through zeroing moves, until mate; nothing
-/// for a draw. `None` when a DTZ50 table is missing. Each step has its DTZ50 and DTM after the
-/// move; `winner` is the side that mates at the end of the line.
+/// Best play under the 50-move rule, as lichess's mainline follows DTZ (lila-tablebase's
+/// `mainline_blocking`): at each ply the move best by DTZ50 (the rule's result kept; the
+/// winner's next zeroing move soonest, the loser's latest; then the mate distance; ties in UCI
+/// order), through zeroing moves, until mate or until the halfmove clock (`clock` at `pos`, 0
+/// after a capture or a pawn move, else one more a ply) reaches 100, where the rule has drawn a
+/// cursed win; nothing for a draw. `None` when a DTZ50 table is missing. Each step has its
+/// DTZ50 and DTM after the move; `winner` is the side that mated, if the line ends in mate.
 fn dtz_mainline(
     pos: &Position,
+    mut clock: u16,
     mates: &ThreadCached<'_>,
     dtz: &ThreadCached<'_>,
 ) -> Result<Option<Mainline>, TableError> {
@@ -279,7 +283,7 @@ fn dtz_mainline(
     let mut p = *pos;
     let mut winner = None;
     if here != Dtz::Draw {
-        while steps.len() < MAX_LINE_PLIES {
+        while steps.len() < MAX_LINE_PLIES && clock < RULE_PLIES {
             // The best move, with the values of the position after it (from its side to move).
             let mut best: Option<(zermelo_chess::Move, Position, Dtz, Value)> = None;
             for m in p.legal_moves().iter() {
@@ -317,6 +321,7 @@ fn dtz_mainline(
                 precise_dtz: Some(d.signed()),
                 dtm: a.dtm(),
             });
+            clock = if m.leaves_slice() { 0 } else { clock + 1 };
             p = after;
         }
     }
@@ -336,10 +341,11 @@ async fn standard_mainline(
     blocking_with(
         app,
         q,
-        |app, _, pos, q| {
+        |app, fen, pos, q| {
             let mates = ThreadCached(&app.tables);
             if q.line.as_deref() != Some("dtm") {
-                if let Some(line) = dtz_mainline(pos, &mates, &ThreadCached(&app.dtz))? {
+                let clock = halfmove_clock(fen);
+                if let Some(line) = dtz_mainline(pos, clock, &mates, &ThreadCached(&app.dtz))? {
                     return Ok(line);
                 }
             }

@@ -418,6 +418,16 @@ fn serve_gives_dtz50_where_its_tables_are() {
         steps.last().unwrap()["san"].as_str().unwrap().ends_with('#'),
         "{body}"
     );
+    // As lichess's mainline: with 72 on the clock the line stops when it reaches 100 (28
+    // plies, no zeroing move on the way), a cursed win the rule draws: no winner.
+    let (_, body) = get(
+        &server.addr,
+        "/standard/mainline?fen=8/8/8/8/4k3/8/8/K6R_w_-_-_72_80",
+    );
+    let cursed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(cursed["winner"].is_null(), "{body}");
+    assert_eq!(cursed["dtz"].as_i64(), Some(29), "{body}");
+    assert_eq!(cursed["mainline"].as_array().unwrap()[..], steps[..28], "{body}");
     let (_, body) = get(
         &server.addr,
         "/standard/mainline?fen=8/8/8/8/4k3/8/8/K6R_w_-_-_0_1&line=dtm",
