@@ -161,6 +161,37 @@ impl Material {
         }
     }
 
+    /// Every material of 3 to `max_men` men in its table orientation (each once: a symmetric
+    /// one, such as KPvKP, is its own flip), fewer men first, then by name: the tables a full
+    /// set up to `max_men` men holds.
+    pub fn all(max_men: u32) -> Vec<Material> {
+        // Each side's men besides its king: counts of Q R B N P summing to at most `left`.
+        fn sides(left: u32, role: usize, counts: &mut [u8; 6], out: &mut Vec<[u8; 6]>) {
+            if role == 6 {
+                out.push(*counts);
+                return;
+            }
+            for n in 0..=left {
+                counts[role] = n as u8;
+                sides(left - n, role + 1, counts, out);
+            }
+            counts[role] = 0;
+        }
+        let left = max_men.saturating_sub(2);
+        let mut one = Vec::new();
+        sides(left, 1, &mut [1, 0, 0, 0, 0, 0], &mut one);
+        let men = |c: &[u8; 6]| c.iter().map(|&n| u32::from(n)).sum::<u32>();
+        let mut all: Vec<Material> = one
+            .iter()
+            .flat_map(|w| one.iter().map(move |b| Material::from_counts([*w, *b])))
+            .filter(|m| (3..=max_men).contains(&m.men()) && m.is_normalized())
+            .filter(|m| m.counts.iter().all(|c| men(c) >= 1 && c[Role::Pawn.index()] <= 8))
+            .collect();
+        all.sort_by_cached_key(|m| (m.men(), m.to_string()));
+        all.dedup();
+        all
+    }
+
     /// Parses a material name in any case and side order and returns it normalized,
     /// checking that it is a table this build supports (at most `max_men` men).
     pub fn parse_table(s: &str, max_men: u32) -> Result<Material, MaterialError> {
@@ -248,6 +279,31 @@ impl fmt::Debug for Material {
 
 #[cfg(test)]
 mod tests {
+
+    /// A full set: 5 tables of 3 men, 30 of 4, 110 of 5, 365 of 6, 1,001 of 7 (the sizes of
+    /// the Syzygy sets, counted by hand: with k men besides the kings, the multisets of Q R B N
+    /// P split between the sides, each unordered pair of sides once), each in table
+    /// orientation, named once, and read back from its name.
+    #[test]
+    fn all_materials_are_a_full_set() {
+        let all = Material::all(7);
+        let by_men: Vec<usize> = (3..=7)
+            .map(|n| all.iter().filter(|m| m.men() == n).count())
+            .collect();
+        assert_eq!(by_men, [5, 30, 110, 365, 1001]);
+        let names: std::collections::BTreeSet<String> = all.iter().map(|m| m.to_string()).collect();
+        assert_eq!(names.len(), all.len());
+        for m in &all {
+            assert!(m.is_normalized(), "{m}");
+            assert_eq!(m.to_string().parse::<Material>().unwrap(), *m);
+        }
+        assert_eq!(Material::all(5).len(), 145);
+        assert_eq!(Material::all(5)[..5], all[..5]);
+        assert!(Material::all(2).is_empty());
+        let first: Vec<String> = Material::all(3).iter().map(|m| m.to_string()).collect();
+        assert_eq!(first, ["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"]);
+    }
+
     use super::*;
 
     #[test]

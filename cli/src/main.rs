@@ -63,8 +63,17 @@ enum Command {
     #[command(display_order = 1)]
     Solve {
         /// Materials such as KPvK, KRPvKR or krvkqp (any order and case); at most 7 men, a build that fits the memory budget and the disk.
-        #[arg(required = true, value_name = "MATERIAL")]
+        #[arg(
+            required_unless_present = "all",
+            conflicts_with = "all",
+            value_name = "MATERIAL"
+        )]
         materials: Vec<String>,
+        /// Every material of 3 to N men instead of a list (N from 3 to 7): the full set, as
+        /// Syzygy's (5 tables of 3 men, 30 of 4, 110 of 5, 365 of 6, 1,001 of 7). With
+        /// --plan-only, its plan: memory, disk and time.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(3..=7))]
+        all: Option<u32>,
         /// Directory of the table files (created if missing). A list DIR:DIR2:... writes to the
         /// first and reuses the complete tables found in the others.
         #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
@@ -757,6 +766,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
     match command {
         Command::Solve {
             materials,
+            all,
             tables,
             threads: t,
             memory,
@@ -766,7 +776,10 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             dtz50,
             byte_solver,
         } => {
-            let materials = solve_materials(&materials)?;
+            let materials = match all {
+                Some(n) => Material::all(n),
+                None => solve_materials(&materials)?,
+            };
             let threads = threads(t)?;
             if dtz50 && !plan_only {
                 zermelo_cli::dtz::check_budget(&materials, &tables.0, memory::budget(memory.map(|m| m.0)))

@@ -80,3 +80,48 @@ fn lone_minor_pieces_draw() {
         assert!(s["white"]["legal"].as_u64().unwrap() > 0);
     }
 }
+
+/// `solve --all 3` builds the full set of 3 men, each table once, and nothing else; its KPvK
+/// has the published counts. `--all` takes 3 to 7 men, and not with a list.
+#[test]
+fn solve_all_builds_the_full_set_of_three_men() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["solve", "--all", "3", "--tables", d, "--threads", "2"]);
+    assert_ok(&o);
+    let mut built: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    built.sort();
+    assert_eq!(
+        built,
+        ["KBvK.zmt", "KNvK.zmt", "KPvK.zmt", "KQvK.zmt", "KRvK.zmt"]
+    );
+    assert!(stderr(&o).contains("5 table(s) built"), "{}", stderr(&o));
+    let s = stats(dir.path(), "KPvK");
+    assert_eq!(
+        (s["white"]["legal"].as_u64(), s["white"]["win"].as_u64()),
+        (Some(163_328), Some(124_960))
+    );
+    assert_eq!(
+        (s["black"]["legal"].as_u64(), s["black"]["loss"].as_u64()),
+        (Some(168_024), Some(97_604))
+    );
+    // A second run finds them complete.
+    let again = run(&["solve", "--all", "3", "--tables", d]);
+    assert_ok(&again);
+    assert!(
+        stderr(&again).contains("0 table(s) built, 5 already complete"),
+        "{}",
+        stderr(&again)
+    );
+    for bad in [
+        &["solve", "--all", "8", "--tables", d][..],
+        &["solve", "--all", "3", "KPvK", "--tables", d],
+    ] {
+        let o = run(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+}
