@@ -1111,6 +1111,7 @@ impl Worker {
                 let given = given.ok_or_else(|| SolveError::Exchange(format!("part {k} gave no values")))?;
                 values.add(k, given)?;
             }
+            values.check_complete()?;
             let mut file = cache.create_blocking(&key, n)?;
             for s in 0..segments {
                 file.push(&values.segment(s, n)?)?;

@@ -295,6 +295,14 @@ impl PartValues {
         Ok(())
     }
 
+    /// Every segment given, or an error naming the first that was not.
+    pub(super) fn check_complete(&self) -> Result<(), SolveError> {
+        match self.at.iter().position(Option::is_none) {
+            Some(s) => Err(bad(format!("no part gave the values of segment {s}"))),
+            None => Ok(()),
+        }
+    }
+
     /// The values of segment `s` of a slice of `n` positions (every segment must have been
     /// given).
     pub(super) fn segment(&self, s: usize, n: u64) -> Result<Vec<u16>, SolveError> {
@@ -650,7 +658,9 @@ mod tests {
         let mut parts = PartValues::new(3);
         parts.add(0, spooled(&[2, 0])).unwrap();
         assert!(parts.segment(1, n).is_err(), "a segment no part gave is an error");
+        assert!(parts.check_complete().is_err());
         parts.add(1, spooled(&[1])).unwrap();
+        parts.check_complete().unwrap();
         for s in 0..3u16 {
             let want: Vec<u16> = values.iter().map(|v| v + s).collect();
             assert_eq!(parts.segment(s as usize, n).unwrap(), want);
