@@ -207,8 +207,16 @@ enum Command {
         #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
         tables: Tables,
         /// Materials to verify.
-        #[arg(required = true, value_name = "MATERIAL")]
+        #[arg(
+            required_unless_present = "all",
+            conflicts_with = "all",
+            value_name = "MATERIAL"
+        )]
         materials: Vec<String>,
+        /// Every material of 3 to N men instead of a list (N from 3 to 7), as `solve --all N`
+        /// builds them.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(3..=7))]
+        all: Option<u32>,
         /// Threads (default: all cores).
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
@@ -1052,12 +1060,16 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
         Command::Verify {
             tables,
             materials,
+            all,
             threads: t,
             sample,
             memory,
             dtz50,
         } => {
-            let materials = parse_materials(&materials)?;
+            let materials = match all {
+                Some(n) => Material::all(n),
+                None => parse_materials(&materials)?,
+            };
             let opts = VerifyOptions {
                 dtz50,
                 threads: threads(t)?,
@@ -1069,6 +1081,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 None => String::new(),
             };
             let mut code = 0;
+            let (all_start, count, mut failed) = (Instant::now(), materials.len(), 0);
             for m in materials {
                 let bar = Progress::new(show_bar, &m.to_string());
                 let report = |done: u64, total: u64| bar.update(done, total);
@@ -1087,6 +1100,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         );
                     }
                     Err(e) => {
+                        failed += 1;
                         println!("{m}: FAILED: {e}");
                         eprintln!("zermelo: verify {m}: {e}");
                         code = if matches!(e, VerifyError::Mismatch { .. }) {
@@ -1096,6 +1110,13 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                         };
                     }
                 }
+            }
+            if count > 1 {
+                eprintln!(
+                    "zermelo: {} of {count} table(s) verified, {failed} failed, in {:.1} s",
+                    count - failed,
+                    all_start.elapsed().as_secs_f64()
+                );
             }
             Ok(code)
         }

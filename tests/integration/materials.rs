@@ -109,6 +109,19 @@ fn solve_all_builds_the_full_set_of_three_men() {
         (s["black"]["legal"].as_u64(), s["black"]["loss"].as_u64()),
         (Some(168_024), Some(97_604))
     );
+    let v = run(&["verify", "--all", "3", "--tables", d]);
+    assert_ok(&v);
+    assert_eq!(
+        stdout(&v).lines().filter(|l| l.contains(": ok (")).count(),
+        5,
+        "{}",
+        stdout(&v)
+    );
+    assert!(
+        stderr(&v).contains("5 of 5 table(s) verified, 0 failed"),
+        "{}",
+        stderr(&v)
+    );
     // A second run finds them complete.
     let again = run(&["solve", "--all", "3", "--tables", d]);
     assert_ok(&again);
