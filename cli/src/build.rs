@@ -155,9 +155,14 @@ fn state_need(held: &MemoryNeed, paged: Option<&MemoryNeed>) -> String {
 
 /// Bytes of the table writer's blocks, per thread.
 const WRITER_BYTES: u64 = 1 << 20;
-/// The most memory a build gives to its cache of whole successor slices (see [`SuccessorCache`]):
-/// enough for the small slices a material with pawns reads again and again.
-const SLICE_CACHE_BYTES: u64 = 64 << 20;
+/// The most memory a build gives to its cache of whole successor slices (see [`SuccessorCache`]),
+/// when the budget leaves that much; a slice of up to a quarter of it is read whole. A material
+/// with pawns reads the same successor slices again and again, and one read a block at a time
+/// decompressed a block for nearly every value (its promotions gathered from all over a slice):
+/// with 64 MiB, KPPPvK (waves of up to 288 slices solved together) took 309 s on 2 threads and
+/// KNPvKP (promotions into slices of 59 MB) 140 s; with 1 GiB, 23 s and 36 s, the same bytes.
+/// KRPvKR is as fast either way.
+const SLICE_CACHE_BYTES: u64 = 1 << 30;
 
 /// What building one material on `threads` threads holds in memory at its peak, in bytes, with
 /// `by_slice` set when its slices may be solved one per thread at once, `changed_bits` when
