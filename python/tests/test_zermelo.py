@@ -82,15 +82,52 @@ def test_chess_board_objects(tables):
     assert tb.best_move(board) == "e2e4"
 
 
-def test_the_kpk_study_prints_the_published_counts(tables):
+def test_the_kpk_study_reproduces_the_published_counts_and_draws_its_figure(tables, tmp_path):
+    out_json, out_svg = tmp_path / "kpk.json", tmp_path / "kpk.svg"
     out = subprocess.run(
-        [sys.executable, os.path.join(HERE, "..", "examples", "kpk_study.py"), str(tables)],
+        [sys.executable, os.path.join(HERE, "..", "examples", "kpk_study.py"), str(tables),
+         "--json", str(out_json), "--svg", str(out_svg)],
         capture_output=True, text=True, check=True,
     ).stdout
     # kpk.md, files a-d.
     assert "White to move: 81,664 legal positions, 62,480 won by White" in out, out
     assert "Black to move: 84,012 legal positions, 48,802 won by White" in out, out
-    assert "right in " in out and "of 165,676 positions" in out, out
+    study = json.loads(out_json.read_text())
+    assert study["positions"] == 165_676
+    assert study["table"] == {"white_to_move_won": 62_480, "black_to_move_lost": 48_802, "total": 111_282}
+    # The study's own solver (plain Python, no code of Zermelo's) agrees with the table...
+    assert study["second_solver_disagreements"] == []
+    assert study["variants"]["as the rules are (second solver)"] == study["table"]
+    # ... and with kpk.md's fact: with queen promotions only, 111,279 wins (3 need a rook).
+    assert study["variants"]["promotion to a queen only"]["total"] == 111_279
+    rules = study["rules"]
+    # The seed study's figures: always guessing win 67.2% (right exactly where White wins),
+    # the square alone 81.8%, square or key square 82.8%, its strict opposition rule calling
+    # 9 wins (and no false one).
+    assert rules["always win"]["right"] == 111_282 and rules["always win"]["accuracy"] == 67.17
+    assert round(rules["square"]["accuracy"], 1) == 81.8
+    assert round(rules["square or key square"]["accuracy"], 1) == 82.8
+    assert (rules["strict opposition"]["wins_it_calls"], rules["strict opposition"]["false_wins"]) == (9, 0)
+    for r in rules.values():
+        assert r["right"] + r["false_wins"] + r["false_draws"] == 165_676
+        assert len(r["fails"]) == 3 or r["right"] == 165_676
+        for f in r["fails"]:
+            # A failing position is one where the rule and the table differ; the table's side
+            # is what the module says.
+            wdl = zermelo.Tablebase(tables).probe_wdl(f["fen"])
+            white_wins = wdl == 2 if " w " in f["fen"] else wdl == -2
+            assert f["table"] == ("win" if white_wins else "draw") != f["rule"], f
+    # The figure: valid SVG, one line a rule, its points the JSON's accuracies by rank.
+    import xml.etree.ElementTree as ET
+    root = ET.parse(out_svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    lines = root.findall(f"{ns}polyline")
+    assert len(lines) == len(rules)
+    top, bottom, height = 40, 50, float(root.get("height"))
+    for line, r in zip(lines, rules.values()):
+        ys = [float(p.split(",")[1]) for p in line.get("points").split()]
+        accuracies = [top + (100 - a) * (height - top - bottom) / 100 for a in r["accuracy_by_pawn_rank"].values()]
+        assert ys == pytest.approx(accuracies, abs=0.06)
 
 
 @pytest.fixture(scope="session")
