@@ -228,7 +228,9 @@ impl Spool {
 }
 
 /// The most bytes a segment's compressed values may take: zstd's bound on 2 bytes a value.
-const MAX_SEGMENT_BYTES: u64 = 2 * SEG_INDICES as u64 + (1 << 16);
+fn max_segment_bytes() -> u64 {
+    zstd::zstd_safe::compress_bound(2 * SEG_INDICES) as u64
+}
 
 /// The segments of a part's values as a [`Spool`] encodes them, read from `r` (of `len`
 /// bytes) without holding them: `(segment, offset of its bytes, their length)`.
@@ -246,7 +248,7 @@ fn index_values(r: &mut impl Read, len: u64) -> Result<Vec<(u32, u64, u32)>, Sol
         let s = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
         let z = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
         at += 8;
-        if u64::from(z) > MAX_SEGMENT_BYTES || at + u64::from(z) > len {
+        if u64::from(z) > max_segment_bytes() || at + u64::from(z) > len {
             return Err(bad(format!(
                 "segment {s} of {z} bytes, past the end or the bound"
             )));
