@@ -180,15 +180,14 @@ impl Material {
         let left = max_men.saturating_sub(2);
         let mut one = Vec::new();
         sides(left, 1, &mut [1, 0, 0, 0, 0, 0], &mut one);
-        let men = |c: &[u8; 6]| c.iter().map(|&n| u32::from(n)).sum::<u32>();
+        // Each pair of sides once: of a pair and its flip only the normalized one (a symmetric
+        // pair is its own flip).
         let mut all: Vec<Material> = one
             .iter()
             .flat_map(|w| one.iter().map(move |b| Material::from_counts([*w, *b])))
             .filter(|m| (3..=max_men).contains(&m.men()) && m.is_normalized())
-            .filter(|m| m.counts.iter().all(|c| men(c) >= 1 && c[Role::Pawn.index()] <= 8))
             .collect();
         all.sort_by_cached_key(|m| (m.men(), m.to_string()));
-        all.dedup();
         all
     }
 

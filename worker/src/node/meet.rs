@@ -463,15 +463,9 @@ impl AtCoordinator {
     ) -> Result<(), SolveError> {
         debug_assert_eq!(gifts.len(), self.parts);
         let (parts, me, round) = (self.parts, self.me, self.round);
-        let mut sizes = Vec::with_capacity(parts);
-        for (k, g) in gifts.iter().enumerate() {
-            sizes.push(if k == me {
-                0
-            } else {
-                g.len().map_err(SolveError::Scratch)?
-            });
+        for (_, g) in gifts.iter().enumerate().filter(|&(k, _)| k != me) {
+            self.gave += g.len().map_err(SolveError::Scratch)?;
         }
-        self.gave += sizes.iter().sum::<u64>();
         let header = pb::MeetHeader {
             worker_id: self.worker_id,
             lease_id: self.lease_id,
