@@ -4,7 +4,7 @@
 use serde::Serialize;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Bitboard, Dtz, Material, Position, Value};
+use zermelo_chess::{Bitboard, Color, Dtz, Material, Piece, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// Counts for one side to move; win/draw/loss from its point of view.
@@ -18,9 +18,27 @@ pub struct SideStats {
     pub max_dtm: u32,
     /// A position with this side to move at that distance (the first in table order), if any.
     pub longest_fen: Option<String>,
+    /// The same counts with each position counted once up to the board's symmetries (the
+    /// eight rotations and reflections without pawns, the a-h mirror with pawns), as Syzygy's
+    /// statistics count: a position that is its own mirror image counts once, not half.
+    pub up_to_symmetry: Counts,
+    /// The counts of Syzygy's statistics (`rtbgen --stats`, as syzygy-tables.info shows them):
+    /// up to symmetry as `up_to_symmetry`, but with like men told apart (KRRvK's two rooks
+    /// swapped is another position), so that a material with like men counts about k! times
+    /// as many. Equal to `up_to_symmetry` for a material without like men.
+    pub syzygy: Counts,
     /// Under the 50-move rule, from the DTZ50 table (`.zdz`) when it is there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dtz50: Option<SideDtz50>,
+}
+
+/// Legal positions, wins, draws and losses of one side to move.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub legal: u64,
+    pub win: u64,
+    pub draw: u64,
+    pub loss: u64,
 }
 
 /// Counts of one side to move under the 50-move rule (halfmove clock 0), same weights as the
@@ -89,7 +107,7 @@ impl Stats {
 
 /// How many real positions the stored index `i` stands for (`storage/FORMAT.md`, "Counting real
 /// positions").
-fn weight(ix: &SliceIndexer, i: u64) -> u64 {
+pub(crate) fn weight(ix: &SliceIndexer, i: u64) -> u64 {
     if ix.is_pawnless() {
         // In table form: one of eight images, or, with both kings on the diagonal a1-h8 where the
         // diagonal mirror is stored too, one of four.
@@ -107,13 +125,13 @@ fn weight(ix: &SliceIndexer, i: u64) -> u64 {
     }
 }
 
-/// Calls `f(key, index, side, weight, raw)` with every stored value of the material's table in
+/// Calls `f(indexer, index, side, weight, raw)` with every stored value of the material's table in
 /// `tables`, in table order, reading a block at a time (side 0 White to move; the weight as
 /// [`weight`]).
 fn for_each_value(
     tables: &TableDir,
     material: &Material,
-    mut f: impl FnMut(SliceKey, u64, usize, u64, u16),
+    mut f: impl FnMut(&SliceIndexer, u64, usize, u64, u16),
 ) -> Result<(), TableError> {
     let table = tables.table(material)?;
     for (i, entry) in table.slices().iter().enumerate() {
@@ -142,12 +160,40 @@ fn for_each_value(
                 let index = at;
                 at += 1;
                 if raw != 0 {
-                    f(key, index, (index >= half) as usize, weight_of(index), raw);
+                    f(&ix, index, (index >= half) as usize, weight_of(index), raw);
                 }
             }
         })?;
     }
     Ok(())
+}
+
+/// How the position at `index` (pawnless, both kings on the a1-h8 diagonal) lies on that
+/// diagonal: (it is its own mirror image in it, every man's mirror square holding a man of its
+/// kind; every man is on it).
+fn on_diagonal(ix: &SliceIndexer, index: u64) -> (bool, bool) {
+    let Some(p) = ix.position(index) else {
+        return (false, false);
+    };
+    let symmetric = Color::ALL.into_iter().all(|c| {
+        Role::ALL.into_iter().all(|r| {
+            let men = p.board.by_piece(Piece::new(c, r));
+            men.flip_diagonal() == men
+        })
+    });
+    let all_on = p.board.pieces().all(|(sq, _)| sq.flip_diagonal() == sq);
+    (symmetric, all_on)
+}
+
+/// The ways to order a material's like men: the product of k! over its kinds of k men.
+fn like_orderings(material: &Material) -> u64 {
+    let mut n = 1;
+    for c in Color::ALL {
+        for r in Role::ALL {
+            n *= (1..=material.count(c, r) as u64).product::<u64>();
+        }
+    }
+    n
 }
 
 /// The FEN of index `index` of slice `key`.
@@ -160,13 +206,13 @@ pub fn dtz50_stats(tables: &TableDir, material: &Material) -> Result<[SideDtz50;
     let mut sides = [[0u64; 5]; 2];
     let mut max = [0u32; 2];
     let mut longest: [Option<(SliceKey, u64)>; 2] = [None, None];
-    for_each_value(tables, material, |key, index, side, w, raw| {
+    for_each_value(tables, material, |ix, index, side, w, raw| {
         let Some(v) = Dtz::from_raw(raw) else { return };
         sides[side][(2 - v.wdl50()) as usize] += w;
         if let Dtz::Win(n) | Dtz::Loss(n) = v {
             if n as u32 > max[side] || longest[side].is_none() {
                 max[side] = max[side].max(n as u32);
-                longest[side] = Some((key, index));
+                longest[side] = Some((*ix.key(), index));
             }
         }
     })?;
@@ -187,8 +233,26 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
     let mut max = [0u32; 2];
     // Where each side's longest mate was first seen: slice and index.
     let mut longest: [Option<(SliceKey, u64)>; 2] = [None, None];
-    for_each_value(tables, material, |key, index, side, w, raw| {
+    // Eight times the positions up to symmetry (exact in integers): an index standing for `w`
+    // positions of a full orbit (8 images without pawns, 2 with) adds `w` times 8 over the
+    // orbit's size; a position that is its own mirror in the a1-h8 diagonal (both kings on it,
+    // stored with weight 4) is an orbit of 4 and adds 8.
+    // Syzygy's count in eighths likewise: with like men told apart, each real position stands
+    // for k! ordered ones, each in an orbit of 8 (2 with pawns), or of 4 where every man is on
+    // the diagonal (the mirror leaves each man in place).
+    let mut eighths = [[0u64; 4]; 2];
+    let mut syzygy = [[0u64; 4]; 2];
+    let per_image = if material.has_pawns() { 4 } else { 1 };
+    let orderings = like_orderings(material);
+    for_each_value(tables, material, |ix, index, side, w, raw| {
         let Some(v) = Value::from_raw(raw) else { return };
+        let (symmetric, all_on) = if w == 4 && ix.is_pawnless() {
+            on_diagonal(ix, index)
+        } else {
+            (false, false)
+        };
+        let e = if symmetric { 8 } else { w * per_image };
+        let z = w * per_image * orderings * if all_on { 2 } else { 1 };
         let slot = match v {
             Value::Win(_) => 1,
             Value::Draw => 2,
@@ -197,12 +261,28 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
         if let Value::Win(n) | Value::Loss(n) = v {
             if n as u32 > max[side] || longest[side].is_none() {
                 max[side] = max[side].max(n as u32);
-                longest[side] = Some((key, index));
+                longest[side] = Some((*ix.key(), index));
             }
         }
         sides[side][0] += w;
         sides[side][slot] += w;
+        eighths[side][0] += e;
+        eighths[side][slot] += e;
+        syzygy[side][0] += z;
+        syzygy[side][slot] += z;
     })?;
+    let whole = |e: [u64; 4]| {
+        let [legal, win, draw, loss] = e.map(|e| {
+            debug_assert!(e.is_multiple_of(8), "whole orbits");
+            e / 8
+        });
+        Counts {
+            legal,
+            win,
+            draw,
+            loss,
+        }
+    };
     let side = |s: usize| SideStats {
         legal: sides[s][0],
         win: sides[s][1],
@@ -210,6 +290,8 @@ pub fn stats(tables: &TableDir, material: &Material) -> Result<Stats, TableError
         loss: sides[s][3],
         max_dtm: max[s],
         longest_fen: longest[s].and_then(fen_of),
+        up_to_symmetry: whole(eighths[s]),
+        syzygy: whole(syzygy[s]),
         dtz50: None,
     };
     Ok(Stats {
