@@ -176,6 +176,37 @@ enum Command {
         #[arg(value_name = "MATERIAL")]
         material: String,
     },
+    /// Sum up every table of a directory: each material's wins, draws and losses for both sides
+    /// to move, its longest mate, and where its captures and promotions lead.
+    ///
+    /// The counts are exact, over every legal position of the whole board, as `stats` counts.
+    /// "Best moves" are read off a sample of positions of each table, drawn at random with a
+    /// seed fixed for each material (the same sample every run, whatever --threads): how often
+    /// a fastest mate starts with a capture or a promotion ("won/cv", with the material it most
+    /// often leads into), and how often a drawn position can keep the draw by one ("drn/cv").
+    /// These need the tables the conversions lead into. A line a material on stdout, or JSON
+    /// with --json (every count, every conversion, every material the sampled best moves lead
+    /// into). python/examples/materials_study.py draws it and scores Muller's derivation of
+    /// drawish materials against it.
+    #[command(display_order = 3)]
+    Materials {
+        /// Directory of the table files, or a list DIR:DIR2:... searched in order.
+        #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
+        tables: Tables,
+        /// Only these materials (default: every table in the directories).
+        #[arg(value_name = "MATERIAL")]
+        materials: Vec<String>,
+        /// Positions drawn from each table for the best-move shares (0: none; then the tables
+        /// the conversions lead into are not needed).
+        #[arg(long, value_name = "N", default_value_t = 2000)]
+        sample: u64,
+        /// Threads, a material each (default: all cores). The output does not depend on it.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the tables over HTTP: the lichess tablebase API (GET /standard?fen=).
     ///
     /// GET /standard?fen=FEN answers as `probe` does (the lichess tablebase server's response,
@@ -1055,6 +1086,44 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 s = s.colours_swapped();
             }
             println!("{}", serde_json::to_string_pretty(&s).expect("json"));
+            Ok(0)
+        }
+        Command::Materials {
+            tables,
+            materials,
+            sample,
+            threads: t,
+            json,
+        } => {
+            let list = if materials.is_empty() {
+                zermelo_cli::materials::tables_in(&tables.0).map_err(|e| Failure::input(e.to_string()))?
+            } else {
+                parse_materials(&materials)?
+            };
+            if list.is_empty() {
+                return Err(Failure::input(format!(
+                    "{}: no table file (*.zmt) in it; `zermelo solve --all 5 --tables {}` builds every table of up to five men",
+                    tables.display(),
+                    tables.display()
+                )));
+            }
+            let dir = tables.table_dir();
+            let progress = Progress::new(show_bar, "materials");
+            let report = |done: u64, total: u64| progress.update(done, total);
+            let result = zermelo_cli::materials::summaries(&dir, &list, sample, threads(t)?, &report);
+            progress.finish();
+            let summaries = result.map_err(|e| Failure::input(e.to_string()))?;
+            if json {
+                let out = serde_json::json!({
+                    "tables": tables.display(),
+                    "counted": zermelo_cli::stats::COUNTED,
+                    "sample": sample,
+                    "materials": summaries,
+                });
+                println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+            } else {
+                print!("{}", zermelo_cli::materials::text_table(&summaries));
+            }
             Ok(0)
         }
         Command::Verify {

@@ -138,3 +138,168 @@ fn solve_all_builds_the_full_set_of_three_men() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
     }
 }
+
+/// `materials` sums up every table of a directory: its counts are `stats`'s, its conversions
+/// are the material's captures and promotions (listed here by hand), the sampled best moves
+/// lead only into those, and the output does not depend on the threads.
+#[test]
+fn materials_sums_up_every_table_of_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_ok(&run(&["solve", "KQvKR", "KPvK", "--tables", d]));
+    let args = ["materials", "--tables", d, "--json", "--sample", "300"];
+    let one = run(&[&args[..], &["--threads", "1"]].concat());
+    assert_ok(&one);
+    let two = run(&[&args[..], &["--threads", "2"]].concat());
+    assert_eq!(stdout(&one), stdout(&two), "the threads change nothing");
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&one)).unwrap();
+    let ms = doc["materials"].as_array().unwrap();
+    let names: Vec<&str> = ms
+        .iter()
+        .map(|m| m["stats"]["material"].as_str().unwrap())
+        .collect();
+    // Every table built, fewer men first.
+    assert_eq!(names, ["KBvK", "KNvK", "KPvK", "KQvK", "KRvK", "KQvKR"]);
+    let targets = |m: &serde_json::Value| -> Vec<String> {
+        let mut t: Vec<String> = m["conversions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["into"].as_str().unwrap().to_string())
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    for m in ms {
+        let name = m["stats"]["material"].as_str().unwrap();
+        assert_eq!(
+            m["stats"],
+            stats(dir.path(), name),
+            "{name}: the counts of `stats`"
+        );
+        let (w, b) = (&m["stats"]["white"], &m["stats"]["black"]);
+        let n = |v: &serde_json::Value| v.as_u64().unwrap() as f64;
+        let share = (n(&w["draw"]) + n(&b["draw"])) / (n(&w["legal"]) + n(&b["legal"]));
+        assert!(
+            (m["draw_share"].as_f64().unwrap() - share).abs() < 1e-12,
+            "{name}"
+        );
+        let bm = &m["best_moves"];
+        assert_eq!(bm["sampled"], 300, "{name}");
+        let t = targets(m);
+        for (count, into) in [("won_converting", "won_into"), ("drawn_converting", "drawn_into")] {
+            let sum: u64 = bm[into]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .sum();
+            assert_eq!(bm[count].as_u64(), Some(sum), "{name}: {bm}");
+            for k in bm[into].as_object().unwrap().keys() {
+                assert!(
+                    t.contains(k),
+                    "{name}: a best move into {k}, not a conversion of it: {t:?}"
+                );
+            }
+        }
+        assert!(bm["won_converting"].as_u64() <= bm["won"].as_u64());
+        assert!(bm["won"].as_u64().unwrap() + bm["drawn"].as_u64().unwrap() <= 300);
+    }
+    let by = |name: &str| ms.iter().find(|m| m["stats"]["material"] == name).unwrap();
+    // KPvK: White promotes (Q, R, B, N), Black takes the pawn into bare kings.
+    assert_eq!(targets(by("KPvK")), ["KBvK", "KNvK", "KQvK", "KRvK", "KvK"]);
+    // KQvKR: either side takes the other's piece.
+    assert_eq!(targets(by("KQvKR")), ["KQvK", "KRvK"]);
+    // KRvK: Black has nothing to take, White no pawn: no best move converts; a drawn position
+    // (Black to move) keeps the draw only by taking the rook.
+    let krk = &by("KRvK")["best_moves"];
+    assert_eq!(krk["won_converting"].as_u64(), Some(0), "{krk}");
+    assert!(
+        krk["drawn_into"].as_object().unwrap().keys().all(|k| k == "KvK"),
+        "{krk}"
+    );
+    // KQvKR: the queen often wins by taking the rook (a skewer, a rook en prise).
+    assert!(by("KQvKR")["best_moves"]["won_into"]["KQvK"].as_u64() > Some(0));
+    // The text: a header and a line a material.
+    let text = run(&["materials", "--tables", d, "--sample", "0"]);
+    assert_ok(&text);
+    assert_eq!(
+        stdout(&text).lines().count(),
+        1 + names.len(),
+        "{}",
+        stdout(&text)
+    );
+    assert!(stdout(&text).lines().any(|l| l.starts_with("KQvKR ")));
+    // Named materials only; without a sample, no best moves and no need of the others' tables.
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("KQvKR.zmt"), alone.path().join("KQvKR.zmt")).unwrap();
+    let a = alone.path().to_str().unwrap();
+    let o = run(&["materials", "--tables", a, "--json", "--sample", "0", "kqvkr"]);
+    assert_ok(&o);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["materials"].as_array().unwrap().len(), 1);
+    assert!(doc["materials"][0].get("best_moves").is_none());
+    // A sample needs the tables the moves lead into: a clear error naming the one missing.
+    let o = run(&["materials", "--tables", a, "--sample", "50"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("KQvK") || stderr(&o).contains("KRvK"),
+        "{}",
+        stderr(&o)
+    );
+    // An empty directory, a missing one.
+    let empty = tempfile::tempdir().unwrap();
+    let o = run(&["materials", "--tables", empty.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no table file"), "{}", stderr(&o));
+    let o = run(&["materials", "--tables", "/nonexistent-zermelo-dir"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// Syzygy's statistics of these tables, as its generator prints them (`rtbgen --stats` /
+/// `rtbgenp --stats` of syzygy1/tb 0bb8aee, built apart from this code base; its WDL files
+/// carry the published checksums of the project's checksums/wdl345.txt): for White then Black
+/// to move, wins (cursed ones included), draws, losses (cursed included), each position once
+/// up to the board's symmetries with like men told apart.
+const SYZYGY_STATS: &[(&str, [[u64; 3]; 2])] = &[
+    ("KQvKR", [[1_108_111, 8_963, 2_142], [386_313, 78_518, 883_075]]),
+    ("KRvKB", [[473_447, 874_459, 0], [0, 1_431_462, 47_736]]),
+    ("KRvKN", [[651_492, 696_413, 1], [4, 1_396_546, 170_672]]),
+    ("KBNvK", [[1_352_913, 6_665, 0], [0, 309_147, 1_398_741]]),
+    ("KQvKQ", [[467_214, 646_911, 5_091], [467_214, 646_911, 5_091]]),
+    (
+        "KPvKP",
+        [[1_606_514, 1_242_545, 868_985], [1_606_514, 1_242_545, 868_985]],
+    ),
+    ("KQQvK", [[707_175, 0, 0], [0, 35_294, 1_672_594]]),
+    ("KNNvK", [[154, 1_437_574, 0], [0, 1_707_858, 30]]),
+    ("KPPvK", [[3_555_030, 58_312, 0], [0, 302_686, 3_522_058]]),
+];
+
+/// `stats` counts as Syzygy's statistics do ("syzygy"), like men and diagonal positions
+/// included, and up to symmetry with like men alike ("up_to_symmetry": the same where a
+/// material has no like men, fewer where it has).
+#[test]
+fn counts_equal_syzygys_statistics() {
+    let names: Vec<&str> = SYZYGY_STATS.iter().map(|(m, _)| *m).collect();
+    let dir = tables_with(&names);
+    for (m, [white, black]) in SYZYGY_STATS {
+        let s = stats(&dir, m);
+        for (side, want) in [("white", white), ("black", black)] {
+            let c = &s[side]["syzygy"];
+            let got = [&c["win"], &c["draw"], &c["loss"]].map(|v| v.as_u64().unwrap());
+            assert_eq!(&got, want, "{m}, {side} to move: {s}");
+            assert_eq!(c["legal"].as_u64(), Some(want.iter().sum()), "{m}");
+            let like_men = ["KQQvK", "KNNvK", "KPPvK"].contains(m);
+            let u = &s[side]["up_to_symmetry"];
+            if like_men {
+                // About half: each position once, not once per order of its two like men.
+                let (a, b) = (u["legal"].as_u64().unwrap(), c["legal"].as_u64().unwrap());
+                assert!(a < b && 2 * a >= b, "{m}: {u} against {c}");
+            } else {
+                assert_eq!(u, c, "{m}, {side}");
+            }
+        }
+    }
+}
