@@ -100,6 +100,12 @@ def test_the_kpk_study_reproduces_the_published_counts_and_draws_its_figure(tabl
     assert study["variants"]["as the rules are (second solver)"] == study["table"]
     # ... and with kpk.md's fact: with queen promotions only, 111,279 wins (3 need a rook).
     assert study["variants"]["promotion to a queen only"]["total"] == 111_279
+    # The forum's count is near a generator whose double step jumps over Black's king: far
+    # nearer than the table (412 away) or than any other variant.
+    forum = study["forum_thread"]
+    far = {k: abs(v["white_to_move_won"] - forum["white_to_move_won"]) + abs(v["black_to_move_lost"] - forum["black_to_move_lost"])
+           for k, v in study["variants"].items()}
+    assert min(far, key=far.get) == "the double step jumps over the black king" and far[min(far, key=far.get)] < 41, far
     rules = study["rules"]
     # The seed study's figures: always guessing win 67.2% (right exactly where White wins),
     # the square alone 81.8%, square or key square 82.8%, its strict opposition rule calling
