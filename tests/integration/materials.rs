@@ -277,6 +277,17 @@ const SYZYGY_STATS: &[(&str, [[u64; 3]; 2])] = &[
     ("KPPvK", [[3_555_030, 58_312, 0], [0, 302_686, 3_522_058]]),
 ];
 
+/// `stats` JSON `s` of material `m` has Syzygy's figures (wins, draws, losses) for White and
+/// Black to move.
+fn assert_syzygy_counts(s: &serde_json::Value, m: &str, white: &[u64; 3], black: &[u64; 3]) {
+    for (side, want) in [("white", white), ("black", black)] {
+        let c = &s[side]["syzygy"];
+        let got = [&c["win"], &c["draw"], &c["loss"]].map(|v| v.as_u64().unwrap());
+        assert_eq!(&got, want, "{m}, {side} to move: {s}");
+        assert_eq!(c["legal"].as_u64(), Some(want.iter().sum()), "{m}");
+    }
+}
+
 /// `stats` counts as Syzygy's statistics do ("syzygy"), like men and diagonal positions
 /// included, and up to symmetry with like men alike ("up_to_symmetry": the same where a
 /// material has no like men, fewer where it has).
@@ -286,11 +297,9 @@ fn counts_equal_syzygys_statistics() {
     let dir = tables_with(&names);
     for (m, [white, black]) in SYZYGY_STATS {
         let s = stats(&dir, m);
-        for (side, want) in [("white", white), ("black", black)] {
+        assert_syzygy_counts(&s, m, white, black);
+        for side in ["white", "black"] {
             let c = &s[side]["syzygy"];
-            let got = [&c["win"], &c["draw"], &c["loss"]].map(|v| v.as_u64().unwrap());
-            assert_eq!(&got, want, "{m}, {side} to move: {s}");
-            assert_eq!(c["legal"].as_u64(), Some(want.iter().sum()), "{m}");
             let like_men = ["KQQvK", "KNNvK", "KPPvK"].contains(m);
             let u = &s[side]["up_to_symmetry"];
             if like_men {
@@ -302,4 +311,54 @@ fn counts_equal_syzygys_statistics() {
             }
         }
     }
+}
+
+/// Five-man figures of Syzygy's statistics, as [`SYZYGY_STATS`] (`rtbgen --stats`).
+const SYZYGY_STATS_5: &[(&str, [[u64; 3]; 2])] = &[
+    (
+        "KBBvKN",
+        [[37_043_906, 39_758_818, 88], [444, 62_159_080, 31_856_156]],
+    ),
+    (
+        "KBNvKR",
+        [
+            [21_288_893, 60_414_628, 143_825],
+            [3_053_277, 77_205_295, 1_284_722],
+        ],
+    ),
+    (
+        "KBBBvK",
+        [[48_535_440, 17_100_318, 0], [0, 32_370_189, 70_085_451]],
+    ),
+    ("KNNvKN", [[68_360, 86_177_568, 112], [586, 94_005_009, 10_085]]),
+];
+
+/// Every table of up to five men from an empty folder (about 30 minutes on 2 cores, so behind
+/// ZERMELO_ALL5_TESTS=1): 145 tables, all verified; Syzygy's figures for a sample; and
+/// `materials` sums every one up.
+#[test]
+fn every_table_of_five_men() {
+    if std::env::var_os("ZERMELO_ALL5_TESTS").is_none() {
+        eprintln!("skipped: set ZERMELO_ALL5_TESTS=1");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["solve", "--all", "5", "--tables", d]);
+    assert_ok(&o);
+    assert!(stderr(&o).contains("145 table(s) built"), "{}", stderr(&o));
+    let v = run(&["verify", "--all", "5", "--tables", d]);
+    assert_ok(&v);
+    assert!(
+        stderr(&v).contains("145 of 145 table(s) verified, 0 failed"),
+        "{}",
+        stderr(&v)
+    );
+    for (m, [white, black]) in SYZYGY_STATS.iter().chain(SYZYGY_STATS_5) {
+        assert_syzygy_counts(&stats(dir.path(), m), m, white, black);
+    }
+    let o = run(&["materials", "--tables", d, "--json", "--sample", "200"]);
+    assert_ok(&o);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["materials"].as_array().unwrap().len(), 145);
 }
