@@ -73,8 +73,6 @@ pub struct BestMoves {
 pub enum MaterialsError {
     #[error("{material}: {source}")]
     Table { material: String, source: TableError },
-    #[error("{0}: no table file (*.zmt) of a material in it")]
-    Empty(String),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 }

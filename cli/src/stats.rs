@@ -19,8 +19,8 @@ pub struct SideStats {
     /// A position with this side to move at that distance (the first in table order), if any.
     pub longest_fen: Option<String>,
     /// The same counts with each position counted once up to the board's symmetries (the
-    /// eight rotations and reflections without pawns, the a-h mirror with pawns), as Syzygy's
-    /// statistics count: a position that is its own mirror image counts once, not half.
+    /// eight rotations and reflections without pawns, the a-h mirror with pawns; like men
+    /// alike): a position that is its own mirror image counts once, not half.
     pub up_to_symmetry: Counts,
     /// The counts of Syzygy's statistics (`rtbgen --stats`, as syzygy-tables.info shows them):
     /// up to symmetry as `up_to_symmetry`, but with like men told apart (KRRvK's two rooks
