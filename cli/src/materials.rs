@@ -229,49 +229,41 @@ pub fn best_moves(tables: &TableDir, m: &Material, sample: u64) -> Result<BestMo
         if raw == 0 || rng.below(most) >= weight(ix, index) {
             continue; // Illegal, or standing for fewer real positions than the most.
         }
-        let Some(pos) = ix.position(index) else {
+        let (Some(pos), Some(value)) = (ix.position(index), Value::from_raw(raw)) else {
             continue;
         };
         out.sampled += 1;
-        tally(&pos, &src, &mut out)?;
+        tally(&pos, value, &src, &mut out)?;
     }
     Ok(out)
 }
 
-/// Adds one position's best moves to `out`.
-fn tally(pos: &Position, src: &ThreadCached, out: &mut BestMoves) -> Result<(), TableError> {
-    let value = probe::value(pos, src)?;
+/// Adds to `out` the best moves of `pos`, whose stored value is `value`.
+fn tally(pos: &Position, value: Value, src: &ThreadCached, out: &mut BestMoves) -> Result<(), TableError> {
+    if let Value::Loss(_) = value {
+        return Ok(()); // Only the winner's and a drawn position's moves are counted.
+    }
+    // Best first, ties in UCI order: the first converting move of a group is its first in UCI.
     let moves = probe::moves(pos, src)?;
     let into = |mv: &Move| name(&Material::of(&pos.play(mv).board));
-    match value {
-        Value::Win(_) => {
-            out.won += 1;
-            // Moves come best first: the fastest mates are those worth what the first is.
-            let best = moves.first().map(|b| b.1);
-            let first = moves
-                .iter()
-                .take_while(|(_, v)| Some(*v) == best)
-                .map(|(mv, _)| mv)
-                .filter(|mv| converts(mv))
-                .min_by_key(|mv| mv.uci());
-            if let Some(mv) = first {
-                out.won_converting += 1;
-                *out.won_into.entry(into(mv)).or_default() += 1;
-            }
+    if let Value::Win(_) = value {
+        out.won += 1;
+        // The fastest mates are the moves worth what the first is.
+        let best = moves.first().map(|b| b.1);
+        let first = moves
+            .iter()
+            .take_while(|(_, v)| Some(*v) == best)
+            .find(|(mv, _)| converts(mv));
+        if let Some((mv, _)) = first {
+            out.won_converting += 1;
+            *out.won_into.entry(into(mv)).or_default() += 1;
         }
-        Value::Draw => {
-            out.drawn += 1;
-            let first = moves
-                .iter()
-                .filter(|(mv, v)| converts(mv) && *v == Value::Draw)
-                .map(|(mv, _)| mv)
-                .min_by_key(|mv| mv.uci());
-            if let Some(mv) = first {
-                out.drawn_converting += 1;
-                *out.drawn_into.entry(into(mv)).or_default() += 1;
-            }
+    } else {
+        out.drawn += 1;
+        if let Some((mv, _)) = moves.iter().find(|(mv, v)| converts(mv) && *v == Value::Draw) {
+            out.drawn_converting += 1;
+            *out.drawn_into.entry(into(mv)).or_default() += 1;
         }
-        Value::Loss(_) => {}
     }
     Ok(())
 }
