@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::ProgressBar;
 use tracing::debug;
 use zermelo_chess::index::SliceIndexer;
@@ -14,7 +14,7 @@ use zermelo_cli::analyse::{analyse, analyse_coord, describe_plan, AnalyseOptions
 use zermelo_cli::build::{build_in, BuildError, BuildOptions};
 use zermelo_cli::cluster::{self, ClusterFailure};
 use zermelo_cli::memory::{self, human_bytes};
-use zermelo_cli::probe::probe_fen;
+use zermelo_cli::probe::{probe_fen, text_line};
 use zermelo_cli::progress::Progress;
 use zermelo_cli::stats::{asked_with_colours_swapped, stats};
 use zermelo_cli::verify::{verify_table_in, VerifyError, VerifyOptions};
@@ -48,6 +48,13 @@ struct Cli {
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// What `probe` prints.
+#[derive(Copy, Clone, Debug, PartialEq, ValueEnum)]
+enum ProbeFormat {
+    Text,
+    Json,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -143,10 +150,12 @@ enum Command {
         #[arg(long, value_name = "SIZE")]
         memory: Option<ByteSize>,
     },
-    /// Print the value of each FEN's position and of its every move, as JSON lines.
+    /// Print the value of each FEN's position and of its every move: one line per FEN.
     ///
-    /// Each line is the response of the lichess tablebase API (GET /standard), same fields and
-    /// move order, and the FEN asked. "dtm" is the exact mate, which ignores the 50-move rule;
+    /// On a terminal (or with --format text) a line a person reads: the value for the side to
+    /// move and the moves, best first, each with what it leads to, in plies. Else (or with
+    /// --format json) each line is the response of the lichess tablebase API (GET /standard),
+    /// same fields and move order, and the FEN asked. "dtm" is the exact mate, which ignores the 50-move rule;
     /// where the DTZ50 tables (.zdz, from `zermelo dtz`) are in the directories, "dtz" and
     /// "precise_dtz" hold the exact DTZ50 and "category" follows the rule with the FEN's halfmove
     /// clock (else they are null and the category ignores the rule). FENs
@@ -160,6 +169,10 @@ enum Command {
         /// Positions in FEN; read from stdin when none is given.
         #[arg(value_name = "FEN")]
         fens: Vec<String>,
+        /// The output: text (one readable line) or json (the lichess API's answer). Default:
+        /// text when stdout is a terminal, else json.
+        #[arg(long, value_enum, value_name = "FORMAT")]
+        format: Option<ProbeFormat>,
     },
     /// Count a table: legal positions, wins, draws, losses and the longest mate, by side to move.
     ///
@@ -578,6 +591,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script for zermelo.
+    ///
+    /// For bash: `zermelo completions bash > ~/.local/share/bash-completion/completions/zermelo`;
+    /// zsh: into a directory of your `fpath` as `_zermelo`; fish: `~/.config/fish/completions/zermelo.fish`.
+    #[command(display_order = 14)]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print zermelo's man page (roff), or write one page per command into a directory.
+    ///
+    /// `zermelo man | man -l -` reads it now; `zermelo man --dir ~/.local/share/man/man1` installs
+    /// zermelo.1 and zermelo-COMMAND.1 for every command.
+    #[command(display_order = 15)]
+    Man {
+        /// Write zermelo.1 and zermelo-COMMAND.1 into DIR (created if missing) instead of
+        /// printing zermelo.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `--tables` of the commands that read tables: one directory, or several separated by `:`,
@@ -886,7 +920,12 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Command::Probe { tables, fens } => {
+        Command::Probe { tables, fens, format } => {
+            let text = format.unwrap_or(if std::io::stdout().is_terminal() {
+                ProbeFormat::Text
+            } else {
+                ProbeFormat::Json
+            }) == ProbeFormat::Text;
             tables.must_exist()?;
             let dir = tables.table_dir();
             let dtz = TableDir::dtz50(&tables.0);
@@ -902,20 +941,29 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                             return Ok(());
                         }
                         match probe_fen(&dir, &dtz, fen, MAX_MEN) {
+                            Ok(info) if text => text_line(&info),
                             Ok(info) => serde_json::to_string(&info).expect("json"),
                             Err(e) => {
                                 code = code.max(if e.is_corruption() { 2 } else { 1 });
-                                // The JSON line says it; the log only at debug level, so that
-                                // a terminal does not show it twice.
+                                // The line says it; the log only at debug level, so that a
+                                // terminal does not show it twice.
                                 debug!(fen, error = %e, "probe failed");
-                                serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
+                                if text {
+                                    format!("{fen}: error: {e}")
+                                } else {
+                                    serde_json::json!({ "fen": fen, "error": e.to_string() }).to_string()
+                                }
                             }
                         }
                     }
                     Err(what) => {
                         code = code.max(1);
                         debug!(error = %what, "probe failed");
-                        serde_json::json!({ "fen": null, "error": what }).to_string()
+                        if text {
+                            format!("error: {what}")
+                        } else {
+                            serde_json::json!({ "fen": null, "error": what }).to_string()
+                        }
                     }
                 };
                 writeln!(out, "{line}").map_err(|e| Failure {
@@ -1362,6 +1410,34 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
                 (cut, logs.as_deref()),
                 bar,
             )?)
+        }
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "zermelo", &mut out);
+            out.flush()
+                .map_err(|e| Failure::input(format!("writing output: {e}")))?;
+            Ok(0)
+        }
+        Command::Man { dir } => {
+            let cmd = Cli::command();
+            match dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .and_then(|()| clap_mangen::generate_to(cmd, &dir))
+                        .map_err(|e| {
+                            Failure::input(format!("writing man pages into {}: {e}", dir.display()))
+                        })?;
+                    eprintln!("man pages written into {}", dir.display());
+                }
+                None => {
+                    let mut out = std::io::stdout().lock();
+                    clap_mangen::Man::new(cmd)
+                        .render(&mut out)
+                        .and_then(|()| out.flush())
+                        .map_err(|e| Failure::input(format!("writing output: {e}")))?;
+                }
+            }
+            Ok(0)
         }
         Command::Squares {
             fen,

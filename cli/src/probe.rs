@@ -331,6 +331,82 @@ fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16, before: u16) {
     };
 }
 
+/// How many moves [`text_line`] names before it says how many more there are.
+const TEXT_MOVES: usize = 8;
+
+/// The answer as a person reads it at a terminal: the FEN, the value for the side to move,
+/// then the moves, best first, each with what it leads to. Distances are plies (half-moves)
+/// counted from the position asked, unsigned, with the words saying who mates:
+///
+/// `8/8/8/8/8/8/4P3/K1k5 w - - 0 1: White to move wins, mate in 25 plies. Moves: e4 mates in 25,
+/// Kb2 mates in 27, Kb1 draws, ...`
+pub fn text_line(info: &ProbeInfo) -> String {
+    let fen = info.fen.replace('_', " ");
+    let side = match fen.split_whitespace().nth(1) {
+        Some("b") => "Black",
+        _ => "White",
+    };
+    let p = &info.pos;
+    let plies = |d: Option<i32>| d.map_or(0, i32::unsigned_abs);
+    let mut line = format!("{fen}: ");
+    line += &if p.checkmate {
+        format!("{side} is checkmated")
+    } else if p.stalemate {
+        format!("{side} is stalemated: a draw")
+    } else {
+        match p.category {
+            "win" => format!("{side} to move wins, mate in {} plies", plies(p.dtm)),
+            "cursed-win" => format!(
+                "{side} to move mates in {} plies, but the 50-move rule draws it (a cursed win)",
+                plies(p.dtm)
+            ),
+            "blessed-loss" => format!(
+                "{side} to move is mated in {} plies, but the 50-move rule draws it (a blessed loss)",
+                plies(p.dtm)
+            ),
+            "loss" => format!("{side} to move loses, mated in {} plies", plies(p.dtm)),
+            _ if p.insufficient_material => "a draw: neither side can mate".to_string(),
+            _ => "a draw".to_string(),
+        }
+    };
+    if let Some(d) = p.dtz.filter(|_| !p.checkmate && !p.stalemate) {
+        line += &format!(" (DTZ50 {d})");
+    }
+    line += ".";
+    if info.moves.is_empty() {
+        return line;
+    }
+    let described: Vec<String> = info
+        .moves
+        .iter()
+        .take(TEXT_MOVES)
+        .map(|m| {
+            let a = &m.after;
+            // What the move leads to, for the side that plays it: the opposite of `a`'s.
+            let mates = plies(a.dtm) + 1;
+            let what = if a.checkmate {
+                "mates".to_string()
+            } else if a.stalemate {
+                "stalemates".to_string()
+            } else {
+                match a.category {
+                    "loss" => format!("mates in {mates}"),
+                    "blessed-loss" => format!("mates in {mates} (cursed)"),
+                    "cursed-win" => format!("is mated in {mates} (blessed)"),
+                    "win" => format!("is mated in {mates}"),
+                    _ => "draws".to_string(),
+                }
+            };
+            format!("{} {what}", m.san)
+        })
+        .collect();
+    line += &format!(" Moves: {}", described.join(", "));
+    if info.moves.len() > TEXT_MOVES {
+        line += &format!(" (+{} more)", info.moves.len() - TEXT_MOVES);
+    }
+    line + "."
+}
+
 /// One move and the value `v` of the position after it (for the side to move there).
 pub fn move_info(pos: &Position, m: &Move, v: Value) -> MoveInfo {
     MoveInfo::new(pos, m, pos.san(m), v)

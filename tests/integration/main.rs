@@ -21,3 +21,4 @@ mod resume;
 mod serve;
 mod six_men;
 mod squares;
+mod terminal;
