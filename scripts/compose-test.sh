@@ -3,7 +3,9 @@
 # deploy/docker-compose.yml (one coordinator, two workers), builds KPvK and KRvKP on it and
 # compares the tables byte for byte with `zermelo solve`; kills a worker container in the middle
 # of a job and checks the job still finishes identically; restarts the coordinator container
-# and checks it resumes; tears everything down.
+# and checks it resumes; then starts the `serve` service (profile `serve`) on the tables the
+# cluster built and checks its answers over HTTP through the published port; tears everything
+# down.
 #
 #     bash scripts/compose-test.sh ZERMELO_BINARY
 #
@@ -20,6 +22,9 @@ WORK="$(mktemp -d /tmp/zermelo-compose.XXXXXX)"
 PROJECT="zermelo-ci-$$"
 TOKEN="compose-test-token-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
 URL="http://127.0.0.1:50051"
+# The serve service's port on the host's loopback: a free one, not the default 9000.
+SERVE_PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+SERVE_URL="http://127.0.0.1:$SERVE_PORT"
 STARTED_DOCKERD=""
 start=$(date +%s)
 
@@ -36,7 +41,8 @@ fi
 cleanup() {
     set +e
     if [[ ${#compose[@]} -gt 0 && -f "$WORK/deploy/.env" ]]; then
-        (cd "$WORK/deploy" && "${compose[@]}" -p "$PROJECT" down -v --remove-orphans) >/dev/null 2>&1
+        # With the profile, so that the serve container goes too (and the volume with it).
+        (cd "$WORK/deploy" && "${compose[@]}" -p "$PROJECT" --profile serve down -v --remove-orphans) >/dev/null 2>&1
     fi
     if [[ -n "$STARTED_DOCKERD" ]]; then
         kill "$STARTED_DOCKERD" 2>/dev/null
@@ -88,7 +94,7 @@ docker build -q -t zermelo -f "$ROOT/deploy/Dockerfile.local" "$WORK/context" >/
 cp -R "$ROOT/deploy" "$WORK/deploy"
 printf 'ZERMELO_TOKEN=%s\nZERMELO_LOG=info\n' "$TOKEN" >"$WORK/deploy/.env"
 dc() { (cd "$WORK/deploy" && "${compose[@]}" -p "$PROJECT" "$@"); }
-export ZERMELO_TOKEN="$TOKEN"
+export ZERMELO_TOKEN="$TOKEN" ZERMELO_SERVE_PORT="$SERVE_PORT"
 say "compose up: a coordinator and two workers"
 dc up -d --no-build --scale worker=2 >/dev/null 2>&1 || { dc logs; fail "compose up"; }
 wait_coordinator() {
@@ -100,6 +106,9 @@ wait_coordinator() {
     fail "the coordinator does not answer on $URL"
 }
 wait_coordinator
+# The serve service is in a profile: a plain `up` leaves it out.
+[[ -z "$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT" \
+    --filter label=com.docker.compose.service=serve)" ]] || fail "compose up started the serve service without its profile"
 
 say "reference tables with zermelo solve"
 "$ZERMELO" solve --tables "$WORK/solve" KPvK KRvKP >/dev/null 2>&1
@@ -150,6 +159,48 @@ coordinator_log="$(dc logs coordinator 2>&1)"
 [[ $(grep -c "journal replayed" <<<"$coordinator_log") -ge 2 ]] || fail "the coordinator did not replay its journal after the restart"
 compare "after kill -9 and restart"
 
+say "serve (profile serve) on the tables the cluster built, port $SERVE_PORT on the loopback"
+dc --profile serve up -d --no-build serve >/dev/null 2>&1 || { dc --profile serve logs serve; fail "compose up serve"; }
+# GET URL: the body on stdout; fails on anything but a 200 within 5 s.
+http_get() {
+    python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"
+}
+serve_up=""
+for _ in $(seq 60); do
+    [[ "$(http_get "$SERVE_URL/health" 2>/dev/null)" == ok* ]] && { serve_up=1; break; }
+    sleep 1
+done
+[[ -n "$serve_up" ]] || { dc --profile serve logs serve | tail -30; fail "serve does not answer GET /health on $SERVE_URL"; }
+# The image's own healthcheck (bash's /dev/tcp, no curl in the image) must pass too; its first
+# run comes one interval (10 s) after the start.
+serve_id="$(dc --profile serve ps -q serve)"
+health=""
+for _ in $(seq 60); do
+    health="$(docker inspect --format '{{.State.Health.Status}}' "$serve_id" 2>/dev/null || true)"
+    [[ "$health" == healthy ]] && break
+    sleep 1
+done
+[[ "$health" == healthy ]] || fail "the serve container's healthcheck says '$health', not healthy"
+say "serve answers GET /health; its container is healthy"
+# KPvK: White to move mates in 25 plies (e4 first), the value tests/integration/serve.rs and
+# python/tests assert. KRvKP: no value asserted elsewhere, so only compared. Each answer over
+# HTTP must equal what `zermelo probe` prints for the same FEN from the reference tables of
+# `zermelo solve` (above), field for field.
+for fen in "8/8/8/8/8/8/4P3/K1k5 w - - 0 1" "4k3/8/8/8/8/8/p7/4K2R w - - 0 1"; do
+    query="$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$fen")"
+    answer="$(http_get "$SERVE_URL/standard?fen=$query")" || fail "GET /standard?fen=$fen"
+    reference="$("$ZERMELO" probe --format json --tables "$WORK/solve" "$fen" 2>/dev/null)" \
+        || fail "zermelo probe $fen"
+    python3 - "$answer" "$reference" <<'PY' || fail "serve's answer for $fen: $answer"
+import json, sys
+answer, reference = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+if answer["fen"].startswith("8/8/8/8/8/8/4P3/K1k5 w"):
+    assert (answer["category"], answer["dtm"], answer["moves"][0]["uci"]) == ("win", 25, "e2e4"), answer
+assert answer == reference, (answer, reference)
+PY
+    say "serve: $fen is $(python3 -c 'import json, sys; a = json.loads(sys.argv[1]); print(a["category"], "dtm", a["dtm"])' "$answer"), as zermelo probe says"
+done
+
 say "tearing down"
-dc down -v >/dev/null 2>&1
+dc --profile serve down -v >/dev/null 2>&1
 say "passed in $(( $(date +%s) - start )) s"
