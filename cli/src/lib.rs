@@ -7,6 +7,7 @@ pub mod bench;
 pub mod build;
 pub mod cluster;
 pub mod dtz;
+pub mod lichess;
 pub mod materials;
 pub mod memory;
 pub mod probe;

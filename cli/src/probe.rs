@@ -2,9 +2,12 @@
 
 use serde::Serialize;
 use zermelo_chess::dtz::{Dtz, RULE_PLIES};
+use zermelo_chess::fen::FenError;
 use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::{Material, Move, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
+
+use crate::lichess::read_fen;
 
 /// What the lichess tablebase API says of a position, for the side to move there: the fields
 /// shared by the answer and by each of its moves, with the same names, types and meaning.
@@ -21,24 +24,52 @@ pub struct PositionInfo {
     pub insufficient_material: bool,
     pub dtz: Option<i32>,
     pub precise_dtz: Option<i32>,
+    /// Signed plies to mate as lichess gives it: positive when the side to move mates, negative
+    /// when it is mated, 0 for a draw, `null` for a position checkmated now (and where unknown).
     pub dtm: Option<i32>,
+    /// Antichess's depth to win: always `null` (lichess's field, standard chess).
+    pub dtw: Option<i32>,
+    /// Depth to conversion of lichess's 8-man source: always `null`.
+    pub dtc: Option<i32>,
     pub category: &'static str,
 }
 
 impl PositionInfo {
     /// `pos`, of value `v` for its side to move.
     pub fn new(pos: &Position, v: Value) -> PositionInfo {
+        let checkmate = pos.is_checkmate();
         PositionInfo {
-            checkmate: pos.is_checkmate(),
+            checkmate,
             stalemate: pos.is_stalemate(),
             variant_win: false,
             variant_loss: false,
             insufficient_material: insufficient_material(pos),
             dtz: None,
             precise_dtz: None,
-            dtm: v.dtm(),
+            dtm: lichess_dtm(v, checkmate),
+            dtw: None,
+            dtc: None,
             category: v.category(),
         }
+    }
+}
+
+/// `dtm` as lichess's server gives it (lila-tablebase `src/prophet.rs`: a draw is 0, a
+/// position checkmated now `null`), from Zermelo's value.
+pub fn lichess_dtm(v: Value, checkmate: bool) -> Option<i32> {
+    match v {
+        _ if checkmate => None,
+        Value::Draw => Some(0),
+        v => v.dtm(),
+    }
+}
+
+/// `dtz` as lichess's server and python-chess give it: Zermelo's exact DTZ50, with a position
+/// checkmated now at -1 (Syzygy's convention: the loss's zeroing "move" counted as one ply).
+pub fn lichess_dtz(v: Dtz) -> i32 {
+    match v {
+        Dtz::Loss(0) => -1,
+        v => v.signed(),
     }
 }
 
@@ -50,6 +81,8 @@ pub struct MoveInfo {
     pub san: String,
     /// A capture or a pawn move (it resets the halfmove clock).
     pub zeroing: bool,
+    /// A capture or a promotion (it changes the material).
+    pub conversion: bool,
     /// The position after the move.
     #[serde(flatten)]
     pub after: PositionInfo,
@@ -77,13 +110,34 @@ impl MoveInfo {
     /// The move `m` of `pos` (written `san`, which may be shortened by a caller) into a position
     /// of value `v` for the side to move there.
     pub fn new(pos: &Position, m: &Move, san: String, v: Value) -> MoveInfo {
-        MoveInfo {
-            uci: m.uci(),
+        MoveInfo::with(
+            m.uci(),
             san,
-            zeroing: m.capture.is_some() || m.role == Role::Pawn,
-            after: PositionInfo::new(&pos.play(m), v),
-            taken: man_rank(m.capture),
-            promoted: man_rank(m.promotion),
+            m.capture.is_some() || m.role == Role::Pawn,
+            m.capture,
+            m.promotion,
+            PositionInfo::new(&pos.play(m), v),
+        )
+    }
+
+    /// A move written `uci` and `san`, zeroing or not, taking `capture` and promoting to
+    /// `promotion`, into a position described by `after`.
+    pub fn with(
+        uci: String,
+        san: String,
+        zeroing: bool,
+        capture: Option<Role>,
+        promotion: Option<Role>,
+        after: PositionInfo,
+    ) -> MoveInfo {
+        MoveInfo {
+            uci,
+            san,
+            zeroing,
+            conversion: capture.is_some() || promotion.is_some(),
+            after,
+            taken: man_rank(capture),
+            promoted: man_rank(promotion),
         }
     }
 }
@@ -99,7 +153,7 @@ pub struct ProbeInfo {
     pub fen: String,
     #[serde(flatten)]
     pub pos: PositionInfo,
-    /// Always true: the values are mates with best play whatever the halfmove clock says.
+    /// True when the categories are the mates' and ignore the 50-move rule (no DTZ50 table).
     pub ignores_50_move_rule: bool,
     /// Every legal move, best first, in the lichess order ([`lichess_order`]).
     pub moves: Vec<MoveInfo>,
@@ -107,21 +161,31 @@ pub struct ProbeInfo {
 
 impl ProbeInfo {
     /// The answer for `pos` (asked as `fen`), of value `v`, with its moves.
-    pub fn new(fen: &str, pos: &Position, v: Value, mut moves: Vec<MoveInfo>) -> ProbeInfo {
-        moves.sort_by(lichess_order);
-        ProbeInfo {
+    pub fn new(fen: &str, pos: &Position, v: Value, moves: Vec<MoveInfo>) -> ProbeInfo {
+        let mut info = ProbeInfo {
             fen: fen.to_string(),
             pos: PositionInfo::new(pos, v),
             ignores_50_move_rule: true,
             moves,
-        }
+        };
+        settle(&mut info);
+        info
+    }
+}
+
+/// Puts the moves in [`lichess_order`] and, as lichess's server does, gives the position the
+/// category opposite to its best move's (a position without moves keeps its own).
+pub fn settle(info: &mut ProbeInfo) {
+    info.moves.sort_by(lichess_order);
+    if let Some(best) = info.moves.first() {
+        info.pos.category = crate::lichess::negated(best.after.category);
     }
 }
 
 /// The order of moves in a lichess tablebase answer, best for the side to move first, as
 /// lichess's server sorts them (lila-tablebase, `MoveInfo::sort_key` in `src/response.rs`):
-/// 1. by the category after the move, from the opponent's side: loss, blessed loss, draw,
-///    cursed win, win (so the move that wins under the rule first);
+/// 1. by the category after the move, from the opponent's side: loss, unknown, blessed loss,
+///    draw, cursed win, win (so the move that wins under the rule first);
 /// 2. checkmates first, then stalemates, then moves to insufficient material;
 /// 3. by the mate distance after the move: the opponent mated soonest first, then draws, then
 ///    the opponent mating latest first;
@@ -142,15 +206,19 @@ pub fn lichess_order(a: &MoveInfo, b: &MoveInfo) -> std::cmp::Ordering {
 fn lichess_key(m: &MoveInfo) -> impl Ord {
     use std::cmp::Reverse;
     let after = &m.after;
+    // lichess's order of categories (lila-tablebase's `Category`, `src/response.rs`); unknown
+    // comes right after a loss, and the ones Zermelo never gives (rounded or maybe) hold
+    // their places.
     let category = match after.category {
         "loss" => 0,
-        "blessed-loss" => 1,
-        "draw" => 2,
-        "cursed-win" => 3,
-        _ => 4,
+        "unknown" => 1,
+        "blessed-loss" => 4,
+        "draw" => 5,
+        "cursed-win" => 6,
+        _ => 9,
     };
     // The opponent wins after it: the move loses (under the rule or not).
-    let positive = category >= 3;
+    let positive = category >= 6;
     // A metric that tightens: the opponent's losses, nearest first, then none and 0, then
     // the opponent's wins, farthest first.
     let dtm = after.dtm;
@@ -191,9 +259,12 @@ pub fn insufficient_material(pos: &Position) -> bool {
 /// Why a FEN could not be answered.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeFailure {
-    /// The FEN is not a position the tables can answer (bad syntax, illegal, castling, too many men).
+    /// The FEN is not a legal position (bad syntax, an illegal position).
     #[error("{0}")]
     Input(String),
+    /// A legal position that no table holds: castling rights, or more men than tables have.
+    #[error("{0}")]
+    NotInTables(String),
     /// A table is missing or unreadable.
     #[error(transparent)]
     Table(#[from] TableError),
@@ -218,14 +289,21 @@ impl ProbeFailure {
     }
 }
 
-/// Parses a FEN (underscores for spaces accepted, as lichess does) and checks it is a position
-/// tables of up to `max_men` men can answer.
+/// Parses a FEN as lichess reads it ([`read_fen`]: `_` or `+` for spaces, only the board
+/// required, castling rights and en-passant squares the board does not allow dropped) and
+/// checks it is a position tables of up to `max_men` men hold: no castling rights stand.
 pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure> {
-    let pos = Position::from_fen(&fen.replace('_', " "))
-        .map_err(|e| ProbeFailure::Input(format!("invalid FEN: {e}")))?;
+    let asked = read_fen(fen)?;
+    if !asked.castling.is_empty() {
+        return Err(ProbeFailure::NotInTables(format!(
+            "invalid FEN: {}",
+            FenError::CastlingRights
+        )));
+    }
+    let pos = asked.pos;
     let men = Material::of(&pos.board).men();
     if men > max_men {
-        return Err(ProbeFailure::Input(format!(
+        return Err(ProbeFailure::NotInTables(format!(
             "position has {men} men; tables of at most {max_men} men are supported"
         )));
     }
@@ -259,10 +337,11 @@ pub fn probe_position<S: ValueSource + ?Sized>(
     Ok(ProbeInfo::new(fen, pos, value, moves))
 }
 
-/// The halfmove clock of a FEN (its fifth field; 0 if it has none or it is not a number).
+/// The halfmove clock of a FEN (its fifth field, fields parted as [`read_fen`] parts them; 0
+/// if it has none or it is not a number).
 pub fn halfmove_clock(fen: &str) -> u16 {
-    fen.replace('_', " ")
-        .split_whitespace()
+    fen.split(|c: char| c.is_ascii_whitespace() || c == '_' || c == '+')
+        .filter(|f| !f.is_empty())
         .nth(4)
         .and_then(|f| f.parse::<u16>().ok())
         .unwrap_or(0)
@@ -285,14 +364,20 @@ pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
     let missing = |e: &TableError| matches!(e, TableError::Missing { .. });
     let here = match probe::dtz(pos, src) {
         Ok(v) => v,
-        Err(e) if missing(&e) => return Ok(false),
+        Err(e) if missing(&e) => {
+            late_mates(info, clock);
+            return Ok(false);
+        }
         Err(e) => return Err(e),
     };
     let mut after = Vec::with_capacity(info.moves.len());
     for m in pos.legal_moves().iter() {
         match probe::dtz(&pos.play(m), src) {
             Ok(v) => after.push((m.uci(), v, m.leaves_slice())),
-            Err(e) if missing(&e) => return Ok(false),
+            Err(e) if missing(&e) => {
+                late_mates(info, clock);
+                return Ok(false);
+            }
             Err(e) => return Err(e),
         }
     }
@@ -304,8 +389,24 @@ pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
             set_dtz(&mut mi.after, *v, after, clock);
         }
     }
-    info.moves.sort_by(lichess_order);
+    settle(info);
     Ok(true)
+}
+
+/// Without DTZ50 tables the categories are the mates', but a checkmate given once the clock
+/// had reached 100 is a blessed loss, as lichess reads the rule whatever tables it has: the
+/// position asked about if it is checkmated with `clock - 1 >= 100`, and each move that mates
+/// from a position whose clock is 100 or more.
+fn late_mates(info: &mut ProbeInfo, clock: u16) {
+    if info.pos.checkmate && clock.saturating_sub(1) >= RULE_PLIES {
+        info.pos.category = "blessed-loss";
+    }
+    if clock >= RULE_PLIES {
+        for m in info.moves.iter_mut().filter(|m| m.after.checkmate) {
+            m.after.category = "blessed-loss";
+        }
+        settle(info);
+    }
 }
 
 /// `dtz`, `precise_dtz` and the category under the rule of a position of DTZ50 `v` with the
@@ -314,9 +415,9 @@ pub fn fill_dtz50<S: probe::DtzSource<Error = TableError> + ?Sized>(
 /// move was 100 or more the game was drawn by it, so any decisive result is cursed or blessed,
 /// even a checkmate; else a win in `n` holds if `n + clock <= 100` (the same for losses), and
 /// checkmate is a loss.
-fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16, before: u16) {
-    info.dtz = Some(v.signed());
-    info.precise_dtz = Some(v.signed());
+pub(crate) fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16, before: u16) {
+    info.dtz = Some(lichess_dtz(v));
+    info.precise_dtz = Some(lichess_dtz(v));
     let wdl = match v.wdl50_at(clock) {
         2 | 1 if before >= RULE_PLIES => 1,
         -2 | -1 if before >= RULE_PLIES => -1,
@@ -329,6 +430,26 @@ fn set_dtz(info: &mut PositionInfo, v: Dtz, clock: u16, before: u16) {
         -1 => "blessed-loss",
         _ => "loss",
     };
+}
+
+/// Best play from `pos` to mate, the line to mate that ignores the 50-move rule: at each ply
+/// the best move for the side to move (the fastest mate, or the slowest loss; ties in UCI
+/// order) with the value after it, for the side to move there; empty for a draw.
+pub fn dtm_line<S: ValueSource + ?Sized>(pos: &Position, src: &S) -> Result<Vec<(Move, Value)>, S::Error> {
+    let plies = match probe::value(pos, src)? {
+        Value::Draw => 0,
+        Value::Win(n) | Value::Loss(n) => n,
+    };
+    let mut line = Vec::with_capacity(plies as usize);
+    let mut p = *pos;
+    for _ in 0..plies {
+        let Some((m, after)) = probe::moves(&p, src)?.into_iter().next() else {
+            break;
+        };
+        line.push((m, after));
+        p = p.play(&m);
+    }
+    Ok(line)
 }
 
 /// How many moves [`text_line`] names before it says how many more there are.
@@ -422,6 +543,7 @@ mod tests {
             uci: uci.to_string(),
             san: uci.to_string(),
             zeroing: false,
+            conversion: false,
             after: PositionInfo {
                 checkmate: false,
                 stalemate: false,
@@ -431,6 +553,8 @@ mod tests {
                 dtz,
                 precise_dtz: dtz,
                 dtm,
+                dtw: None,
+                dtc: None,
                 category,
             },
             taken: 0,

@@ -1,28 +1,35 @@
-//! `zermelo serve`: the tables over HTTP, in the lichess tablebase API's shape.
+//! `zermelo serve`: the tables over HTTP, with lichess's tablebase server contract.
 //!
-//! - `GET /standard?fen=FEN`: what `zermelo probe` prints for the FEN ([`ProbeInfo`]), the
-//!   response of lichess's tablebase server (`tablebase.lichess.ovh/standard`): the same field
-//!   names, types and meaning, and the same move order. `dtz` and `precise_dtz` hold the exact
-//!   DTZ50 and the category follows the 50-move rule with the FEN's halfmove clock where the
-//!   DTZ50 tables (`.zdz`) are; else they are `null`. Underscores may stand for the FEN's spaces.
-//! - `GET /standard/mainline?fen=FEN`: the principal variation to mate (best play on both
-//!   sides, the DTM line), each step in UCI and SAN; empty for a draw.
+//! - `GET /standard?fen=FEN`: the answer of lichess's server (`tablebase.lichess.ovh/standard`,
+//!   lila-tablebase): the same fields in the same order, the same meaning (`dtm` 0 for a draw,
+//!   `null` for a position checkmated now; `dtw` and `dtc` always `null`), the same move order,
+//!   plus the FEN asked and `ignores_50_move_rule`. `dtz` and `precise_dtz` hold the exact DTZ50
+//!   and the category follows the 50-move rule with the FEN's halfmove clock where the DTZ50
+//!   tables (`.zdz`) are; else they are `null` and the category follows the mates. FENs are read
+//!   as lichess reads them ([`read_fen`]). A position no table holds (castling rights that
+//!   stand, more men than tables have, a missing table) is answered 200 as lichess answers it:
+//!   its values `null`, its moves valued where the position after them is in the tables,
+//!   `"unknown"` otherwise ([`partial_answer`]).
+//! - `GET /standard/mainline?fen=FEN`: the principal variation, by DTZ50 as lichess's where
+//!   the DTZ50 tables are, else (or with `line=dtm`) the line to mate; empty for a draw; 404
+//!   for a position no table holds.
 //! - `GET /standard/squares?fen=FEN`: Church's co-ordinate squares of the FEN's pawns (kings
 //!   and pawns only; its kings and side to move are ignored), as `zermelo squares --json`
 //!   prints them, from the full table of the material (404 when it is not there: the server
-//!   does not solve on request).
+//!   does not solve on request); `&format=svg`: the numbered diagram.
+//! - `GET /materials`: the materials served with the sizes of their files (JSON); `GET
+//!   /monitor`: one status line, in the shape of lichess's.
 //! - `GET /`: the web page (`cli/web/`, built into the binary): a board with a FEN field, moves
 //!   by drag and drop or clicks, the value of the position and of every move, the principal
 //!   variation to step through, and a tab drawing the co-ordinate squares. It reads only this
 //!   server. `GET /api` lists the endpoints.
-//! - `GET /standard/squares?fen=FEN&format=svg`: the numbered diagram of the co-ordinate
-//!   squares (as `zermelo squares --svg` draws it).
 //! - `GET /health`: `ok`; `GET /metrics`: Prometheus metrics (requests by endpoint and status,
 //!   their latency, the process).
 //!
-//! Errors are JSON `{"error": ...}`: 400 for a missing or invalid FEN, or a position with more
-//! men than the tables have; 404 for a material whose table is not in the directories (the
-//! message names the `zermelo solve` command that builds it); 500 for a damaged table.
+//! Every answer but the metrics carries `Access-Control-Allow-Origin: *`, as lichess's API
+//! documents, so that a page from any origin can call it. Errors are plain text, as lichess's:
+//! 400 for a missing or invalid FEN, 404 for what no table holds where no partial answer is
+//! given, 500 for a damaged table.
 //!
 //! Probes run on tokio's blocking threads, each reading the memory-mapped tables through its
 //! own cache of decompressed blocks ([`ThreadCached`]): no lock is held per value. Every request
@@ -35,7 +42,8 @@ use std::time::Instant;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{ACCESS_CONTROL_ALLOW_ORIGIN, CONTENT_TYPE};
+use axum::http::HeaderValue;
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -49,11 +57,12 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 use zermelo_chess::dtz::RULE_PLIES;
-use zermelo_chess::probe::{self, moves, value};
+use zermelo_chess::probe::{self, value};
 use zermelo_chess::{Color, Dtz, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
-use crate::probe::{fill_dtz50, halfmove_clock, parse_position, probe_position, ProbeFailure};
+use crate::lichess::{partial_answer, read_fen, Asked};
+use crate::probe::{dtm_line, fill_dtz50, lichess_dtm, lichess_dtz, probe_position, ProbeFailure};
 use crate::squares;
 use crate::MAX_MEN;
 
@@ -124,16 +133,25 @@ struct FenQuery {
     line: Option<String>,
 }
 
-/// An error answer: `{"error": message}` with its status.
+/// An error answer as lichess's server gives one: its status and the message as plain text.
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+    (
+        status,
+        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message.into() + "\n",
+    )
+        .into_response()
 }
 
-/// The status of a probe that could not be answered.
+/// The status of a probe that could not be answered, as lichess's server gives it: 400 for a
+/// FEN that is not a legal position, 404 for a position no table holds (castling rights, too
+/// many men, a missing table: only where no partial answer is given), 500 for a damaged table.
 fn failure(e: ProbeFailure) -> Response {
     let status = match &e {
         ProbeFailure::Input(_) => StatusCode::BAD_REQUEST,
-        ProbeFailure::Table(TableError::Missing { .. }) => StatusCode::NOT_FOUND,
+        ProbeFailure::NotInTables(_) | ProbeFailure::Table(TableError::Missing { .. }) => {
+            StatusCode::NOT_FOUND
+        }
         ProbeFailure::Table(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, e.to_string())
@@ -143,12 +161,12 @@ fn failure(e: ProbeFailure) -> Response {
 async fn blocking<T: Serialize + Send + 'static>(
     app: Arc<App>,
     query: Result<Query<FenQuery>, QueryRejection>,
-    f: impl FnOnce(&App, &str, &Position) -> Result<T, ProbeFailure> + Send + 'static,
+    f: impl FnOnce(&App, &str, &Asked) -> Result<T, ProbeFailure> + Send + 'static,
 ) -> Response {
     blocking_with(
         app,
         query,
-        |app, fen, pos, _| f(app, fen, pos),
+        |app, fen, asked, _| f(app, fen, asked),
         |v| Json(v).into_response(),
     )
     .await
@@ -158,7 +176,7 @@ async fn blocking<T: Serialize + Send + 'static>(
 async fn blocking_with<T: Send + 'static>(
     app: Arc<App>,
     query: Result<Query<FenQuery>, QueryRejection>,
-    f: impl FnOnce(&App, &str, &Position, &FenQuery) -> Result<T, ProbeFailure> + Send + 'static,
+    f: impl FnOnce(&App, &str, &Asked, &FenQuery) -> Result<T, ProbeFailure> + Send + 'static,
     answer: impl FnOnce(T) -> Response,
 ) -> Response {
     let query = match query {
@@ -175,8 +193,8 @@ async fn blocking_with<T: Send + 'static>(
         return error(StatusCode::BAD_REQUEST, "missing query parameter fen (?fen=FEN)");
     };
     let result = tokio::task::spawn_blocking(move || {
-        let pos = parse_position(&fen, MAX_MEN)?;
-        f(&app, &fen, &pos, &query)
+        let asked = read_fen(&fen)?;
+        f(&app, &fen, &asked, &query)
     })
     .await;
     match result {
@@ -189,11 +207,38 @@ async fn blocking_with<T: Send + 'static>(
     }
 }
 
+/// A position the tables hold whole: no castling rights stand and it has no more men than
+/// tables can have. The answer for it fails only if a table is missing or damaged.
+fn whole(asked: &Asked) -> Result<&Position, ProbeFailure> {
+    if !asked.castling.is_empty() {
+        return Err(ProbeFailure::NotInTables(
+            "tables do not contain positions with castling rights".to_string(),
+        ));
+    }
+    let men = Material::of(&asked.pos.board).men();
+    if men > MAX_MEN {
+        return Err(ProbeFailure::NotInTables(format!(
+            "too many men: {men}, tables hold at most {MAX_MEN}"
+        )));
+    }
+    Ok(&asked.pos)
+}
+
 async fn standard(State(app): State<Arc<App>>, q: Result<Query<FenQuery>, QueryRejection>) -> Response {
-    blocking(app, q, |app, fen, pos| {
-        let mut info = probe_position(fen, pos, &ThreadCached(&app.tables))?;
-        fill_dtz50(&mut info, pos, halfmove_clock(fen), &ThreadCached(&app.dtz))?;
-        Ok(info)
+    blocking(app, q, |app, fen, asked| {
+        let (mates, dtz) = (ThreadCached(&app.tables), ThreadCached(&app.dtz));
+        if let Ok(pos) = whole(asked) {
+            match probe_position(fen, pos, &mates) {
+                Ok(mut info) => {
+                    fill_dtz50(&mut info, pos, asked.clock, &dtz)?;
+                    return Ok(info);
+                }
+                Err(TableError::Missing { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // As lichess answers a position no table holds: what its moves lead to, where known.
+        Ok(partial_answer(fen, asked, &mates, &dtz)?)
     })
     .await
 }
@@ -222,37 +267,34 @@ struct Mainline {
     dtm: Option<i32>,
 }
 
-/// Best play from `pos` to mate: at each ply the best move for the side to move (the fastest
-/// mate, or the slowest loss; ties in UCI order); nothing for a draw.
+/// Best play from `pos` to mate ([`dtm_line`]); nothing for a draw.
 fn mainline(pos: &Position, src: &ThreadCached<'_>) -> Result<Mainline, TableError> {
     let v = value(pos, src)?;
     let side = |c: Color| if c == Color::White { 'w' } else { 'b' };
-    let (plies, winner) = match v {
-        Value::Draw => (0, None),
-        Value::Win(n) => (n, Some(side(pos.turn))),
-        Value::Loss(n) => (n, Some(side(pos.turn.other()))),
+    let winner = match v {
+        Value::Draw => None,
+        Value::Win(_) => Some(side(pos.turn)),
+        Value::Loss(_) => Some(side(pos.turn.other())),
     };
     let mut steps = Vec::new();
     let mut p = *pos;
-    for _ in 0..plies {
-        let Some((m, after)) = moves(&p, src)?.into_iter().next() else {
-            break;
-        };
+    for (m, after) in dtm_line(pos, src)? {
+        let san = p.san(&m);
+        p = p.play(&m);
         steps.push(Step {
             uci: m.uci(),
-            san: p.san(&m),
+            san,
             dtz: None,
             precise_dtz: None,
-            dtm: after.dtm(),
+            dtm: lichess_dtm(after, p.is_checkmate()),
         });
-        p = p.play(&m);
     }
     Ok(Mainline {
         mainline: steps,
         winner,
         dtz: None,
         precise_dtz: None,
-        dtm: v.dtm(),
+        dtm: lichess_dtm(v, pos.is_checkmate()),
     })
 }
 
@@ -317,9 +359,9 @@ fn dtz_mainline(
             steps.push(Step {
                 uci: m.uci(),
                 san: p.san(&m),
-                dtz: Some(d.signed()),
-                precise_dtz: Some(d.signed()),
-                dtm: a.dtm(),
+                dtz: Some(lichess_dtz(d)),
+                precise_dtz: Some(lichess_dtz(d)),
+                dtm: lichess_dtm(a, after.is_checkmate()),
             });
             clock = if m.leaves_slice() { 0 } else { clock + 1 };
             p = after;
@@ -328,9 +370,9 @@ fn dtz_mainline(
     Ok(Some(Mainline {
         mainline: steps,
         winner,
-        dtz: Some(here.signed()),
-        precise_dtz: Some(here.signed()),
-        dtm: v.dtm(),
+        dtz: Some(lichess_dtz(here)),
+        precise_dtz: Some(lichess_dtz(here)),
+        dtm: lichess_dtm(v, pos.is_checkmate()),
     }))
 }
 
@@ -341,11 +383,12 @@ async fn standard_mainline(
     blocking_with(
         app,
         q,
-        |app, fen, pos, q| {
+        |app, _fen, asked, q| {
+            // As lichess: 404 for a position no table holds, no partial line.
+            let pos = whole(asked)?;
             let mates = ThreadCached(&app.tables);
             if q.line.as_deref() != Some("dtm") {
-                let clock = halfmove_clock(fen);
-                if let Some(line) = dtz_mainline(pos, clock, &mates, &ThreadCached(&app.dtz))? {
+                if let Some(line) = dtz_mainline(pos, asked.clock, &mates, &ThreadCached(&app.dtz))? {
                     return Ok(line);
                 }
             }
@@ -366,7 +409,8 @@ async fn standard_squares(
     State(app): State<Arc<App>>,
     q: Result<Query<FenQuery>, QueryRejection>,
 ) -> Response {
-    let work = |app: &App, fen: &str, pos: &Position, q: &FenQuery| {
+    let work = |app: &App, fen: &str, asked: &Asked, q: &FenQuery| {
+        let pos = &asked.pos;
         let svg = match q.format.as_deref() {
             None | Some("json") => false,
             Some("svg") => true,
@@ -408,6 +452,105 @@ async fn standard_squares(
     .await
 }
 
+/// One table file served: its size in bytes.
+#[derive(Serialize)]
+struct TableFile {
+    bytes: u64,
+}
+
+/// A material served: its DTM table (`.zmt`) and its DTZ50 table (`.zdz`) where there is one,
+/// and whether the DTM table is open (mapped) now.
+#[derive(Serialize)]
+struct Served {
+    material: String,
+    men: u32,
+    dtm: Option<TableFile>,
+    dtz: Option<TableFile>,
+    open: bool,
+}
+
+/// Every material with a table in the directories, the first directory's file where several
+/// have one (as probes read them), fewest men first, then by name.
+fn served(app: &App) -> Vec<Served> {
+    let mut found: std::collections::BTreeMap<(u32, String), Served> = Default::default();
+    for dir in app.tables.search_dirs() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((stem, ext)) = name.rsplit_once('.') else {
+                continue;
+            };
+            let Ok(material) = Material::parse_table(stem, MAX_MEN) else {
+                continue;
+            };
+            // Only a table's own name: the file a probe of the material opens.
+            if material.to_string() != stem || !matches!(ext, "zmt" | "zdz") {
+                continue;
+            }
+            let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            let s = found
+                .entry((material.men(), stem.to_string()))
+                .or_insert_with(|| Served {
+                    material: stem.to_string(),
+                    men: material.men(),
+                    dtm: None,
+                    dtz: None,
+                    open: app.tables.is_open(&material),
+                });
+            let slot = if ext == "zmt" { &mut s.dtm } else { &mut s.dtz };
+            if slot.is_none() {
+                *slot = Some(TableFile { bytes });
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+/// `GET /materials`: the materials served, with the sizes of their files.
+async fn materials(State(app): State<Arc<App>>) -> Response {
+    let list = tokio::task::spawn_blocking(move || served(&app)).await;
+    match list {
+        Ok(list) => {
+            let bytes: u64 = list
+                .iter()
+                .flat_map(|s| [&s.dtm, &s.dtz])
+                .flatten()
+                .map(|f| f.bytes)
+                .sum();
+            Json(serde_json::json!({ "materials": list, "bytes": bytes })).into_response()
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("listing the tables failed: {e}"),
+        ),
+    }
+}
+
+/// `GET /monitor`: a one-line status in the shape of lichess's (InfluxDB's line protocol): the
+/// materials served, how many have DTZ50 tables, how many are open, the bytes of their files.
+async fn monitor(State(app): State<Arc<App>>) -> Response {
+    let app2 = Arc::clone(&app);
+    let Ok(list) = tokio::task::spawn_blocking(move || served(&app2)).await else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "listing the tables failed");
+    };
+    let tables = list.iter().filter(|s| s.dtm.is_some()).count();
+    let dtz = list.iter().filter(|s| s.dtz.is_some()).count();
+    let bytes: u64 = list
+        .iter()
+        .flat_map(|s| [&s.dtm, &s.dtz])
+        .flatten()
+        .map(|f| f.bytes)
+        .sum();
+    format!(
+        "tablebase tables={tables}u,dtz_tables={dtz}u,open={}u,bytes={bytes}u",
+        app.tables.open_count()
+    )
+    .into_response()
+}
+
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     (
         [(
@@ -442,6 +585,8 @@ async fn api() -> &'static str {
      GET /standard?fen=FEN           the position and its moves (lichess tablebase API shape)\n\
      GET /standard/mainline?fen=FEN  the principal variation to mate\n\
      GET /standard/squares?fen=FEN   co-ordinate squares of the pawns (JSON; &format=svg: the diagram)\n\
+     GET /materials                  the materials served, with the sizes of their files (JSON)\n\
+     GET /monitor                    one status line: tables, DTZ50 tables, open, bytes\n\
      GET /health                     ok\n\
      GET /metrics                    Prometheus metrics\n"
 }
@@ -454,9 +599,17 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     let response = next.run(req).await;
     let endpoint = match uri.path() {
         p @ ("/" | "/page.js" | "/page.css" | "/api" | "/standard" | "/standard/mainline"
-        | "/standard/squares" | "/health" | "/metrics") => p,
+        | "/standard/squares" | "/materials" | "/monitor" | "/health" | "/metrics") => p,
         _ => "other",
     };
+    let mut response = response;
+    // Any web page may call the API, as lichess's documents (`Access-Control-Allow-Origin: *`);
+    // the metrics are for the operator only.
+    if endpoint != "/metrics" {
+        response
+            .headers_mut()
+            .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    }
     let status = response.status().as_u16();
     let seconds = start.elapsed().as_secs_f64();
     let label = |k: &str, v: &str| (k.to_string(), v.to_string());
@@ -490,6 +643,8 @@ fn router(tables: TableDir) -> Router {
         .route("/standard", get(standard))
         .route("/standard/mainline", get(standard_mainline))
         .route("/standard/squares", get(standard_squares))
+        .route("/materials", get(materials))
+        .route("/monitor", get(monitor))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint; GET /api lists them") })

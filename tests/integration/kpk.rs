@@ -126,16 +126,17 @@ fn probe_json_shape_for_mate_in_one() {
     assert_eq!(a["stalemate"], false);
     let best = &a["moves"][0];
     assert_eq!(best["category"], "loss");
-    assert_eq!(best["dtm"], 0);
+    // lichess's meaning: a position checkmated now has no distance (`null`).
+    assert!(best["dtm"].is_null(), "{best}");
     assert_eq!(best["checkmate"], true);
     assert!(best["san"].as_str().unwrap().ends_with('#'), "{best}");
     // Every move is listed, from the opponent's point of view, best first.
     let moves = a["moves"].as_array().unwrap();
     assert!(moves.len() > 20);
-    // A checkmated position: loss, dtm 0, no moves.
+    // A checkmated position: loss, dtm null (lichess's meaning), no moves.
     let m = &probe(&dir, &["k1Q5/8/1K6/8/8/8/8/8 b - - 0 1"])[0];
     assert_eq!(m["category"], "loss");
-    assert_eq!(m["dtm"], 0);
+    assert!(m["dtm"].is_null(), "{m}");
     assert_eq!(m["checkmate"], true);
     assert_eq!(m["moves"].as_array().unwrap().len(), 0);
 }
@@ -169,7 +170,8 @@ fn en_passant_in_the_fen_is_honoured() {
         _ => "draw",
     };
     assert_eq!(a[0]["category"], flip(best["category"].as_str().unwrap()));
-    if let Some(d) = best["dtm"].as_i64() {
+    // A draw's dtm is 0 (lichess's meaning); a decisive one is one ply more than the best move's.
+    if let Some(d) = best["dtm"].as_i64().filter(|_| best["category"] != "draw") {
         assert_eq!(
             a[0]["dtm"].as_i64().unwrap(),
             if d <= 0 { 1 - d } else { -(d + 1) }

@@ -21,6 +21,7 @@ struct LichessMove {
     uci: String,
     san: String,
     zeroing: bool,
+    conversion: bool,
     #[serde(flatten)]
     pos: LichessPosition,
 }
@@ -38,6 +39,8 @@ struct LichessPosition {
     dtz: Option<i64>,
     precise_dtz: Option<i64>,
     dtm: Option<i64>,
+    dtw: Option<i64>,
+    dtc: Option<i64>,
     category: Category,
 }
 
@@ -60,7 +63,7 @@ enum Category {
 /// The answer parsed strictly; `dtz`, `precise_dtz` and `dtm` must be there, number or null (serde
 /// would take a missing `Option` as `None`).
 pub(crate) fn strict(line: &serde_json::Value) -> Lichess {
-    for key in ["dtz", "precise_dtz", "dtm"] {
+    for key in ["dtz", "precise_dtz", "dtm", "dtw", "dtc"] {
         assert!(line.get(key).is_some(), "{key} missing in {line}");
         for m in line["moves"].as_array().unwrap() {
             assert!(m.get(key).is_some(), "{key} missing in {m}");
@@ -101,7 +104,7 @@ fn probe_answers_in_the_lichess_shape_and_order() {
     assert_eq!(first, [("c7c8q", "c8=Q#", true), ("c7c8r", "c8=R#", true)]);
     assert_eq!(
         (mate.moves[0].pos.category, mate.moves[0].pos.dtm),
-        (Category::Loss, Some(0))
+        (Category::Loss, None)
     );
     assert!(mate.moves.iter().skip(2).all(|m| !m.pos.checkmate));
     // Best first: the opponent's category goes loss, then draw, then win.
@@ -120,7 +123,8 @@ fn probe_answers_in_the_lichess_shape_and_order() {
     let bare = &parsed[1];
     let take = bare.moves.iter().find(|m| m.uci == "a2b2").expect("Kxb2");
     assert!(take.zeroing && take.pos.insufficient_material && take.pos.category == Category::Draw);
-    assert_eq!(take.pos.dtm, None);
+    // lichess's meaning: 0 for a draw.
+    assert_eq!(take.pos.dtm, Some(0));
     assert_eq!(bare.moves[0].uci, "a2b2", "the only drawing move comes first");
     assert!(!bare.pos.insufficient_material);
 
@@ -129,4 +133,50 @@ fn probe_answers_in_the_lichess_shape_and_order() {
     assert_eq!(answers[2]["dtm"], answers[3]["dtm"]);
     assert_eq!(answers[4]["dtm"], answers[3]["dtm"]);
     assert_eq!(answers[3]["dtm"], 25);
+}
+
+/// The fields come in the order lichess's server writes them (lila-tablebase a06a88b,
+/// `src/response.rs` 13-33 and 86-103, and the captured answer in lichess-org/api), Zermelo's
+/// own fields (`fen`, `ignores_50_move_rule`) aside.
+#[test]
+fn fields_come_in_lichess_order() {
+    let dir = tables_with(&["KPvK"]);
+    let o = run(&[
+        "probe",
+        "--tables",
+        dir.to_str().unwrap(),
+        "8/8/8/8/8/8/4P3/K1k5 w - - 0 1",
+    ]);
+    assert_ok(&o);
+    let line = stdout(&o);
+    let position = [
+        "checkmate",
+        "stalemate",
+        "variant_win",
+        "variant_loss",
+        "insufficient_material",
+        "dtz",
+        "precise_dtz",
+        "dtm",
+        "dtw",
+        "dtc",
+        "category",
+    ];
+    // Where each key first appears, from `from` on.
+    let order = |text: &str, keys: &[&str]| -> Vec<usize> {
+        keys.iter()
+            .map(|k| {
+                text.find(&format!("\"{k}\":"))
+                    .unwrap_or_else(|| panic!("{k} in {text}"))
+            })
+            .collect()
+    };
+    let (top, moves) = line.split_once("\"moves\":").unwrap();
+    let mut keys = position.to_vec();
+    let at = order(top, &keys);
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{top}");
+    let first_move = moves.split('}').next().unwrap();
+    keys.splice(0..0, ["uci", "san", "zeroing", "conversion"]);
+    let at = order(first_move, &keys);
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{first_move}");
 }

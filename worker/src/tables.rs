@@ -135,6 +135,24 @@ impl TableDir {
         list_text(&self.dirs().cloned().collect::<Vec<_>>())
     }
 
+    /// The directories searched, in order.
+    pub fn search_dirs(&self) -> Vec<PathBuf> {
+        self.dirs().cloned().collect()
+    }
+
+    /// How many tables are open (mapped) now.
+    pub fn open_count(&self) -> usize {
+        self.open.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True if the material's table is open now.
+    pub fn is_open(&self, material: &Material) -> bool {
+        self.open
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(material)
+    }
+
     /// The directories searched, in order: the first, then the others.
     fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
         std::iter::once(&self.dir).chain(&self.more)
