@@ -6,26 +6,39 @@
 //! builds them as `zermelo solve` does (the same files). The interpreter's lock is released
 //! while it works.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use zermelo_chess::probe::{self, moves, value};
 use zermelo_chess::{Material, Value};
-use zermelo_cli::probe::{fill_dtz50, halfmove_clock, parse_position, probe_position, ProbeFailure};
+use zermelo_cli::probe::{
+    dtm_line, fill_dtz50, halfmove_clock, lichess_dtz, parse_position, probe_position, ProbeFailure,
+};
 use zermelo_cli::MAX_MEN;
-use zermelo_worker::tables::{dir_list, TableDir, TableError, ThreadCached};
+use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
-/// The Python exception for a probe that could not be answered.
+create_exception!(
+    zermelo,
+    MissingTableError,
+    PyKeyError,
+    "A table needed for the probe is not in the tablebase's directories (a KeyError, as python-chess's)."
+);
+
+/// The Python exception for a probe that could not be answered: `ValueError` for a FEN that is
+/// not a legal position, `KeyError` for a position no table holds (castling rights, too many
+/// men), `MissingTableError` (a `KeyError`) for a missing table, `RuntimeError` for a damaged one.
 fn failure(e: ProbeFailure) -> PyErr {
     match e {
         ProbeFailure::Input(m) => PyValueError::new_err(m),
-        ProbeFailure::Table(t @ TableError::Missing { .. }) => PyFileNotFoundError::new_err(t.to_string()),
+        ProbeFailure::NotInTables(m) => PyKeyError::new_err(m),
+        ProbeFailure::Table(t @ TableError::Missing { .. }) => MissingTableError::new_err(t.to_string()),
         ProbeFailure::Table(t) => PyRuntimeError::new_err(t.to_string()),
     }
 }
 
-/// The tables of one directory, or of a list of them searched in order (`a:b`).
+/// The tables of a list of directories, searched in order.
 #[pyclass(frozen)]
 struct Tables {
     dir: TableDir,
@@ -36,8 +49,10 @@ struct Tables {
 #[pymethods]
 impl Tables {
     #[new]
-    fn new(dirs: &str) -> PyResult<Tables> {
-        let dirs = dir_list(dirs).map_err(PyValueError::new_err)?;
+    fn new(dirs: Vec<PathBuf>) -> PyResult<Tables> {
+        if dirs.is_empty() {
+            return Err(PyValueError::new_err("no tables directory given"));
+        }
         if let Some(d) = dirs.iter().find(|d| !d.is_dir()) {
             return Err(PyFileNotFoundError::new_err(format!(
                 "tables directory {} does not exist",
@@ -63,7 +78,7 @@ impl Tables {
     }
 
     /// `(wdl, dtm)` of `fen` for the side to move: wdl 2, 0 or -2 (win, draw, loss), dtm the
-    /// signed plies to mate (`None` for a draw).
+    /// signed plies to mate (0 when checkmated now, `None` for a draw).
     fn value(&self, py: Python<'_>, fen: &str) -> PyResult<(i32, Option<i32>)> {
         py.detach(|| {
             let pos = parse_position(fen, MAX_MEN)?;
@@ -80,14 +95,14 @@ impl Tables {
 
     /// `(wdl50, dtz)` of `fen` for the side to move with the halfmove clock at 0, from the DTZ50
     /// tables: wdl50 2, 1 (cursed win), 0, -1 (blessed loss), -2 as python-chess numbers it, dtz
-    /// the signed plies to the next zeroing move or mate (exact). A missing table raises
-    /// `FileNotFoundError` naming `zermelo dtz`.
+    /// the signed plies to the next zeroing move or mate (exact; -1 when checkmated now, as
+    /// python-chess gives it). A missing table raises `MissingTableError` naming `zermelo dtz`.
     fn dtz50(&self, py: Python<'_>, fen: &str) -> PyResult<(i32, i32)> {
         py.detach(|| {
             let pos = parse_position(fen, MAX_MEN).map_err(failure)?;
             match probe::dtz(&pos, &ThreadCached(&self.dtz)) {
-                Ok(v) => Ok((i32::from(v.wdl50()), v.signed())),
-                Err(TableError::Missing { material, dir }) => Err(PyFileNotFoundError::new_err(format!(
+                Ok(v) => Ok((i32::from(v.wdl50()), lichess_dtz(v))),
+                Err(TableError::Missing { material, dir }) => Err(MissingTableError::new_err(format!(
                     "no DTZ50 table {material}.zdz in {} (build it with `zermelo dtz {material} --tables DIR`)",
                     dir.display()
                 ))),
@@ -103,6 +118,17 @@ impl Tables {
             let pos = parse_position(fen, MAX_MEN)?;
             let list = moves(&pos, &ThreadCached(&self.dir))?;
             Ok(list.first().map(|(m, _)| m.uci()))
+        })
+        .map_err(failure)
+    }
+
+    /// Best play from `fen` to mate, in UCI: one move a ply, the last one mating; empty for a
+    /// draw.
+    fn mainline(&self, py: Python<'_>, fen: &str) -> PyResult<Vec<String>> {
+        py.detach(|| {
+            let pos = parse_position(fen, MAX_MEN)?;
+            let line = dtm_line(&pos, &ThreadCached(&self.dir))?;
+            Ok(line.iter().map(|(m, _)| m.uci()).collect())
         })
         .map_err(failure)
     }
@@ -155,21 +181,38 @@ fn materials_of(names: &[String]) -> PyResult<Vec<Material>> {
 /// `directory`, skipping complete ones; returns the materials built.
 #[pyfunction]
 #[pyo3(signature = (materials, directory, threads=None))]
-fn dtz(py: Python<'_>, materials: Vec<String>, directory: &str, threads: Option<usize>) -> PyResult<Vec<String>> {
+fn dtz(
+    py: Python<'_>,
+    materials: Vec<String>,
+    directory: &str,
+    threads: Option<usize>,
+) -> PyResult<Vec<String>> {
     let parsed = materials_of(&materials)?;
     let threads = threads_or_all(threads)?;
     let built = py
         .detach(|| {
             let budget = zermelo_cli::memory::budget(None);
-            zermelo_cli::dtz::build_dtz50(&parsed, &[Path::new(directory).to_path_buf()], threads, budget, &|_, _, _, _| {}, |_| {})
+            zermelo_cli::dtz::build_dtz50(
+                &parsed,
+                &[Path::new(directory).to_path_buf()],
+                threads,
+                budget,
+                &|_, _, _, _| {},
+                |_| {},
+            )
         })
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-    Ok(built.into_iter().filter(|b| b.built).map(|b| b.material).collect())
+    Ok(built
+        .into_iter()
+        .filter(|b| b.built)
+        .map(|b| b.material)
+        .collect())
 }
 
 #[pymodule]
 fn _zermelo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tables>()?;
+    m.add("MissingTableError", m.py().get_type::<MissingTableError>())?;
     m.add_function(wrap_pyfunction!(solve, m)?)?;
     m.add_function(wrap_pyfunction!(dtz, m)?)?;
     Ok(())

@@ -42,7 +42,7 @@ def test_wdl_dtm_and_best_move(tables):
     assert tb.probe_wdl(black) == -2 and tb.probe_dtm(black) < 0
     # Kxb2 into bare kings: a draw.
     assert tb.probe_wdl("8/8/8/8/8/8/kP6/7K b - - 0 1") == 0
-    assert tb.probe_dtm("8/8/8/8/8/8/kP6/7K b - - 0 1") is None
+    assert tb.probe_dtm("8/8/8/8/8/8/kP6/7K b - - 0 1") == 0  # a draw, as chess.gaviota
     # Only b8=R wins (kpk.md): the queen stalemates.
     assert tb.best_move("8/1P6/k7/8/K7/8/8/8 w - - 0 1") == "b7b8r"
     # Checkmated: no move.
@@ -64,7 +64,7 @@ def test_errors_are_python_exceptions(tables):
     tb = zermelo.Tablebase(tables)
     with pytest.raises(ValueError, match="invalid FEN"):
         tb.probe("not a fen")
-    with pytest.raises(FileNotFoundError, match="zermelo solve KQvKR"):
+    with pytest.raises(zermelo.MissingTableError, match="zermelo solve KQvKR"):
         tb.probe_wdl("k7/8/1K6/8/8/8/8/1Q5r w - - 0 1")
     with pytest.raises(FileNotFoundError):
         zermelo.Tablebase("/nonexistent-zermelo-dir")
@@ -79,7 +79,7 @@ def test_chess_board_objects(tables):
     tb = zermelo.Tablebase(tables)
     board = chess.Board(MATE_IN_25)
     assert tb.probe_dtm(board) == 25
-    assert tb.best_move(board) == "e2e4"
+    assert tb.best_move(board) == chess.Move.from_uci("e2e4")
 
 
 def test_the_kpk_study_reproduces_the_published_counts_and_draws_its_figure(tables, tmp_path):
@@ -156,8 +156,9 @@ def test_dtz50_and_wdl50(dtz_tables, tables):
     # A draw (the king takes the pawn), a stalemate, and checkmate (a loss in 0 plies).
     assert tb.probe_dtz("8/8/8/8/8/8/kP6/7K b - - 0 1") == 0
     assert tb.probe_dtz("1k6/1P6/1K6/8/8/8/8/8 b - - 0 1") == 0
+    # Checkmated: -1, as python-chess's probe_dtz and lichess give it.
     mated = "k1Q5/8/1K6/8/8/8/8/8 b - - 0 1"
-    assert tb.probe_dtz(mated) == 0 and tb.probe_wdl(mated) == -2
+    assert tb.probe_dtz(mated) == -1 and tb.probe_wdl(mated) == -2
     a = tb.probe(MATE_IN_25)
     assert (a["dtz"], a["precise_dtz"], a["ignores_50_move_rule"]) == (1, 1, False)
     # The halfmove clock: a win 1 ply from its zeroing move holds with 99 on the clock.
@@ -165,6 +166,6 @@ def test_dtz50_and_wdl50(dtz_tables, tables):
     # Without DTZ50 tables: probe_dtz names the command that builds them; probe_wdl gives
     # the mates' value.
     plain = zermelo.Tablebase(tables)
-    with pytest.raises(FileNotFoundError, match="zermelo dtz"):
+    with pytest.raises(zermelo.MissingTableError, match="zermelo dtz"):
         plain.probe_dtz(MATE_IN_25)
     assert plain.probe_wdl(MATE_IN_25) == 2
