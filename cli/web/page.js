@@ -22,7 +22,8 @@
 
   /** The position of a FEN: board[0..64] (a1 = 0, h8 = 63) of piece letters or null. */
   function parseFen(text) {
-    const f = text.trim().replace(/_/g, " ").split(/\s+/);
+    // As lichess reads a FEN: `_` or `+` may stand for spaces, only the board is required.
+    const f = text.trim().replace(/[_+]/g, " ").split(/\s+/);
     if (!f[0]) throw new Error("enter a FEN");
     const rows = f[0].split("/");
     if (rows.length !== 8) throw new Error("a FEN's board has 8 ranks separated by '/'");
@@ -90,6 +91,21 @@
     const promotion = uci[4];
     board[to] = promotion ? (white ? promotion.toUpperCase() : promotion) : piece;
     board[from] = null;
+    // Castling (the server lists it as the king's two-square move): the rook goes over.
+    const king = piece.toLowerCase() === "k";
+    if (king && Math.abs(to - from) === 2) {
+      const [rookFrom, rookTo] = to > from ? [from + 3, from + 1] : [from - 4, from - 1];
+      board[rookTo] = board[rookFrom];
+      board[rookFrom] = null;
+    }
+    // Castling rights left: none for a side whose king moved, none for a rook that moved or
+    // was taken on its corner.
+    const corners = { K: 7, Q: 0, k: 63, q: 56 };
+    let castling = pos.castling === "-" ? "" : pos.castling;
+    castling = [...castling]
+      .filter((c) => !(king && isWhite(c) === white))
+      .filter((c) => corners[c] !== from && corners[c] !== to)
+      .join("");
     // The en-passant square only when a pawn can take there (as python-chess's "xfen").
     let ep = "-";
     if (pawn && Math.abs(to - from) === 16) {
@@ -102,7 +118,7 @@
     return {
       board,
       turn: white ? "b" : "w",
-      castling: "-",
+      castling: castling || "-",
       ep,
       half: pawn || capture ? 0 : pos.half + 1,
       full: pos.full + (white ? 0 : 1),
@@ -159,9 +175,24 @@
 
   async function getJson(url) {
     const r = await fetch(url);
-    const body = await r.json().catch(() => null);
-    if (!r.ok) throw new Error(body && body.error ? body.error : `the server answered ${r.status}`);
-    return body;
+    if (!r.ok) {
+      // Errors come as plain text, as from lichess's server.
+      const text = (await r.text().catch(() => "")).trim();
+      throw new Error(text || `the server answered ${r.status}`);
+    }
+    return r.json();
+  }
+
+  /** The materials this server has tables of (`GET /materials`), asked once. */
+  let materialsServed = null;
+  function served() {
+    if (!materialsServed) {
+      materialsServed = getJson("materials").catch((e) => {
+        materialsServed = null;
+        throw e;
+      });
+    }
+    return materialsServed;
   }
 
   const query = (path, fen) => `${path}?fen=${encodeURIComponent(fen)}`;
@@ -420,15 +451,19 @@
     return "draw";
   }
 
+  /** A move's badge, as lichess shows a move: what it leads to, in words. */
   function moveLabel(m) {
     if (m.checkmate) return "Checkmate";
     if (m.stalemate) return "Stalemate";
     if (m.insufficient_material) return "Insufficient material";
-    if (m.dtm === null || m.dtm === undefined) return outcome(m.category) === "draw" ? "Draw" : m.category;
-    // m.dtm is the opponent's distance to mate in plies after the move.
-    if (m.dtm <= 0) return `Mate in ${Math.floor((2 - m.dtm) / 2)}`;
-    return `Mated in ${Math.floor((m.dtm + 1) / 2)}`;
+    if (m.category === "unknown") return "Unknown";
+    return { win: "Win", cursed: "Cursed win", draw: "Draw", blessed: "Blessed loss", loss: "Loss" }[outcome(m.category)];
   }
+
+  /** Every distance on the page is signed plies from the point of view of the side to move in
+   * the position shown: positive when it mates, negative when it is mated. A move's is the
+   * distance after it (the server's value is the opponent's, so its sign turns). */
+  const forMover = (d) => (d === null || d === undefined ? null : -d);
 
   function renderValue() {
     const v = $("value");
@@ -446,26 +481,84 @@
     const side = state.pos.turn === "w" ? "White" : "Black";
     const other = state.pos.turn === "w" ? "Black" : "White";
     let text;
+    const known = info.dtm !== null && info.dtm !== undefined;
     if (info.checkmate) text = `Checkmate: ${other} wins`;
     else if (info.stalemate) text = "Stalemate: a draw";
     else if (info.insufficient_material) text = "Draw: insufficient material";
-    else if (info.category === "win") text = `${side} to move wins: mate in ${(info.dtm + 1) / 2} (DTM ${info.dtm} plies)`;
-    else if (info.category === "loss") text = `${side} to move loses: mated in ${-info.dtm / 2} (DTM ${info.dtm} plies)`;
+    else if (info.category === "win") text = `${side} to move wins`;
+    else if (info.category === "loss") text = `${side} to move loses`;
     else if (info.category === "draw") text = `Draw, ${side} to move`;
-    else if (info.category === "cursed-win")
-      text = `${side} to move wins without the 50-move rule, but the rule draws it (cursed win; DTM ${info.dtm} plies)`;
-    else if (info.category === "blessed-loss")
-      text = `${side} to move loses without the 50-move rule, but the rule saves it (blessed loss; DTM ${info.dtm} plies)`;
-    else text = info.category;
-    // DTZ50 beside DTM, where the server has its tables.
-    if (info.dtz !== null && info.dtz !== undefined && !info.checkmate && info.category !== "draw")
-      text += `, DTZ ${info.dtz}`;
+    else if (info.category === "cursed-win") text = `${side} to move: a cursed win (the 50-move rule draws it)`;
+    else if (info.category === "blessed-loss") text = `${side} to move: a blessed loss (the 50-move rule saves it)`;
+    else text = `Unknown: no table here holds this position`;
+    if (!known && info.category !== "unknown" && !info.checkmate && !info.stalemate && !info.insufficient_material)
+      text += " (from its moves)";
+    // Signed plies, the side to move's view; DTZ50 beside DTM where the server has its tables.
+    if (known && info.dtm !== 0) text += ` · DTM ${info.dtm}`;
+    if (info.dtz !== null && info.dtz !== undefined && !info.checkmate && info.dtz !== 0) text += ` · DTZ ${info.dtz}`;
     v.textContent = text;
     v.classList.add(info.checkmate ? "loss" : own(info.category));
-    $("rule-note").textContent = info.ignores_50_move_rule === false
-      ? "Distances to mate (DTM) in plies ignore the 50-move rule; DTZ (plies to the next capture " +
-        "or pawn move, DTZ50) and the colours follow it, with the FEN's halfmove clock."
-      : "Distances to mate (DTM) in plies, with best play on both sides; the 50-move rule is not applied.";
+    $("rule-note").textContent =
+      "DTM: plies to mate with best play, signed for the side to move here (negative: it is mated); " +
+      "a move's DTM and DTZ are those after it, for the side to move here. " +
+      (info.ignores_50_move_rule === false
+        ? "DTZ (DTZ50: plies to the next capture or pawn move) and the colours follow the 50-move rule, with the FEN's halfmove clock."
+        : "The 50-move rule is not applied.");
+    renderMissing(info);
+  }
+
+  /** Where no table holds the position (a missing table, castling rights, too many men): why,
+   * and the materials this server has, to pick from. */
+  function renderMissing(info) {
+    const box = $("missing");
+    const unknown = info && info.dtm === null && !info.checkmate && info.moves.some((m) => m.category === "unknown");
+    box.hidden = !unknown;
+    box.textContent = "";
+    if (!unknown) return;
+    const why = document.createElement("p");
+    const men = state.pos.board.filter((p) => p).length;
+    why.textContent =
+      state.pos.castling !== "-"
+        ? "Tables hold no castling rights: moves that keep them are unknown, the others are valued."
+        : men > 7
+          ? `${men} men: tables hold at most 7. Captures into the tables are valued.`
+          : `This server has no table of ${materialOf(state.pos.board)}. It has:`;
+    box.appendChild(why);
+    const list = document.createElement("p");
+    list.id = "materials";
+    box.appendChild(list);
+    served()
+      .then((answer) => {
+        const byMen = new Map();
+        for (const m of answer.materials) byMen.set(m.men, (byMen.get(m.men) || []).concat([m.material]));
+        for (const [men, names] of byMen) {
+          const line = document.createElement("span");
+          line.className = "materials";
+          line.dataset.men = String(men);
+          line.textContent = `${men} men: ${names.join(", ")}`;
+          list.appendChild(line);
+        }
+        if (answer.materials.length === 0) list.textContent = "no table at all.";
+      })
+      .catch((e) => {
+        list.textContent = `(the list of materials failed: ${e.message})`;
+      });
+  }
+
+  /** The material of a board as tables name it: the side with more first, men by value. */
+  function materialOf(board) {
+    const order = "kqrbnp";
+    const side = (white) =>
+      board
+        .filter((p) => p && isWhite(p) === white)
+        .map((p) => p.toLowerCase())
+        .sort((a, b) => order.indexOf(a) - order.indexOf(b))
+        .join("")
+        .toUpperCase();
+    const [w, b] = [side(true), side(false)];
+    const worth = (s) => [...s].map((c) => " PNBRQ".indexOf(c)).sort((x, y) => y - x);
+    const stronger = w.length !== b.length ? w.length > b.length : worth(w).join() >= worth(b).join();
+    return stronger ? `${w}v${b}` : `${b}v${w}`;
   }
 
   function renderMoves() {
@@ -481,11 +574,11 @@
       return;
     }
     const titles = { win: "Winning", cursed: "Cursed win (drawn by the 50-move rule)", draw: "Drawing",
-      blessed: "Blessed loss (saved by the 50-move rule)", loss: "Losing" };
+      blessed: "Blessed loss (saved by the 50-move rule)", loss: "Losing", unknown: "Unknown (no table)" };
     const table = document.createElement("table");
     let group = null;
     for (const m of info.moves) {
-      const o = outcome(m.category);
+      const o = m.category === "unknown" ? "unknown" : outcome(m.category);
       if (o !== group) {
         group = o;
         const tr = table.insertRow();
@@ -506,20 +599,23 @@
       san.textContent = m.san;
       const value = tr.insertCell();
       const badge = document.createElement("span");
-      badge.className = `badge ${o}`;
+      badge.className = `badge ${m.category === "unknown" ? "unknown" : o}`;
       badge.textContent = moveLabel(m);
       value.appendChild(badge);
-      if (m.dtm !== null && !m.checkmate) {
-        const dtm = document.createElement("span");
-        dtm.className = "dtm";
-        dtm.textContent = `DTM ${Math.abs(m.dtm)}`;
-        value.appendChild(dtm);
+      // Signed plies after the move, for the side to move here (0 and null: nothing to show).
+      const dtm = forMover(m.dtm);
+      if (dtm) {
+        const span = document.createElement("span");
+        span.className = "dtm";
+        span.textContent = `DTM ${dtm}`;
+        value.appendChild(span);
       }
-      if (m.dtz !== null && m.dtz !== undefined && m.dtz !== 0) {
-        const dtz = document.createElement("span");
-        dtz.className = "dtz";
-        dtz.textContent = `DTZ ${Math.abs(m.dtz)}`;
-        value.appendChild(dtz);
+      const dtz = forMover(m.dtz);
+      if (dtz && !m.checkmate) {
+        const span = document.createElement("span");
+        span.className = "dtz";
+        span.textContent = `DTZ ${dtz}`;
+        value.appendChild(span);
       }
       tr.addEventListener("click", () => play(m.uci));
       tr.addEventListener("mouseenter", () => {

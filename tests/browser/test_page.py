@@ -182,6 +182,13 @@ def check_shown(page, zermelo, tables, fen):
     assert page.moves() == [
         (m["uci"], m["category"], "" if m["dtm"] is None else str(m["dtm"])) for m in want["moves"]
     ], fen
+    # One unit on the page: signed plies for the side to move in the position shown. A move's
+    # DTM is the one after it (the server's number is the opponent's: its sign turns); a draw
+    # and a mate show none.
+    rows = page.d.find_elements(By.CSS_SELECTOR, "#moves tr.move")
+    for row, m in zip(rows, want["moves"]):
+        shown = [s.text for s in row.find_elements(By.CSS_SELECTOR, ".dtm")]
+        assert shown == ([f"DTM {-m['dtm']}"] if m["dtm"] else []), (fen, m)
     return want, got
 
 
@@ -195,7 +202,7 @@ def test_enter_a_fen_and_play_moves(page, zermelo, tables):
     page.enter_fen(start)
     want, got = check_shown(page, zermelo, tables, start)
     assert want["category"] == "win"
-    assert got["text"] == f"White to move wins: mate in {(want['dtm'] + 1) // 2} (DTM {want['dtm']} plies)"
+    assert got["text"] == f"White to move wins · DTM {want['dtm']}"
     page.shot("02-fen-entered")
 
     # A move by clicks: from square, then to square (the best move of probe).
@@ -324,20 +331,35 @@ def test_co_ordinate_squares_tab(page, zermelo, tables):
     page.shot("11-co-ordinate-squares")
 
 
-def test_errors_are_shown(page, zermelo, tables):
+def test_errors_are_shown_and_a_missing_table_offers_the_materials_served(page, zermelo, tables):
     page.open()
     page.enter_fen("not a fen")
     WebDriverWait(page.d, TIMEOUT).until(lambda d: d.find_element(By.ID, "error").is_displayed())
     assert "FEN" in page.d.find_element(By.ID, "error").text
-    # A material with no table: the server's message names the command that builds it.
-    page.enter_fen("8/8/8/3k4/8/8/3NN3/3K4 w - - 0 1")
-    WebDriverWait(page.d, TIMEOUT).until(
-        lambda d: "zermelo solve KNNvK" in d.find_element(By.ID, "error").text
-    )
-    # Once every answer came, no value is shown as if still waiting, and no move is listed.
+    # An illegal position: the server's plain-text answer is shown.
+    page.enter_fen("8/8/8/8/8/8/8/8 w - - 0 1")
+    WebDriverWait(page.d, TIMEOUT).until(lambda d: "no king" in d.find_element(By.ID, "error").text)
     WebDriverWait(page.d, TIMEOUT).until(lambda d: d.execute_script("return document.body.dataset.state") == "error")
-    assert page.value()["text"].strip() == "" and page.value()["category"] == ""
-    assert page.moves() == []
+    assert page.value()["text"].strip() == "" and page.moves() == []
+
+    # A material with no table (KNNvK): answered as lichess answers it, unknown, and the page
+    # names the material and lists what the server has, by men (the table files of the folder).
+    fen = "8/8/8/3k4/8/8/3NN3/3K4 w - - 0 1"
+    page.enter_fen(fen)
+    page.wait_shown(fen)
+    assert page.value()["category"] == "unknown" and page.value()["text"].startswith("Unknown")
+    missing = page.d.find_element(By.ID, "missing")
+    assert missing.is_displayed() and "no table of KNNvK" in missing.text, missing.text
+    files = sorted(f.stem for f in tables.iterdir() if f.suffix == ".zmt")
+    by_men = {}
+    for name in files:
+        by_men.setdefault(len(name) - 1, []).append(name)
+    WebDriverWait(page.d, TIMEOUT).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#materials .materials"))
+    lines = [e.text for e in page.d.find_elements(By.CSS_SELECTOR, "#materials .materials")]
+    assert lines == [f"{men} men: {', '.join(sorted(names))}" for men, names in sorted(by_men.items())], lines
+    # Its moves are listed, unknown (no table of KNvK either... but KNvK is dead: a draw).
+    rows = page.moves()
+    assert rows and all(cat in ("unknown", "draw") for _, cat, _ in rows), rows
     page.shot("12-missing-table")
 
 
