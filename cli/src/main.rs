@@ -220,13 +220,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Serve the tables over HTTP: the lichess tablebase API (GET /standard?fen=).
+    /// Serve the tables over HTTP with lichess's tablebase server contract (GET /standard?fen=).
     ///
-    /// GET /standard?fen=FEN answers as `probe` does (the lichess tablebase server's response,
-    /// "dtz" and "precise_dtz" from the DTZ50 tables where they are); GET /standard/mainline?fen=FEN gives the principal
-    /// variation to mate; GET /health and GET /metrics (Prometheus). Errors are JSON
-    /// {"error": ...}: 400 for a bad FEN, 404 for a missing table (naming the `solve` command
-    /// that builds it). Every request is logged. Stops on ctrl-c or SIGTERM.
+    /// GET /standard?fen=FEN answers as `probe --format json` does (lichess's response; "dtz"
+    /// and "precise_dtz" from the DTZ50 tables where they are); a position no table holds
+    /// (castling rights, too many men, a missing table) is answered as lichess answers it, its
+    /// moves valued where the tables can, "unknown" elsewhere. GET /standard/mainline?fen=FEN
+    /// gives the principal variation; GET /materials the materials served, GET /monitor a status
+    /// line, GET / a web page, GET /api the list, GET /health and GET /metrics (Prometheus).
+    /// CORS is open (Access-Control-Allow-Origin: *) but on /metrics. Errors are plain text: 400
+    /// for a bad FEN, 404 on the mainline for what no table holds, 500 for a damaged table.
+    /// Every request is logged. Stops on ctrl-c or SIGTERM.
     #[command(display_order = 5)]
     Serve {
         /// Directory of the table files, or a list DIR:DIR2:... searched in order.

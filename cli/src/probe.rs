@@ -337,14 +337,13 @@ pub fn probe_position<S: ValueSource + ?Sized>(
     Ok(ProbeInfo::new(fen, pos, value, moves))
 }
 
-/// The halfmove clock of a FEN (its fifth field, fields parted as [`read_fen`] parts them; 0
-/// if it has none or it is not a number).
+/// The halfmove clock of a FEN (its fifth field, fields parted as [`read_fen`] parts them): 0
+/// if it has none, the largest clock if it is past what 16 bits hold (as [`read_fen`] reads it).
 pub fn halfmove_clock(fen: &str) -> u16 {
     fen.split(|c: char| c.is_ascii_whitespace() || c == '_' || c == '+')
         .filter(|f| !f.is_empty())
         .nth(4)
-        .and_then(|f| f.parse::<u16>().ok())
-        .unwrap_or(0)
+        .map_or(0, |f| f.parse::<u16>().unwrap_or(u16::MAX))
 }
 
 /// Fills `dtz`, `precise_dtz` and the rule's `category` of `info` (the answer for `pos`) and of
