@@ -857,12 +857,9 @@ fn complete_tables(tables: &TableDir, plan: &Plan, threads: usize) -> Vec<bool> 
 /// Solves every slice of a material and writes its table. Each slice reads its successors from
 /// their table files: small ones whole, kept in a cache of `cache_bytes` for the next slices,
 /// the others a block at a time ([`SuccessorCache`]). A material of one slice (pawnless)
-/// goes to its table file as it is written out of the solver's state. The slices of a material
-/// with pawns are solved wave by wave (one per thread at once if `by_slice`), each written to a
-/// file of its own in the material's build folder as it is written out of the state (a pawn
-/// push of a later wave reads it there); a slice whose file is already there and whole (a build
-/// stopped before) is not solved again. The table is then written from those files, sorted by
-/// key, and the folder returned in a temporary folder of its own (deleted when dropped).
+/// goes to its table file as it is written out of the solver's state ([`MaterialBuild::pawnless`]).
+/// The slices of a material with pawns are solved wave by wave ([`MaterialBuild::with_pawns`]).
+/// The folder is returned in a temporary folder of its own (deleted when dropped).
 fn solve_material(
     tables: &TableDir,
     mp: &MaterialPlan,
@@ -872,51 +869,113 @@ fn solve_material(
     cache_bytes: u64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(TableSummary, tempfile::TempDir), BuildError> {
-    let threads = options.threads;
-    let Fit {
-        by_slice,
-        changed_bits,
-        together,
-        paged: _,
-        compact,
-    } = fit;
-    let cache = SuccessorCache::new(cache_bytes);
-    let meta = TableMeta {
-        material: mp.material.to_string(),
-        metric: Metric::Dtm,
-        index_layout: INDEX_LAYOUT,
-    };
-    let table_options = WriteOptions {
-        threads,
-        ..WriteOptions::default()
-    };
-    let path = tables.write_path_of(&mp.material);
     let never = AtomicBool::new(false);
-    let checkpoints = Checkpoints {
-        dir: folder.path(),
-        every: options.checkpoint_every,
-        stop: options.stop.unwrap_or(&never),
+    let build = MaterialBuild {
+        tables,
+        mp,
+        options,
+        fit,
+        cache: SuccessorCache::new(cache_bytes),
+        meta: TableMeta {
+            material: mp.material.to_string(),
+            metric: Metric::Dtm,
+            index_layout: INDEX_LAYOUT,
+        },
+        table_options: WriteOptions {
+            threads: options.threads,
+            ..WriteOptions::default()
+        },
+        path: tables.write_path_of(&mp.material),
+        checkpoints: Checkpoints {
+            dir: folder.path(),
+            every: options.checkpoint_every,
+            stop: options.stop.unwrap_or(&never),
+        },
+        progress,
     };
-    let stopped = || checkpoints.stopped();
-    if !mp.material.has_pawns() {
-        let key = SliceKey::pawnless(mp.material);
-        debug_assert!(mp.slices().eq([&key]), "a pawnless material is one slice");
-        let successors = cache.successors_of(&key, &|s| tables.table(&s.material))?;
-        let mut writer = TableWriter::create(&path, &meta, 1, SliceIndexer::new(key).size(), &table_options)?;
-        let how = (threads, changed_bits);
+    let summary = if mp.material.has_pawns() {
+        build.with_pawns(folder.path())?
+    } else {
+        build.pawnless(folder.path())?
+    };
+    Ok((summary, folder.close()?))
+}
+
+/// What the build of one material works with.
+struct MaterialBuild<'a> {
+    tables: &'a TableDir,
+    mp: &'a MaterialPlan,
+    options: &'a BuildOptions<'a>,
+    fit: Fit,
+    cache: SuccessorCache,
+    meta: TableMeta,
+    table_options: WriteOptions,
+    /// Where the table is written.
+    path: PathBuf,
+    checkpoints: Checkpoints<'a>,
+    progress: &'a (dyn Fn(u64) + Sync),
+}
+
+/// The files of a material's solved slices in its build folder, one a slice. A solved slice
+/// waits in a file of its own, compressed as the table will be (block size, zstd level) and on
+/// the table's grid of blocks: its values start at their place in the table within a block
+/// (after as many padding values, a slice of their own with key PAD_KEY), so that each block
+/// of the file inside the slice is a block of the table, and is copied into it as it is when
+/// the table is written.
+struct SliceFiles<'a> {
+    dir: &'a Path,
+    meta: &'a TableMeta,
+    options: WriteOptions,
+    /// Where each slice starts in the table.
+    first_in_table: HashMap<SliceKey, u64>,
+}
+
+impl SliceFiles<'_> {
+    /// The file of slice `key`.
+    fn path(&self, key: &SliceKey) -> PathBuf {
+        let [w, b] = key.raw();
+        self.dir.join(format!("{w:016x}-{b:016x}.zmt"))
+    }
+
+    /// A new file for slice `key`, its padding pushed.
+    fn create(&self, key: &SliceKey) -> Result<TableWriter, BuildError> {
+        let size = SliceIndexer::new(*key).size();
+        let pad = self.first_in_table[key] % u64::from(self.options.block_values);
+        let slices = if pad > 0 { 2 } else { 1 };
+        let mut writer = TableWriter::create(&self.path(key), self.meta, slices, pad + size, &self.options)?;
+        if pad > 0 {
+            writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
+        }
+        Ok(writer)
+    }
+}
+
+impl MaterialBuild<'_> {
+    /// The one slice of a pawnless material, solved into the table file as it is written out
+    /// of the solver's state: by the compact solver, in parts (`--parts`), or whole, its state
+    /// paged through `dir` where the budget asks for it.
+    fn pawnless(&self, dir: &Path) -> Result<TableSummary, BuildError> {
+        let (fit, options, progress) = (&self.fit, self.options, self.progress);
+        let key = SliceKey::pawnless(self.mp.material);
+        debug_assert!(self.mp.slices().eq([&key]), "a pawnless material is one slice");
+        let successors = self
+            .cache
+            .successors_of(&key, &|s| self.tables.table(&s.material))?;
+        let size = SliceIndexer::new(key).size();
+        let mut writer = TableWriter::create(&self.path, &self.meta, 1, size, &self.table_options)?;
         let paging = fit.paged.map(|resident| Paging {
-            dir: folder.path().to_path_buf(),
+            dir: dir.to_path_buf(),
             resident,
         });
         if let Some(p) = &paging {
             info!(
                 resident = p.resident,
-                disk = paged_bytes(&fit, SliceIndexer::new(key).size()),
+                disk = paged_bytes(fit, size),
                 "the slice's state is paged through the build folder"
             );
         }
         let in_parts = options.parts > 1 && splittable(&key);
-        if in_parts && compact {
+        if in_parts && fit.compact {
             warn!(
                 slice = %key,
                 parts = options.parts,
@@ -930,181 +989,207 @@ fn solve_material(
                 "--parts is not used for this slice: its state does not fit the budget in memory, and is paged"
             );
         }
-        if compact {
+        if fit.compact {
             info!(
                 slice = %key,
-                state_bytes = bits_state_bytes(SliceIndexer::new(key).size()),
+                state_bytes = bits_state_bytes(size),
                 "the slice is solved by the compact solver, three bits a position"
             );
-            writer.begin_slice(key.raw(), SliceIndexer::new(key).size())?;
+            writer.begin_slice(key.raw(), size)?;
             solve_slice_bits(
                 &key,
                 &successors,
-                threads,
+                options.threads,
                 paging.as_ref(),
-                Some(&checkpoints),
+                Some(&self.checkpoints),
                 &mut into(&mut writer, progress),
             )?;
             writer.end_slice()?;
         } else if in_parts && fit.paged.is_none() {
             solve_parts_into_writer(&key, &successors, options, &mut writer, progress)?;
         } else {
-            let solving = (Some(&checkpoints), paging.as_ref());
+            let how = (options.threads, fit.changed_bits);
+            let solving = (Some(&self.checkpoints), paging.as_ref());
             solve_into_writer(&key, &successors, how, solving, &mut writer, progress)?;
         }
         let summary = writer.finish()?;
-        checkpoints.remove(&key);
-        return Ok((summary, folder.close()?));
+        self.checkpoints.remove(&key);
+        Ok(summary)
     }
 
-    let part_path = |key: &SliceKey| {
-        let [w, b] = key.raw();
-        folder.path().join(format!("{w:016x}-{b:016x}.zmt"))
-    };
-    // A solved slice waits in a file of its own, compressed as the table will be (block size,
-    // zstd level) and on the table's grid of blocks: its values start at their place in the
-    // table within a block (after as many padding values, a slice of their own with key
-    // PAD_KEY), so that each block of the file inside the slice is a block of the table, and is
-    // copied into it as it is when the table is written.
-    let part_options = WriteOptions {
-        block_values: table_options.block_values,
-        zstd_level: table_options.zstd_level,
-        durable: false,
-        ..WriteOptions::default()
-    };
-    let mut keys: Vec<SliceKey> = mp.slices().copied().collect();
-    keys.sort_by_key(|k| k.raw());
-    let mut first_in_table = HashMap::with_capacity(keys.len());
-    let mut first = 0u64;
-    for key in &keys {
-        first_in_table.insert(*key, first);
-        first += SliceIndexer::new(*key).size();
-    }
-    let block = u64::from(part_options.block_values);
-    // The file of a solved slice, its padding pushed.
-    let open_part = |key: &SliceKey| -> Result<TableWriter, BuildError> {
-        let size = SliceIndexer::new(*key).size();
-        let pad = first_in_table[key] % block;
-        let slices = if pad > 0 { 2 } else { 1 };
-        let mut writer = TableWriter::create(&part_path(key), &meta, slices, pad + size, &part_options)?;
-        if pad > 0 {
-            writer.push_slice(PAD_KEY, &vec![0; pad as usize])?;
+    /// The slices of a material with pawns, solved wave by wave (one per thread at once if the
+    /// fit says so), each written to a file of its own in `dir` ([`SliceFiles`]) as it is
+    /// written out of the state (a pawn push of a later wave reads it there); a slice whose file
+    /// is already there and whole (a build stopped before) is not solved again. The table is
+    /// then written from those files, sorted by key.
+    fn with_pawns(&self, dir: &Path) -> Result<TableSummary, BuildError> {
+        let mut keys: Vec<SliceKey> = self.mp.slices().copied().collect();
+        keys.sort_by_key(|k| k.raw());
+        let mut first_in_table = HashMap::with_capacity(keys.len());
+        let mut first = 0u64;
+        for key in &keys {
+            first_in_table.insert(*key, first);
+            first += SliceIndexer::new(*key).size();
         }
-        Ok(writer)
-    };
-    // The slices of this material solved so far, each in its own file, opened when read (a
-    // material may have tens of thousands of slices: more than a process may keep open).
-    let mut solved: HashSet<SliceKey> = HashSet::new();
-    let done = AtomicU64::new(0);
-    let mut resumed = 0usize;
-    for wave in &mp.waves {
-        if stopped() {
-            return Err(SolveError::Interrupted.into());
-        }
-        // The slices a build stopped before left whole: not solved again.
-        let (kept, wave): (Vec<SliceKey>, Vec<SliceKey>) =
-            wave.iter().partition(|key| part_is_whole(&part_path(key), key));
-        for key in &kept {
-            let n = SliceIndexer::new(*key).size();
-            progress(done.fetch_add(n, Relaxed) + n);
-        }
-        resumed += kept.len();
-        solved.extend(kept);
-        let wave = &wave[..];
-        let table_of = |s: &SliceKey| {
-            if solved.contains(s) {
-                Ok(Arc::new(Table::open_pread(&part_path(s))?))
-            } else {
-                tables.table(&s.material)
-            }
+        let files = SliceFiles {
+            dir,
+            meta: &self.meta,
+            options: WriteOptions {
+                block_values: self.table_options.block_values,
+                zstd_level: self.table_options.zstd_level,
+                durable: false,
+                ..WriteOptions::default()
+            },
+            first_in_table,
         };
-        if together && init_together(wave) {
-            // The slices' files and successors first, then the slices solved together.
-            let mut writers = Vec::with_capacity(wave.len());
-            let mut successors = Vec::with_capacity(wave.len());
-            for key in wave {
-                successors.push(cache.successors_of(key, &table_of)?);
-                let mut writer = open_part(key)?;
-                writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
-                writers.push(writer);
-            }
-            let slices: Vec<(SliceKey, &dyn zermelo_worker::Successors)> = wave
-                .iter()
-                .zip(&successors)
-                .map(|(key, s)| (*key, s as &dyn zermelo_worker::Successors))
-                .collect();
-            let mut sinks: Vec<_> = writers
-                .iter_mut()
-                .map(|writer| {
-                    let done = &done;
-                    move |values: &[u16]| {
-                        writer
-                            .push_values(values)
-                            .map_err(|e| SolveError::Output(Box::new(e)))?;
-                        let n = values.len() as u64;
-                        progress(done.fetch_add(n, Relaxed) + n);
-                        Ok(())
-                    }
-                })
-                .collect();
-            let sinks: Vec<Sink<'_>> = sinks.iter_mut().map(|f| f as Sink<'_>).collect();
-            solve_slices_into(&slices, threads, by_slice, changed_bits, sinks)?;
-            for mut writer in writers {
-                writer.end_slice()?;
-                writer.finish()?;
-            }
-            drop(successors);
-            trim_arenas();
-            solved.extend(wave);
-            continue;
-        }
-        for_each_slice(wave, threads, by_slice, |key, threads| {
-            if stopped() {
+        // The slices of this material solved so far, each in its own file, opened when read (a
+        // material may have tens of thousands of slices: more than a process may keep open).
+        let mut solved: HashSet<SliceKey> = HashSet::new();
+        let done = AtomicU64::new(0);
+        let mut resumed = 0usize;
+        for wave in &self.mp.waves {
+            if self.checkpoints.stopped() {
                 return Err(SolveError::Interrupted.into());
             }
-            let successors = cache.successors_of(key, &table_of)?;
+            // The slices a build stopped before left whole: not solved again.
+            let (kept, wave): (Vec<SliceKey>, Vec<SliceKey>) =
+                wave.iter().partition(|key| part_is_whole(&files.path(key), key));
+            for key in &kept {
+                let n = SliceIndexer::new(*key).size();
+                (self.progress)(done.fetch_add(n, Relaxed) + n);
+            }
+            resumed += kept.len();
+            solved.extend(kept);
+            let table_of = |s: &SliceKey| {
+                if solved.contains(s) {
+                    Ok(Arc::new(Table::open_pread(&files.path(s))?))
+                } else {
+                    self.tables.table(&s.material)
+                }
+            };
+            if self.fit.together && init_together(&wave) {
+                self.wave_together(&wave, &files, &table_of, &done)?;
+            } else {
+                self.wave_by_slice(&wave, &files, &table_of, &done)?;
+            }
+            solved.extend(wave);
+        }
+        if resumed > 0 {
+            info!(
+                slices = resumed,
+                "solved slices of a build stopped before taken up"
+            );
+        }
+        let mut writer = TableWriter::create(
+            &self.path,
+            &self.meta,
+            keys.len() as u64,
+            self.mp.positions,
+            &self.table_options,
+        )?;
+        for key in &keys {
+            let part = Table::open_pread(&files.path(key))?;
+            let slice = part.find_slice(key.raw()).ok_or_else(|| {
+                BuildError::Storage(StorageError::InvalidInput(format!(
+                    "{}: no slice {key}",
+                    files.path(key).display()
+                )))
+            })?;
+            // A whole block of the file is a whole block of the table (the grids agree): copied.
+            writer.copy_slice(&part, slice)?;
+        }
+        Ok(writer.finish()?)
+    }
+
+    /// The slices of a wave whose pawns promote, inited and solved together: their files and
+    /// successors first, then the slices.
+    fn wave_together(
+        &self,
+        wave: &[SliceKey],
+        files: &SliceFiles<'_>,
+        table_of: &dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError>,
+        done: &AtomicU64,
+    ) -> Result<(), BuildError> {
+        let progress = self.progress;
+        let mut writers = Vec::with_capacity(wave.len());
+        let mut successors = Vec::with_capacity(wave.len());
+        for key in wave {
+            successors.push(self.cache.successors_of(key, table_of)?);
+            let mut writer = files.create(key)?;
+            writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
+            writers.push(writer);
+        }
+        let slices: Vec<(SliceKey, &dyn zermelo_worker::Successors)> = wave
+            .iter()
+            .zip(&successors)
+            .map(|(key, s)| (*key, s as &dyn zermelo_worker::Successors))
+            .collect();
+        let mut sinks: Vec<_> = writers
+            .iter_mut()
+            .map(|writer| {
+                move |values: &[u16]| {
+                    writer
+                        .push_values(values)
+                        .map_err(|e| SolveError::Output(Box::new(e)))?;
+                    let n = values.len() as u64;
+                    progress(done.fetch_add(n, Relaxed) + n);
+                    Ok(())
+                }
+            })
+            .collect();
+        let sinks: Vec<Sink<'_>> = sinks.iter_mut().map(|f| f as Sink<'_>).collect();
+        solve_slices_into(
+            &slices,
+            self.options.threads,
+            self.fit.by_slice,
+            self.fit.changed_bits,
+            sinks,
+        )?;
+        for mut writer in writers {
+            writer.end_slice()?;
+            writer.finish()?;
+        }
+        drop(successors);
+        trim_arenas();
+        Ok(())
+    }
+
+    /// The slices of a wave one by one (one per thread at once if the fit says so), each with
+    /// its checkpoints if it is large enough to be worth them.
+    fn wave_by_slice(
+        &self,
+        wave: &[SliceKey],
+        files: &SliceFiles<'_>,
+        table_of: &(dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError> + Sync),
+        done: &AtomicU64,
+    ) -> Result<(), BuildError> {
+        let progress = self.progress;
+        for_each_slice(wave, self.options.threads, self.fit.by_slice, |key, threads| {
+            if self.checkpoints.stopped() {
+                return Err(SolveError::Interrupted.into());
+            }
+            let successors = self.cache.successors_of(key, table_of)?;
             let size = SliceIndexer::new(*key).size();
-            let mut writer = open_part(key)?;
+            let mut writer = files.create(key)?;
             let before = done.load(Relaxed);
             // Slices too small to be worth a checkpoint are solved again after a stop.
-            let ckpt = (size >= SPILL_FROM as u64).then_some(&checkpoints);
+            let ckpt = (size >= SPILL_FROM as u64).then_some(&self.checkpoints);
             solve_into_writer(
                 key,
                 &successors,
-                (threads, changed_bits),
+                (threads, self.fit.changed_bits),
                 (ckpt, None),
                 &mut writer,
                 &|d| progress(before + d),
             )?;
             writer.finish()?;
-            checkpoints.remove(key);
+            self.checkpoints.remove(key);
             drop(successors);
             trim_arenas();
             progress(done.fetch_add(size, Relaxed) + size);
             Ok::<(), BuildError>(())
-        })?;
-        solved.extend(wave);
+        })
     }
-    if resumed > 0 {
-        info!(
-            slices = resumed,
-            "solved slices of a build stopped before taken up"
-        );
-    }
-
-    let mut writer = TableWriter::create(&path, &meta, keys.len() as u64, mp.positions, &table_options)?;
-    for key in &keys {
-        let part = Table::open_pread(&part_path(key))?;
-        let slice = part.find_slice(key.raw()).ok_or_else(|| {
-            BuildError::Storage(StorageError::InvalidInput(format!(
-                "{}: no slice {key}",
-                part_path(key).display()
-            )))
-        })?;
-        // A whole block of the file is a whole block of the table (the grids agree): copied.
-        writer.copy_slice(&part, slice)?;
-    }
-    Ok((writer.finish()?, folder.close()?))
 }
 
 /// True if the file of a solved slice at `path` holds slice `key` and every byte of it is as it

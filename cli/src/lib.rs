@@ -10,6 +10,7 @@ pub mod dtz;
 pub mod lichess;
 pub mod materials;
 pub mod memory;
+pub mod partial;
 pub mod probe;
 pub mod progress;
 pub mod serve;

@@ -4,17 +4,11 @@
 //! lichess's server (lila-tablebase, read at a06a88b; its FEN reader is shakmaty 0.30's) takes
 //! a FEN whose fields are separated by spaces, `_` or `+`, with only the board required (the
 //! rest defaults to `w - - 0 1`), and drops castling rights and an en-passant square the board
-//! does not allow. A position it cannot probe (castling rights that stand, more men than the
-//! tables have, a table that is missing) is still answered, with 200: the position's `dtz` and
-//! `dtm` are `null`, each move is probed if the position after it can be (a capture down into
-//! the tables, a move that gives up the castling rights) and is `"unknown"` otherwise, and the
-//! position's category is the opposite of its best move's ([`partial_answer`]).
+//! does not allow. Castling, which tables never hold, is here too: which rights stand, which
+//! castling moves are legal, and the rights left after a move; the answer for a position no
+//! table holds is in [`crate::partial`].
 
-use zermelo_chess::probe::{self, DtzSource, ValueSource};
-use zermelo_chess::{Color, FenError, Material, Piece, Position, Role, Square};
-use zermelo_worker::tables::TableError;
-
-use crate::probe::{insufficient_material, set_dtz, settle, MoveInfo, PositionInfo, ProbeFailure, ProbeInfo};
+use zermelo_chess::{Color, FenError, Piece, Position, Role, Square};
 
 /// A castling right: the side and the wing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +53,7 @@ impl Castle {
     }
 
     /// The move in UCI (the king's two-square move, as lichess writes it) and SAN.
-    fn uci(self) -> String {
+    pub(crate) fn uci(self) -> String {
         format!("{}{}", self.king_from(), self.king_to())
     }
 }
@@ -76,9 +70,9 @@ pub struct Asked {
 /// Reads a FEN as lichess does: fields separated by spaces, `_` or `+` (runs of them count as
 /// one); only the board is required, the others default to `w - - 0 1`; castling rights whose
 /// king or rook is not on its first square, and an en-passant square no pawn could have
-/// crossed, are dropped. A FEN that is not a legal position is refused (`Input`).
-pub fn read_fen(fen: &str) -> Result<Asked, ProbeFailure> {
-    let invalid = |e: String| ProbeFailure::Input(format!("invalid FEN: {e}"));
+/// crossed, are dropped. A FEN that is not a legal position is refused, with why.
+pub fn read_fen(fen: &str) -> Result<Asked, String> {
+    let invalid = |e: String| format!("invalid FEN: {e}");
     let fields: Vec<&str> = fen
         .split(|c: char| c.is_ascii_whitespace() || c == '_' || c == '+')
         .filter(|f| !f.is_empty())
@@ -137,7 +131,7 @@ pub fn read_fen(fen: &str) -> Result<Asked, ProbeFailure> {
 /// The castling moves of the side to move that are legal: the right stands, the squares
 /// between king and rook are empty, and the king is not in check and does not pass or land on
 /// an attacked square.
-fn castling_moves(pos: &Position, rights: &[Castle]) -> Vec<Castle> {
+pub(crate) fn castling_moves(pos: &Position, rights: &[Castle]) -> Vec<Castle> {
     if pos.is_check() {
         return Vec::new();
     }
@@ -163,7 +157,7 @@ fn castling_moves(pos: &Position, rights: &[Castle]) -> Vec<Castle> {
 }
 
 /// The position after castling `c`.
-fn castle(pos: &Position, c: Castle) -> Position {
+pub(crate) fn castle(pos: &Position, c: Castle) -> Position {
     let mut board = pos.board;
     board.remove(c.king_from());
     board.remove(c.rook_from());
@@ -174,7 +168,13 @@ fn castle(pos: &Position, c: Castle) -> Position {
 
 /// The rights that still stand after a move from `from` to `to`: a king's move ends both of
 /// its side's, a rook's move from its corner or a capture on it ends that one.
-fn rights_after(rights: &[Castle], mover: Color, from: Square, to: Square, king_moved: bool) -> Vec<Castle> {
+pub(crate) fn rights_after(
+    rights: &[Castle],
+    mover: Color,
+    from: Square,
+    to: Square,
+    king_moved: bool,
+) -> Vec<Castle> {
     rights
         .iter()
         .copied()
@@ -192,160 +192,6 @@ pub fn negated(category: &'static str) -> &'static str {
         "blessed-loss" => "cursed-win",
         other => other,
     }
-}
-
-/// What the tables can say of `pos` (the halfmove clock `clock` there, `before` the clock
-/// before the move into it) when it has no castling rights: its DTM and its DTZ50 where their
-/// tables are, into `info` (left unknown where they are not), and the category as lichess
-/// derives it: a stalemate or a dead position is a draw, checkmate a loss (blessed once the
-/// clock before the move reached 100), else by DTZ50 and the clock, else by the mates, else
-/// unknown.
-fn fill_what_is_known<M, D>(
-    info: &mut PositionInfo,
-    pos: &Position,
-    clock: u16,
-    before: u16,
-    mates: &M,
-    dtz: &D,
-) -> Result<(), TableError>
-where
-    M: ValueSource<Error = TableError> + ?Sized,
-    D: DtzSource<Error = TableError> + ?Sized,
-{
-    let missing = |e: &TableError| matches!(e, TableError::Missing { .. });
-    info.category = "unknown";
-    if Material::of(&pos.board).men() <= crate::MAX_MEN {
-        match probe::value(pos, mates) {
-            Ok(v) => {
-                let known = PositionInfo::new(pos, v);
-                info.dtm = known.dtm;
-                info.category = known.category;
-            }
-            Err(e) if missing(&e) => {}
-            Err(e) => return Err(e),
-        }
-        match probe::dtz(pos, dtz) {
-            Ok(d) => set_dtz(info, d, clock, before),
-            Err(e) if missing(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if info.stalemate || info.insufficient_material {
-        info.category = "draw";
-    } else if info.checkmate {
-        info.category = if before >= zermelo_chess::dtz::RULE_PLIES {
-            "blessed-loss"
-        } else {
-            "loss"
-        };
-    }
-    Ok(())
-}
-
-/// An empty position record for `pos` with rights `rights` standing: the flags, nothing known.
-fn flags_of(pos: &Position, rights: &[Castle]) -> PositionInfo {
-    let no_move = pos.legal_moves().is_empty() && castling_moves(pos, rights).is_empty();
-    PositionInfo {
-        checkmate: pos.is_check() && no_move,
-        stalemate: !pos.is_check() && no_move,
-        variant_win: false,
-        variant_loss: false,
-        insufficient_material: insufficient_material(pos),
-        dtz: None,
-        precise_dtz: None,
-        dtm: None,
-        dtw: None,
-        dtc: None,
-        category: "unknown",
-    }
-}
-
-/// lichess's answer for a position no table holds as it stands (castling rights, more men than
-/// the tables have, a missing table): the position's `dtz` and `dtm` `null`, every legal move
-/// (castling included) with what the tables say of the position after it when that position
-/// has no castling rights left and its tables are here ([`fill_what_is_known`]), `"unknown"`
-/// otherwise; moves in lichess's order, and the position's category the opposite of the first
-/// move's (with no move: a loss when checkmated, else a draw).
-pub fn partial_answer<M, D>(fen: &str, asked: &Asked, mates: &M, dtz: &D) -> Result<ProbeInfo, TableError>
-where
-    M: ValueSource<Error = TableError> + ?Sized,
-    D: DtzSource<Error = TableError> + ?Sized,
-{
-    let pos = &asked.pos;
-    let clock = asked.clock;
-    let mut moves = Vec::new();
-    let mut add = |uci: String,
-                   san: String,
-                   role: Role,
-                   capture: Option<Role>,
-                   promotion: Option<Role>,
-                   after: Position,
-                   rights: Vec<Castle>|
-     -> Result<(), TableError> {
-        let zeroing = capture.is_some() || role == Role::Pawn;
-        let mut info = flags_of(&after, &rights);
-        let after_clock = if zeroing { 0 } else { clock.saturating_add(1) };
-        if rights.is_empty() {
-            fill_what_is_known(&mut info, &after, after_clock, clock, mates, dtz)?;
-        } else if info.stalemate || info.insufficient_material {
-            info.category = "draw";
-        } else if info.checkmate {
-            info.category = if clock >= zermelo_chess::dtz::RULE_PLIES {
-                "blessed-loss"
-            } else {
-                "loss"
-            };
-        }
-        moves.push(MoveInfo::with(uci, san, zeroing, capture, promotion, info));
-        Ok(())
-    };
-    for m in pos.legal_moves().iter() {
-        let rights = rights_after(&asked.castling, pos.turn, m.from, m.to, m.role == Role::King);
-        add(
-            m.uci(),
-            pos.san(m),
-            m.role,
-            m.capture,
-            m.promotion,
-            pos.play(m),
-            rights,
-        )?;
-    }
-    for c in castling_moves(pos, &asked.castling) {
-        let after = castle(pos, c);
-        let rights: Vec<Castle> = asked
-            .castling
-            .iter()
-            .copied()
-            .filter(|r| r.color != c.color)
-            .collect();
-        let mut san = if c.king_side { "O-O" } else { "O-O-O" }.to_string();
-        if after.is_check() {
-            san.push(if after.legal_moves().is_empty() { '#' } else { '+' });
-        }
-        add(c.uci(), san, Role::King, None, None, after, rights)?;
-    }
-    let mut pos_info = flags_of(pos, &asked.castling);
-    if pos_info.stalemate || pos_info.insufficient_material {
-        pos_info.category = "draw";
-    } else if pos_info.checkmate {
-        let before = clock.saturating_sub(1);
-        pos_info.category = if before >= zermelo_chess::dtz::RULE_PLIES {
-            "blessed-loss"
-        } else {
-            "loss"
-        };
-    }
-    // The categories ignore the rule unless some DTZ50 table gave one.
-    let ignores_50_move_rule = moves.iter().all(|m| m.after.dtz.is_none());
-    let mut info = ProbeInfo {
-        fen: fen.to_string(),
-        pos: pos_info,
-        ignores_50_move_rule,
-        moves,
-    };
-    settle(&mut info);
-    Ok(info)
 }
 
 #[cfg(test)]
@@ -385,7 +231,10 @@ mod tests {
             "8/8/8/8/8/8/4P3/K1k5 w - - 0 1 extra",
             "8/8/8/8/8/8/4P3/K1k5 w XY",
         ] {
-            assert!(matches!(read_fen(bad), Err(ProbeFailure::Input(_))), "{bad}");
+            assert!(
+                read_fen(bad).is_err_and(|e| e.starts_with("invalid FEN")),
+                "{bad}"
+            );
         }
     }
 

@@ -293,7 +293,7 @@ impl ProbeFailure {
 /// required, castling rights and en-passant squares the board does not allow dropped) and
 /// checks it is a position tables of up to `max_men` men hold: no castling rights stand.
 pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure> {
-    let asked = read_fen(fen)?;
+    let asked = read_fen(fen).map_err(ProbeFailure::Input)?;
     if !asked.castling.is_empty() {
         return Err(ProbeFailure::NotInTables(format!(
             "invalid FEN: {}",

@@ -61,7 +61,8 @@ use zermelo_chess::probe::{self, value};
 use zermelo_chess::{Color, Dtz, Material, Position, Value};
 use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
-use crate::lichess::{partial_answer, read_fen, Asked};
+use crate::lichess::{read_fen, Asked};
+use crate::partial::partial_answer;
 use crate::probe::{dtm_line, fill_dtz50, lichess_dtm, lichess_dtz, probe_position, ProbeFailure};
 use crate::squares;
 use crate::MAX_MEN;
@@ -193,7 +194,7 @@ async fn blocking_with<T: Send + 'static>(
         return error(StatusCode::BAD_REQUEST, "missing query parameter fen (?fen=FEN)");
     };
     let result = tokio::task::spawn_blocking(move || {
-        let asked = read_fen(&fen)?;
+        let asked = read_fen(&fen).map_err(ProbeFailure::Input)?;
         f(&app, &fen, &asked, &query)
     })
     .await;
@@ -628,8 +629,8 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     response
 }
 
-/// The routes of the server over `tables`.
-fn router(tables: TableDir) -> Router {
+/// The routes of the server over `tables` (public for the fuzz target of `fuzz/`).
+pub fn router(tables: TableDir) -> Router {
     let app = Arc::new(App {
         dtz: tables.dtz50_view(),
         tables,

@@ -747,28 +747,23 @@ impl Worker {
         self.bring_successors(successors).await
     }
 
-    async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
-        if task.kind == pb::TaskKind::Verify as i32 {
-            return self.do_verify(worker_id, task).await;
-        }
-        if let Some(part) = task.part {
-            return self.do_part(worker_id, task, part).await;
-        }
-        let (slices, successors) = self.read_task(&task)?;
-
-        // Heartbeat the lease while the task is worked on.
-        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
-
-        let threads = self.config.threads.max(1);
-        let budget = self.config.memory;
-        // A pawnless slice by lines is solved by the compact solver when its three bits a
-        // position fit (as `solve` does: faster, and less memory); else with each thread's
-        // bitmap of changed positions when that fits, else without; else with its state paged
-        // through the cache folder, the budget less what stays in memory resident.
-        let (mut needed, mut what) = task_memory(&slices, &successors, threads, budget, false);
+    /// How a task's slices are solved within `budget` bytes on `threads` threads. A pawnless
+    /// slice by lines is solved by the compact solver when its three bits a position fit (as
+    /// `solve` does: faster, and less memory); else with each thread's bitmap of changed
+    /// positions when that fits, else without; else with its state paged through the cache
+    /// folder, the budget less what stays in memory resident. Refused (`OverBudget`) when no
+    /// way fits, with the least it would need.
+    fn plan_task(
+        &self,
+        slices: &[SliceKey],
+        successors: &BTreeSet<SliceKey>,
+        threads: usize,
+        budget: u64,
+    ) -> Result<TaskPlan, WorkerError> {
+        let (mut needed, mut what) = task_memory(slices, successors, threads, budget, false);
         let mut changed_bits = false;
         let mut paging = None;
-        let compact_need = compact_task_memory(&slices, needed).filter(|&c| c <= budget);
+        let compact_need = compact_task_memory(slices, needed).filter(|&c| c <= budget);
         if let Some(c) = compact_need {
             info!(
                 slice = %slices[0],
@@ -778,7 +773,7 @@ impl Worker {
             );
             needed = c;
         } else {
-            let (with_bits, what_with) = task_memory(&slices, &successors, threads, budget, true);
+            let (with_bits, what_with) = task_memory(slices, successors, threads, budget, true);
             if with_bits <= budget {
                 (needed, what, changed_bits) = (with_bits, what_with, true);
             }
@@ -789,7 +784,7 @@ impl Worker {
             // (else the least of the two, for the refusal).
             let ways: Vec<_> = [true, false]
                 .into_iter()
-                .filter_map(|c| paged_task_memory(&slices, &successors, threads, budget, c).map(|p| (p, c)))
+                .filter_map(|c| paged_task_memory(slices, successors, threads, budget, c).map(|p| (p, c)))
                 .collect();
             let paged = ways
                 .iter()
@@ -832,6 +827,34 @@ impl Worker {
                 }
             }
         }
+        Ok(TaskPlan {
+            needed,
+            changed_bits,
+            paging,
+            compact,
+        })
+    }
+
+    async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
+        if task.kind == pb::TaskKind::Verify as i32 {
+            return self.do_verify(worker_id, task).await;
+        }
+        if let Some(part) = task.part {
+            return self.do_part(worker_id, task, part).await;
+        }
+        let (slices, successors) = self.read_task(&task)?;
+
+        // Heartbeat the lease while the task is worked on.
+        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
+
+        let threads = self.config.threads.max(1);
+        let budget = self.config.memory;
+        let TaskPlan {
+            needed,
+            changed_bits,
+            paging,
+            compact,
+        } = self.plan_task(&slices, &successors, threads, budget)?;
         debug!(needed, budget, "the task fits the memory budget");
 
         // What is in memory stays only if the task reads it, with the recorded hash.
@@ -1765,6 +1788,18 @@ fn verify_all_blocking(
 
 fn key_from_wire(k: &pb::SliceKey) -> Result<SliceKey, WorkerError> {
     zermelo_proto::keys::from_wire(k).map_err(|e| WorkerError::BadKey(e.0))
+}
+
+/// How a task's slices are solved within the worker's budget ([`Worker::plan_task`]).
+struct TaskPlan {
+    /// The bytes the task needs that way.
+    needed: u64,
+    /// With each thread's bitmap of changed positions.
+    changed_bits: bool,
+    /// The state paged through the cache folder.
+    paging: Option<Paging>,
+    /// By the compact solver (three bits a position).
+    compact: bool,
 }
 
 #[cfg(test)]
