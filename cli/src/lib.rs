@@ -1,10 +1,16 @@
 //! The `zermelo` command's library: the single-node build ([`build`]), probing ([`probe`]),
 //! table statistics ([`stats`]), the independent verifier ([`verify`]), the cluster commands
 //! ([`cluster`]) and Church's co-ordinate squares ([`squares`]).
+//!
+//! Without the feature `cluster` (on by default) it is the single-node build, probing and
+//! statistics alone, and links no gRPC and no HTTP server: what the Python module uses.
 
+#[cfg(feature = "cluster")]
 pub mod analyse;
+#[cfg(feature = "cluster")]
 pub mod bench;
 pub mod build;
+#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod dtz;
 pub mod lichess;
@@ -13,10 +19,13 @@ pub mod memory;
 pub mod partial;
 pub mod probe;
 pub mod progress;
+#[cfg(feature = "cluster")]
 pub mod serve;
+#[cfg(feature = "cluster")]
 pub mod squares;
 pub mod stats;
 pub mod stop;
+#[cfg(feature = "cluster")]
 pub use zermelo_verify as verify;
 
 /// The most men this build solves.

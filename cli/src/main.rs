@@ -23,7 +23,8 @@ use zermelo_cli::verify::{verify_table_in, VerifyError, VerifyOptions};
 use zermelo_cli::MAX_MEN;
 use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
-use zermelo_worker::node::cache::{ByteSize, DEFAULT_CACHE_BYTES};
+use zermelo_worker::bytes::ByteSize;
+use zermelo_worker::node::cache::DEFAULT_CACHE_BYTES;
 use zermelo_worker::tables::{dir_list, list_text, TableDir};
 use zermelo_worker::SolveError;
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-pub use zermelo_worker::node::cache::human_bytes;
+pub use zermelo_worker::bytes::human_bytes;
 
 /// Used when neither the machine's memory nor a container limit can be read.
 const FALLBACK_BUDGET: u64 = 8 << 30;

@@ -15,10 +15,16 @@
 //! assert_eq!(names, ["KBvK", "KNvK", "KQvK", "KRvK", "KPvK"]);
 //! ```
 
+#[cfg(feature = "service")]
 pub mod check;
+#[cfg(feature = "service")]
 pub mod journal;
+#[cfg(feature = "service")]
 pub mod metrics;
 pub mod plan;
+#[cfg(feature = "service")]
 pub mod schedule;
+#[cfg(feature = "service")]
 pub mod service;
+#[cfg(feature = "service")]
 pub mod store;

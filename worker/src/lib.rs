@@ -6,12 +6,14 @@
 //!   [`waves`] (waves of independent slices in one process), [`adjudicate`] (the declared rules
 //!   `zermelo analyse --adjudicate` may use) and [`coord`] (Church's game of co-ordinate squares,
 //!   COORD, where the pawns never move);
-//! * the cluster node, [`node`]: the gRPC client of the coordinator and its slice cache
+//! * the cluster node, `node` (with the feature `node`, on by default): the gRPC client of the coordinator and its slice cache
 //!   (memory-mapped, hash-checked, evicted under a budget), which runs the solver on the tasks it
 //!   leases.
 
 pub mod adjudicate;
+pub mod bytes;
 pub mod coord;
+#[cfg(feature = "node")]
 pub mod node;
 pub mod solver;
 pub mod tables;
