@@ -298,17 +298,7 @@ fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure 
 
 /// A status's message with the errors under it (a transport error says little by itself).
 fn describe(status: &tonic::Status) -> String {
-    let mut out = status.message().to_owned();
-    let mut source = std::error::Error::source(status);
-    while let Some(e) = source {
-        let text = e.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = e.source();
-    }
-    out
+    pb::error_chain(status.message(), std::error::Error::source(status))
 }
 
 fn state_name(state: i32) -> &'static str {

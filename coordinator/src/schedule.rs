@@ -79,6 +79,11 @@ pub type Millis = u64;
 /// A slice's content hash (`zermelo_storage::slice_hash`).
 pub type Hash = [u8; 32];
 
+/// A hash (or any bytes) in lower-case hex, as the logs and the errors give it.
+pub fn hex(hash: &[u8]) -> String {
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
         $(#[$doc])*
@@ -1873,10 +1878,6 @@ fn progress(j: &Job) -> JobProgress {
         positions_done: j.positions_done,
         positions_total: j.positions_total,
     }
-}
-
-fn hex(hash: &Hash) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use zermelo_proto::wire::{
 };
 use zermelo_storage::SliceHasher;
 
-use crate::schedule::Hash;
+use crate::schedule::{hex, Hash};
 
 /// Why a slice is not taken or not served.
 #[derive(Debug, thiserror::Error)]
@@ -548,10 +548,6 @@ fn sync_folder(dir: &Path) -> Result<(), StoreError> {
         path: dir.to_owned(),
         source,
     })
-}
-
-pub(crate) fn hex(hash: &[u8]) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

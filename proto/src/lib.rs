@@ -45,6 +45,10 @@ pub use v1::*;
 /// through `Meet`.
 pub const PROTOCOL_VERSION: u32 = 4;
 
+/// Bytes of data per chunk of a slice stream (uploads, downloads) and per `Meet` chunk: well
+/// under gRPC's 4 MiB message limit.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
 /// The most slice keys one `FetchSlice` request may name (the coordinator refuses more; a key
 /// named twice is served once).
 pub const MAX_FETCH_KEYS: usize = 256;
@@ -63,6 +67,20 @@ pub fn check_version(worker_version: u32) -> Result<(), Refused> {
         coordinator_version: PROTOCOL_VERSION,
         worker_version,
     })
+}
+
+/// `head`, then each error of the chain from `source` whose text it does not hold already,
+/// joined by ": " (a transport error's own message says little).
+pub fn error_chain(head: impl Into<String>, source: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut out = head.into();
+    for e in std::iter::successors(source, |e| e.source()) {
+        let text = e.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 impl SliceKey {

@@ -30,7 +30,7 @@ use zermelo_chess::index::{SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::{Material, SliceKey};
 use zermelo_proto as pb;
 use zermelo_proto::coordinator_server::{Coordinator, CoordinatorServer};
-use zermelo_proto::{FramingError, SliceFramer};
+use zermelo_proto::{FramingError, SliceFramer, CHUNK_BYTES};
 use zermelo_storage::{Metric, Table, TableMeta, TableWriter, WriteOptions};
 
 use crate::check::{UploadCheck, Watch};
@@ -38,10 +38,10 @@ use crate::journal::{JobSpec, Journal, JournalError, Record};
 use crate::metrics::{CounterValues, Counters, Snapshot};
 use crate::plan::{plan, reachable_plan_within, MaterialPlan, ReachablePlan, TooManySlices};
 use crate::schedule::{
-    self, Action, Event, Hash, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult,
+    self, hex, Action, Event, Hash, JobId, LeaseId, Millis, NoTask, ResumeConflict, Scheduler, SliceResult,
     WorkerId,
 };
-use crate::store::{from_wire, hex, to_wire, Files, IncomingSlice, SliceStore, StoreError};
+use crate::store::{from_wire, to_wire, Files, IncomingSlice, SliceStore, StoreError};
 
 mod driver;
 mod meet;
@@ -52,9 +52,6 @@ mod verify;
 
 use tables::table_is_complete;
 pub use tls::{ServerAuth, TlsIdentity};
-
-/// Bytes of slice data per stream chunk (under gRPC's 4 MiB message limit).
-pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// The most wire bytes a slice of `positions` values may announce: zstd's bound for its
 /// `2 * positions` bytes (they never compress to more), with room to spare.

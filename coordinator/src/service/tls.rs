@@ -34,28 +34,13 @@ impl TlsIdentity {
         // The certificate and key are parsed (and matched) only when a server takes them.
         tonic::transport::Server::builder()
             .tls_config(config.clone())
-            .map_err(|e| bad(error_chain(&e)))?;
+            .map_err(|e| bad(pb::error_chain(e.to_string(), std::error::Error::source(&e))))?;
         Ok(config)
     }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// An error and its sources, joined by ": ".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// Checks the cluster token of every request before the service sees it.

@@ -44,8 +44,6 @@ use crate::solver::{
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
 
-/// Bytes of slice data per upload chunk.
-pub const CHUNK_BYTES: usize = 1 << 20;
 /// Fetches of one slice before the worker gives up on it (each arrival is hash-checked).
 pub const FETCH_ATTEMPTS: usize = 3;
 
@@ -952,7 +950,7 @@ impl Worker {
                 });
                 let mut sent = 0u64;
                 while sent < length {
-                    let want = (length - sent).min(CHUNK_BYTES as u64) as usize;
+                    let want = (length - sent).min(pb::CHUNK_BYTES as u64) as usize;
                     let mut data = vec![0u8; want];
                     file.read_exact(&mut data).map_err(|source| CacheError {
                         path: cache.path(&key),

@@ -15,12 +15,11 @@ use std::io::{Read, Write};
 
 use tokio::runtime::Handle;
 use zermelo_proto as pb;
+use zermelo_proto::CHUNK_BYTES;
 
 use super::Client;
 use crate::solver::{Exchange, GiveWords, SolveError, TakeWords, SEG_INDICES};
 
-/// Bytes of one `Meet` chunk (under gRPC's 4 MiB message limit).
-const CHUNK_BYTES: usize = 1 << 20;
 /// zstd level of the messages: the fastest (they are made and read once).
 const LEVEL: i32 = 1;
 
