@@ -72,25 +72,256 @@ impl Drop for Proc {
     }
 }
 
-/// A worker process of one thread on `url`, its cache in `cache`, its log in `log`, with the
-/// `extra` arguments.
-fn worker_with(url: &str, cache: &Path, log: PathBuf, extra: &[&str], env: &[(&str, &str)]) -> Proc {
-    let mut args = vec![
-        "worker",
-        "--coordinator",
-        url,
-        "--cache",
-        cache.to_str().unwrap(),
-        "--threads",
-        "1",
-    ];
-    args.extend_from_slice(extra);
-    Proc::spawn(&args, log, env)
+/// The token of the tests' coordinators and workers, unless a test names its own.
+const TOKEN: &str = "right-token-for-tests";
+
+/// A test's cluster: a coordinator process on a free port of 127.0.0.1 (its tables in
+/// `DIR/tables`, its log in DIR) and the worker processes started on it (their caches and logs in
+/// DIR). Set up by [`Cluster::new`] and the methods that take `self`, then [`Cluster::start`]ed;
+/// every process is killed when the cluster is dropped, the workers first.
+struct Cluster {
+    dir: PathBuf,
+    url: String,
+    token: String,
+    /// The coordinator's `--metrics-listen` address ([`Cluster::with_metrics`]).
+    metrics: String,
+    /// The coordinator's command line, kept for [`Cluster::start_coordinator`].
+    args: Vec<String>,
+    /// What `zermelo status` needs besides the URL and the token (`--tls-ca`).
+    client: Vec<String>,
+    workers: Vec<Proc>,
+    /// The coordinator, once started (none when it is served in this process).
+    coord: Option<Proc>,
+    /// How many times the coordinator was started (its logs: `coordinator.log`, then
+    /// `coordinator-2.log`, ...).
+    starts: usize,
 }
 
-/// A worker of one thread on `url`, its cache and log in `dir`.
-fn one_thread_worker(url: &str, dir: &Path, env: &[(&str, &str)]) -> Proc {
-    worker_with(url, &dir.join("cache"), dir.join("worker.log"), &[], env)
+impl Cluster {
+    /// A coordinator to start on a free port of 127.0.0.1 with token [`TOKEN`], its tables in
+    /// `dir/tables`.
+    fn new(dir: &Path) -> Cluster {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let tables = dir.join("tables");
+        let args = [
+            "coordinator",
+            "--listen",
+            &listen,
+            "--tables",
+            tables.to_str().unwrap(),
+        ];
+        Cluster {
+            dir: dir.to_owned(),
+            url: format!("http://{listen}"),
+            token: TOKEN.to_owned(),
+            metrics: String::new(),
+            args: args.map(String::from).to_vec(),
+            client: Vec::new(),
+            workers: Vec::new(),
+            coord: None,
+            starts: 0,
+        }
+    }
+
+    /// Workers (and their jobs) on a coordinator served in this process at `url`
+    /// ([`InProcessCoordinator`]).
+    fn served(dir: &Path, url: &str, token: &str) -> Cluster {
+        let mut c = Cluster::new(dir).token(token);
+        c.url = url.to_owned();
+        c
+    }
+
+    /// The coordinator given the `extra` arguments too.
+    fn args(mut self, extra: &[&str]) -> Cluster {
+        self.args.extend(extra.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// `token` instead of [`TOKEN`].
+    fn token(mut self, token: &str) -> Cluster {
+        self.token = token.to_owned();
+        self
+    }
+
+    /// The coordinator's state in `DIR/state`, outside its tables.
+    fn state(self) -> Cluster {
+        let state = self.dir.join("state");
+        self.args(&["--state", state.to_str().unwrap()])
+    }
+
+    /// The coordinator's metrics served on a free port ([`Cluster::scrape`]).
+    fn with_metrics(mut self) -> Cluster {
+        self.metrics = format!("127.0.0.1:{}", free_port());
+        let listen = self.metrics.clone();
+        self.args(&["--metrics-listen", &listen])
+    }
+
+    /// Over TLS: the coordinator serves `cert` and `key` on an `https://` URL; clients trust `ca`.
+    fn tls(mut self, cert: &str, key: &str, ca: &str) -> Cluster {
+        self.url = self.url.replace("http://", "https://");
+        self.client = vec!["--tls-ca".into(), ca.into()];
+        self.args(&["--tls-cert", cert, "--tls-key", key])
+    }
+
+    /// Starts the coordinator ([`Cluster::start_coordinator`]).
+    fn start(mut self) -> Cluster {
+        self.start_coordinator();
+        self
+    }
+
+    /// Starts the coordinator (again, after [`Cluster::kill_coordinator`]: the same arguments)
+    /// and waits until `zermelo status` gets an answer.
+    fn start_coordinator(&mut self) {
+        self.starts += 1;
+        let log = match self.starts {
+            1 => self.dir.join("coordinator.log"),
+            n => self.dir.join(format!("coordinator-{n}.log")),
+        };
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let coord = Proc::spawn(&args, log, &[("ZERMELO_TOKEN", &self.token)]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let o = zermelo()
+                .args(["status", "--coordinator", &self.url, "--token", &self.token])
+                .args(&self.client)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            if o.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the coordinator does not answer; log:\n{}",
+                coord.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.coord = Some(coord);
+    }
+
+    /// Kills the coordinator (SIGKILL) and reaps it.
+    fn kill_coordinator(&mut self) {
+        let coord = self.coord.as_mut().expect("a coordinator");
+        coord.child.kill().unwrap();
+        coord.child.wait().unwrap();
+    }
+
+    /// The coordinator's log.
+    fn log(&self) -> String {
+        self.coord.as_ref().map(Proc::log).unwrap_or_default()
+    }
+
+    /// Every process, the coordinator first.
+    fn procs(&self) -> Vec<&Proc> {
+        self.coord.iter().chain(&self.workers).collect()
+    }
+
+    /// A worker of one thread, its cache `DIR/cache-NAME` and its log `DIR/NAME.log`, with the
+    /// `extra` arguments.
+    fn worker(&mut self, name: &str, extra: &[&str]) -> &mut Proc {
+        let cache = self.dir.join(format!("cache-{name}"));
+        let log = self.dir.join(format!("{name}.log"));
+        self.worker_in(&cache, log, extra, &[])
+    }
+
+    /// A worker of one thread, its cache in `cache` and its log in `log`, with the `extra`
+    /// arguments and the environment `env` (which may replace the cluster's token).
+    fn worker_in(&mut self, cache: &Path, log: PathBuf, extra: &[&str], env: &[(&str, &str)]) -> &mut Proc {
+        let mut args = vec![
+            "worker",
+            "--coordinator",
+            &self.url,
+            "--cache",
+            cache.to_str().unwrap(),
+            "--threads",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let mut all = vec![("ZERMELO_TOKEN", self.token.as_str())];
+        all.extend_from_slice(env);
+        let worker = Proc::spawn(&args, log, &all);
+        self.workers.push(worker);
+        self.workers.last_mut().unwrap()
+    }
+
+    /// Kills worker `i` (SIGKILL), reaps it and takes it out of the cluster.
+    fn kill_worker(&mut self, i: usize) -> Proc {
+        let mut worker = self.workers.remove(i);
+        worker.child.kill().unwrap();
+        worker.child.wait().unwrap();
+        worker
+    }
+
+    /// Submits a job of `materials` (retrying while the coordinator starts): its id.
+    fn submit(&self, materials: &[&str]) -> String {
+        let mut args = vec!["submit", "--coordinator", &self.url, "--token", &self.token];
+        args.extend_from_slice(materials);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let o = zermelo().args(&args).stdin(Stdio::null()).output().unwrap();
+            if o.status.success() {
+                return stdout(&o).trim().to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "submit failed: {}\n{}",
+                stderr(&o),
+                logs(&self.procs())
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Polls the job until `until` holds, failing with every log after `limit`: (done, total).
+    fn wait(&self, job: &str, limit: Duration, until: impl Fn(&str, u64, u64) -> bool) -> (u64, u64) {
+        wait_job(&self.url, &self.token, job, limit, &self.procs(), until)
+    }
+
+    /// Waits until the job is done: (done, total).
+    fn wait_done(&self, job: &str, limit: Duration) -> (u64, u64) {
+        self.wait(job, limit, |state, _, _| state == "done")
+    }
+
+    /// Runs `zermelo submit --wait` of `materials` and waits for it, failing with every log if it
+    /// does not succeed within `limit`.
+    fn build(&self, materials: &[&str], limit: Duration) {
+        self.build_via(&self.url, &[], materials, limit);
+    }
+
+    /// [`Cluster::build`] on `url` (another name of the coordinator) with the `extra` arguments.
+    fn build_via(&self, url: &str, extra: &[&str], materials: &[&str], limit: Duration) {
+        let mut args = vec!["submit", "--coordinator", url, "--wait"];
+        args.extend_from_slice(materials);
+        args.extend_from_slice(extra);
+        let token = [("ZERMELO_TOKEN", self.token.as_str())];
+        let mut submit = Proc::spawn(&args, self.dir.join("submit.log"), &token);
+        let status = submit.wait(limit);
+        assert!(
+            status.success(),
+            "submit failed ({status}):\n{}\n{}",
+            submit.log(),
+            logs(&self.procs())
+        );
+    }
+
+    /// `GET /metrics` of the coordinator ([`Cluster::with_metrics`]), answered 200: its samples
+    /// and its text.
+    fn scrape(&self) -> (std::collections::HashMap<String, f64>, String) {
+        let (code, _, body) = http_get(&self.metrics, "/metrics");
+        assert_eq!(code, 200);
+        (samples(&body), body)
+    }
+}
+
+/// The logs of `procs`, each under its file's name.
+fn logs(procs: &[&Proc]) -> String {
+    let logs: Vec<String> = procs
+        .iter()
+        .map(|p| format!("--- {:?}\n{}", p.log, p.log()))
+        .collect();
+    logs.join("\n")
 }
 
 fn free_port() -> u16 {
@@ -122,6 +353,14 @@ fn cluster_build(tmp: &Path, materials: &[&str], timeout: Duration) -> PathBuf {
 /// Runs `zermelo cluster ARGS... --tables tmp/cluster`, failing with the cluster's log if it
 /// does not finish well in `timeout`; returns that directory and the log.
 fn cluster_run(tmp: &Path, args: &[&str], timeout: Duration) -> (PathBuf, String) {
+    let (dir, status, log) = cluster_exit(tmp, args, timeout);
+    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
+    (dir, log)
+}
+
+/// Runs `zermelo cluster ARGS... --tables tmp/cluster` to its end, within `timeout`: that
+/// directory, the exit and the log.
+fn cluster_exit(tmp: &Path, args: &[&str], timeout: Duration) -> (PathBuf, ExitStatus, String) {
     let dir = tmp.join("cluster");
     let mut all = vec!["cluster"];
     all.extend_from_slice(args);
@@ -129,8 +368,7 @@ fn cluster_run(tmp: &Path, args: &[&str], timeout: Duration) -> (PathBuf, String
     let mut cluster = Proc::spawn(&all, tmp.join("cluster.log"), &[]);
     let status = cluster.wait(timeout);
     let log = cluster.log();
-    assert!(status.success(), "zermelo cluster failed ({status}):\n{log}");
-    (dir, log)
+    (dir, status, log)
 }
 
 /// Asserts that `cluster` holds exactly the tables `materials`, each byte-identical to the one
@@ -182,22 +420,8 @@ fn cluster_of_two_workers_builds_kpk_byte_identical_to_solve() {
 #[test]
 fn a_worker_refuses_a_task_over_its_memory_budget() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("cluster");
-    let args = [
-        "cluster",
-        "--workers",
-        "1",
-        "--threads",
-        "1",
-        "--memory",
-        "1MiB",
-        "KQvK",
-        "--tables",
-        dir.to_str().unwrap(),
-    ];
-    let mut cluster = Proc::spawn(&args, tmp.path().join("cluster.log"), &[]);
-    let status = cluster.wait(Duration::from_secs(60));
-    let log = cluster.log();
+    let args = ["--workers", "1", "--threads", "1", "--memory", "1MiB", "KQvK"];
+    let (dir, status, log) = cluster_exit(tmp.path(), &args, Duration::from_secs(60));
     assert!(!status.success(), "the cluster finished within 1 MiB:\n{log}");
     assert!(
         log.contains("needs about") && log.contains("more than this worker's budget of 1.0 MiB"),
@@ -256,37 +480,25 @@ fn a_worker_solves_a_pawnless_slice_by_the_compact_solver_when_its_bits_fit() {
 /// KRvKN built in `dir` by a coordinator and one worker of `--memory memory`, its tables
 /// checked byte for byte against `zermelo solve`'s; the worker's log.
 fn krvkn_by_one_worker(dir: &Path, memory: &str) -> String {
-    let (mut coord, url) = coordinator(dir);
-    let env = [
-        ("ZERMELO_TOKEN", "right-token-for-tests"),
-        ("ZERMELO_LOG", "info"),
-    ];
-    let worker = worker_with(
-        &url,
-        &dir.join("cache"),
-        dir.join("worker.log"),
-        &["--memory", memory],
-        &env,
-    );
-    submit_and_wait(
-        dir,
-        &url,
-        &["KRvKN"],
-        &[],
-        Duration::from_secs(120),
-        &[&coord, &worker],
-    );
+    let mut c = Cluster::new(dir).start();
+    c.worker("worker", &["--memory", memory]);
+    c.build(&["KRvKN"], Duration::from_secs(120));
     let solve_dir = tables_with(&["KRvKN"]);
-    for t in ["KNvK", "KRvK", "KRvKN"] {
+    assert_tables_as_solve(&dir.join("tables"), &solve_dir, &["KNvK", "KRvK", "KRvKN"]);
+    c.kill_coordinator();
+    c.workers[0].log()
+}
+
+/// Asserts that each of the tables `materials` in `tables` is byte-identical to the one in
+/// `solve`.
+fn assert_tables_as_solve(tables: &Path, solve: &Path, materials: &[&str]) {
+    for t in materials {
         let name = format!("{t}.zmt");
         assert!(
-            std::fs::read(dir.join("tables").join(&name)).unwrap()
-                == std::fs::read(solve_dir.join(&name)).unwrap(),
+            std::fs::read(tables.join(&name)).unwrap() == std::fs::read(solve.join(&name)).unwrap(),
             "{name} differs between the cluster and `zermelo solve`"
         );
     }
-    let _ = coord.child.kill();
-    worker.log()
 }
 
 /// Every file under `dir`, by name.
@@ -311,43 +523,22 @@ fn walk_files(dir: &Path) -> Vec<String> {
 #[test]
 fn workers_on_a_small_budget_read_large_successors_by_block_with_the_same_bytes() {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut coord, url) = coordinator(tmp.path());
-    let env = [
-        ("ZERMELO_TOKEN", "right-token-for-tests"),
-        ("ZERMELO_LOG", "zermelo_worker=debug,info"),
-    ];
-    let workers: Vec<Proc> = (0..2)
-        .map(|i| {
-            worker_with(
-                &url,
-                &tmp.path().join(format!("cache-{i}")),
-                tmp.path().join(format!("worker-{i}.log")),
-                &["--memory", "64MiB"],
-                &env,
-            )
-        })
-        .collect();
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KRvKP"],
-        &[],
-        Duration::from_secs(300),
-        &[&coord, &workers[0], &workers[1]],
-    );
+    let mut c = Cluster::new(tmp.path()).start();
+    for i in 0..2 {
+        c.worker_in(
+            &tmp.path().join(format!("cache-{i}")),
+            tmp.path().join(format!("worker-{i}.log")),
+            &["--memory", "64MiB"],
+            &[("ZERMELO_LOG", "zermelo_worker=debug,info")],
+        );
+    }
+    c.build(&["KRvKP"], Duration::from_secs(300));
     let solve_dir = tables_with(&["KRvKP"]);
     let tables = [
         "KBvK", "KNvK", "KPvK", "KQvK", "KQvKR", "KRvK", "KRvKB", "KRvKN", "KRvKP", "KRvKR",
     ];
-    for t in tables {
-        let name = format!("{t}.zmt");
-        assert!(
-            std::fs::read(tmp.path().join("tables").join(&name)).unwrap()
-                == std::fs::read(solve_dir.join(&name)).unwrap(),
-            "{name} differs between the cluster and `zermelo solve`"
-        );
-    }
-    let logs: String = workers.iter().map(|w| w.log()).collect();
+    assert_tables_as_solve(&tmp.path().join("tables"), &solve_dir, &tables);
+    let logs: String = c.workers.iter().map(Proc::log).collect();
     assert!(
         logs.contains("a large successor is read a block at a time"),
         "no large successor read by block:\n{logs}"
@@ -363,7 +554,7 @@ fn workers_on_a_small_budget_read_large_successors_by_block_with_the_same_bytes(
         })
         .count();
     assert!(table_forms > 0, "no table form in the caches");
-    let _ = coord.child.kill();
+    c.kill_coordinator();
 }
 
 /// A worker whose name (its host name here) holds a newline and escape codes cannot forge a
@@ -372,27 +563,19 @@ fn workers_on_a_small_budget_read_large_successors_by_block_with_the_same_bytes(
 #[test]
 fn a_worker_name_cannot_forge_log_lines() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
+    let mut c = Cluster::new(tmp.path()).start();
     let host = format!(
         "evil\n2026-12-01T00:00:00.000000Z  INFO forged line\u{1b}[2J{}",
         "y".repeat(500)
     );
-    let _worker = worker_with(
-        &url,
-        &tmp.path().join("cache"),
-        tmp.path().join("worker.log"),
-        &[],
-        &[
-            ("ZERMELO_TOKEN", "right-token-for-tests"),
-            ("HOSTNAME", host.as_str()),
-        ],
-    );
+    let (cache, log) = (tmp.path().join("cache"), tmp.path().join("worker.log"));
+    c.worker_in(&cache, log, &[], &[("HOSTNAME", host.as_str())]);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !coord.log().contains("worker registered") {
-        assert!(Instant::now() < deadline, "no registration:\n{}", coord.log());
+    while !c.log().contains("worker registered") {
+        assert!(Instant::now() < deadline, "no registration:\n{}", c.log());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let log = coord.log();
+    let log = c.log();
     let line = log.lines().find(|l| l.contains("worker registered")).unwrap();
     assert!(line.contains("evil\\n2026"), "{line}");
     assert!(
@@ -403,25 +586,13 @@ fn a_worker_name_cannot_forge_log_lines() {
     assert!(!line.contains(&"y".repeat(100)), "the name was not cut: {line}");
 }
 
-/// A coordinator and a worker of one thread in `tmp` that have finished a KQvK job: the
-/// coordinator, the worker and the URL.
-fn kqk_done(tmp: &Path) -> (Proc, Proc, String) {
-    kqk_done_with(tmp, &[])
-}
-
-/// [`kqk_done`], the coordinator given `extra` arguments.
-fn kqk_done_with(tmp: &Path, extra: &[&str]) -> (Proc, Proc, String) {
-    let (coord, url) = coordinator_with(tmp, extra, "http", &[]);
-    let worker = worker_proc(tmp, "w", &url, &[]);
-    submit_and_wait(
-        tmp,
-        &url,
-        &["KQvK"],
-        &[],
-        Duration::from_secs(60),
-        &[&coord, &worker],
-    );
-    (coord, worker, url)
+/// The coordinator of `cluster` started, and a worker of one thread: they have finished a KQvK
+/// job.
+fn kqk_done(cluster: Cluster) -> Cluster {
+    let mut c = cluster.start();
+    c.worker("w", &[]);
+    c.build(&["KQvK"], Duration::from_secs(60));
+    c
 }
 
 /// KQvK's one slice, on the wire.
@@ -461,13 +632,13 @@ fn test_runtime() -> tokio::runtime::Runtime {
 #[test]
 fn a_damaged_stored_slice_is_repaired_from_its_table() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, first, url) = kqk_done(tmp.path());
+    let mut c = kqk_done(Cluster::new(tmp.path()));
     // The worker that solved KQvK holds it in its cache: gone, so that the next one fetches it.
-    drop(first);
+    c.workers.clear();
     let (stored, bytes) = damage_stored_kqk(tmp.path());
     // KPvK promotes into KQvK: a worker with an empty cache fetches its slice.
-    build_kpk_on(tmp.path(), &url, &coord);
-    let log = coord.log();
+    build_kpk_on(&mut c);
+    let log = c.log();
     assert!(
         log.contains("a damaged stored slice was written again from its table"),
         "{log}"
@@ -488,18 +659,12 @@ fn damage_stored_kqk(tmp: &Path) -> (PathBuf, Vec<u8>) {
     (stored, bytes)
 }
 
-/// A worker with an empty cache joins the coordinator at `url` and KPvK is built; its tables
-/// (in `tmp/tables`) must then be those of `zermelo solve`.
-fn build_kpk_on(tmp: &Path, url: &str, coord: &Proc) {
-    let second = worker_proc(tmp, "second", url, &[]);
-    submit_and_wait(
-        tmp,
-        url,
-        &["KPvK"],
-        &[],
-        Duration::from_secs(120),
-        &[coord, &second],
-    );
+/// A worker with an empty cache joins the cluster and KPvK is built; its tables (in
+/// `DIR/tables`) must then be those of `zermelo solve`.
+fn build_kpk_on(c: &mut Cluster) {
+    c.worker("second", &[]);
+    c.build(&["KPvK"], Duration::from_secs(120));
+    let tmp = &c.dir;
     let solve_dir = tmp.join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
     let tables = tmp.join("tables");
@@ -526,18 +691,21 @@ fn build_kpk_on(tmp: &Path, url: &str, coord: &Proc) {
 #[test]
 fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
     let tmp = tempfile::tempdir().unwrap();
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let args = ["--lease-ttl", "2", "--metrics-listen", &metrics];
-    let (coord, first, _) = kqk_done_with(tmp.path(), &args);
-    drop((first, coord));
+    let mut c = kqk_done(
+        Cluster::new(tmp.path())
+            .args(&["--lease-ttl", "2"])
+            .with_metrics(),
+    );
+    c.workers.clear();
+    c.kill_coordinator();
     let (stored, bytes) = damage_stored_kqk(tmp.path());
     std::fs::remove_file(tmp.path().join("tables/KQvK.zmt")).unwrap();
     // A new coordinator on the same state: the slice it accepted is not in its memory either.
-    let (coord, url) = coordinator_with(tmp.path(), &args, "http", &[]);
+    c.start_coordinator();
     // KPvK promotes into KQvK: its table is written again, and a worker with an empty cache
     // fetches its slice.
-    build_kpk_on(tmp.path(), &url, &coord);
-    let log = coord.log();
+    build_kpk_on(&mut c);
+    let log = c.log();
     assert!(log.contains("it is solved again"), "{log}");
     assert!(
         log.contains("a lost slice was solved again, with its recorded hash"),
@@ -548,9 +716,7 @@ fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
         bytes,
         "the damaged copy is replaced"
     );
-    let (code, _, body) = http_get(&metrics, "/metrics");
-    assert_eq!(code, 200);
-    let m = samples(&body);
+    let (m, body) = c.scrape();
     assert_eq!(m["zermelo_slices_lost_total"], 1.0, "{body}");
     assert_eq!(m["zermelo_slices_solved_again_total"], 1.0, "{body}");
 }
@@ -560,11 +726,11 @@ fn a_lost_slice_with_no_table_is_solved_again_and_the_job_finishes() {
 #[test]
 fn a_fetch_is_deduplicated_and_capped() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_coord, _worker, url) = kqk_done(tmp.path());
+    let c = kqk_done(Cluster::new(tmp.path()));
     let key = kqk_key();
     let rt = test_runtime();
     rt.block_on(async {
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&c.url, Some(TOKEN)).unwrap();
         let request = pb::FetchSliceRequest {
             keys: vec![key.clone(); 200],
         };
@@ -589,11 +755,11 @@ fn a_fetch_is_deduplicated_and_capped() {
 #[test]
 fn an_oversized_upload_header_is_refused_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
-    submit(&url, "right-token-for-tests", &["KQvK"], &coord);
+    let c = Cluster::new(tmp.path()).start();
+    c.submit(&["KQvK"]);
     let rt = test_runtime();
     rt.block_on(async {
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&c.url, Some(TOKEN)).unwrap();
         // A worker of our own, holding the live lease of KQvK's task.
         let me = register_raw(&mut client, "test").await;
         let lease = pb::LeaseTaskRequest { worker_id: me };
@@ -634,14 +800,14 @@ fn an_oversized_upload_header_is_refused_at_once() {
 #[test]
 fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
-    let worker = worker_proc(tmp.path(), "w", &url, &[]);
+    let mut c = Cluster::new(tmp.path()).start();
+    c.worker("w", &[]);
     let tables = tmp.path().join("tables");
     let blocker = tables.join("KRvK.zmt");
     std::fs::create_dir_all(blocker.join("in-the-way")).unwrap();
     let o = zermelo()
-        .args(["submit", "--coordinator", &url, "--wait", "KRvK"])
-        .env("ZERMELO_TOKEN", "right-token-for-tests")
+        .args(["submit", "--coordinator", &c.url, "--wait", "KRvK"])
+        .env("ZERMELO_TOKEN", TOKEN)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -649,19 +815,12 @@ fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
         !o.status.success(),
         "a job whose table cannot be written succeeded"
     );
-    assert!(coord.log().contains("table not written"), "{}", coord.log());
+    assert!(c.log().contains("table not written"), "{}", c.log());
 
     std::fs::remove_dir_all(&blocker).unwrap();
     let expected = std::fs::read(tables_with(&["KRvK"]).join("KRvK.zmt")).unwrap();
     for what in ["a table whose write failed", "a deleted table"] {
-        submit_and_wait(
-            tmp.path(),
-            &url,
-            &["KRvK"],
-            &[],
-            Duration::from_secs(60),
-            &[&coord, &worker],
-        );
+        c.build(&["KRvK"], Duration::from_secs(60));
         assert!(
             std::fs::read(&blocker).unwrap() == expected,
             "{what} is not written again as `solve` writes it"
@@ -677,7 +836,7 @@ fn a_failed_or_deleted_table_is_written_again_when_resubmitted() {
 #[test]
 fn impossible_oversized_or_too_many_men_analysis_roots_are_refused_before_the_journal() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
+    let c = Cluster::new(tmp.path()).start();
     let journal = tmp.path().join("tables/.zermelo-coordinator/journal");
     let journal_len = || std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
     let before = journal_len();
@@ -693,7 +852,7 @@ fn impossible_oversized_or_too_many_men_analysis_roots_are_refused_before_the_jo
     ];
     let rt = test_runtime();
     rt.block_on(async {
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&c.url, Some(TOKEN)).unwrap();
         for material in roots {
             let request = pb::SubmitJobRequest {
                 materials: vec![],
@@ -752,14 +911,10 @@ fn impossible_oversized_or_too_many_men_analysis_roots_are_refused_before_the_jo
             );
         }
         let alive = client.job_status(pb::JobStatusRequest { job_id: None }).await;
-        assert!(
-            alive.is_ok(),
-            "the coordinator stopped answering: {}",
-            coord.log()
-        );
+        assert!(alive.is_ok(), "the coordinator stopped answering: {}", c.log());
     });
     assert_eq!(journal_len(), before, "a refused root reached the journal");
-    assert!(!coord.log().contains("panicked"), "{}", coord.log());
+    assert!(!c.log().contains("panicked"), "{}", c.log());
 }
 
 /// A finished slice is never replaced, and only the holder of a task's live lease uploads or
@@ -770,7 +925,7 @@ fn impossible_oversized_or_too_many_men_analysis_roots_are_refused_before_the_jo
 #[test]
 fn a_finished_slice_cannot_be_overwritten() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, _worker, url) = kqk_done(tmp.path());
+    let c = kqk_done(Cluster::new(tmp.path()));
     let key = kqk_key();
     let positions = 2 * 462 * 64;
     let draws = vec![1u16; positions];
@@ -778,14 +933,14 @@ fn a_finished_slice_cannot_be_overwritten() {
     let hash = zermelo_storage::slice_hash(zermelo_chess::index::INDEX_LAYOUT, "KQvK", [0, 0], &draws);
     let rt = test_runtime();
     rt.block_on(async {
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&c.url, Some(TOKEN)).unwrap();
         let header = pb::SliceHeader {
             key: Some(key.clone()),
             total_length: data.len() as u64,
             content_hash: hash.to_vec(),
             positions: positions as u64,
         };
-        let chunks: Vec<pb::UploadSliceChunk> = pb::slice_chunks(header, &data, 1 << 20)
+        let chunks: Vec<pb::UploadSliceChunk> = pb::slice_chunks(header, &data, pb::CHUNK_BYTES)
             .map(|chunk| pb::UploadSliceChunk {
                 lease_id: 0,
                 chunk: Some(chunk),
@@ -821,9 +976,9 @@ fn a_finished_slice_cannot_be_overwritten() {
         );
     });
     assert!(
-        coord.log().contains("upload without a live lease refused"),
+        c.log().contains("upload without a live lease refused"),
         "{}",
-        coord.log()
+        c.log()
     );
 }
 
@@ -856,65 +1011,14 @@ fn cluster_of_two_workers_builds_kpkp_byte_identical_to_solve_and_verified() {
     }
 }
 
-/// A coordinator on a free port with token `right-token-for-tests`, answering `status`.
-fn coordinator(tmp: &Path) -> (Proc, String) {
-    coordinator_with(tmp, &[], "http", &[])
-}
-
-/// A coordinator on a free port of 127.0.0.1 with token `right-token-for-tests` and the `extra` arguments; its
-/// URL (`scheme://127.0.0.1:PORT`) once `zermelo status` with `client` arguments gets an answer.
-fn coordinator_with(tmp: &Path, extra: &[&str], scheme: &str, client: &[&str]) -> (Proc, String) {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let url = format!("{scheme}://{listen}");
-    let tables = tmp.join("tables");
-    let mut args = vec![
-        "coordinator",
-        "--listen",
-        &listen,
-        "--tables",
-        tables.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let proc = Proc::spawn(
-        &args,
-        tmp.join("coordinator.log"),
-        &[("ZERMELO_TOKEN", "right-token-for-tests")],
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let o = zermelo()
-            .args([
-                "status",
-                "--coordinator",
-                &url,
-                "--token",
-                "right-token-for-tests",
-            ])
-            .args(client)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        if o.status.success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the coordinator does not answer; log:\n{}",
-            proc.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (proc, url)
-}
-
 /// Acceptance 5: a wrong or missing token is refused with `unauthenticated` (over gRPC, by
 /// `zermelo status`, and by a worker, which stops); an old protocol version is refused with a
 /// message naming both versions.
 #[test]
 fn wrong_token_is_refused_with_unauthenticated() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url) = coordinator(tmp.path());
+    let mut c = Cluster::new(tmp.path()).start();
+    let url = c.url.clone();
 
     let rt = test_runtime();
     rt.block_on(async {
@@ -931,7 +1035,7 @@ fn wrong_token_is_refused_with_unauthenticated() {
                 "token {token:?}: {err:?}"
             );
         }
-        let mut client = zermelo_worker::node::client::connect(&url, Some("right-token-for-tests")).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&url, Some(TOKEN)).unwrap();
         let old = pb::RegisterRequest {
             worker_name: "old".into(),
             protocol_version: pb::PROTOCOL_VERSION + 1,
@@ -968,20 +1072,8 @@ fn wrong_token_is_refused_with_unauthenticated() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("unauthenticated"), "{}", stderr(&o));
 
-    let cache = tmp.path().join("cache");
-    let mut worker = Proc::spawn(
-        &[
-            "worker",
-            "--coordinator",
-            &url,
-            "--cache",
-            cache.to_str().unwrap(),
-            "--threads",
-            "1",
-        ],
-        tmp.path().join("worker.log"),
-        &[("ZERMELO_TOKEN", "wrong-token-for-tests")],
-    );
+    let (cache, log) = (tmp.path().join("cache"), tmp.path().join("worker.log"));
+    let worker = c.worker_in(&cache, log, &[], &[("ZERMELO_TOKEN", "wrong-token-for-tests")]);
     let status = worker.wait(Duration::from_secs(20));
     assert_eq!(status.code(), Some(2), "worker log:\n{}", worker.log());
     assert!(
@@ -989,7 +1081,6 @@ fn wrong_token_is_refused_with_unauthenticated() {
         "worker log:\n{}",
         worker.log()
     );
-    drop(coord);
 }
 
 /// The job's progress as `zermelo status JOB` reports it: (state, slices done, slices total).
@@ -1028,34 +1119,10 @@ fn wait_job(
             }
         }
         if Instant::now() > deadline {
-            let logs: Vec<String> = procs
-                .iter()
-                .map(|p| format!("--- {:?}\n{}", p.log, p.log()))
-                .collect();
-            panic!("job {job} not there after {limit:?}\n{}", logs.join("\n"));
+            panic!("job {job} not there after {limit:?}\n{}", logs(procs));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The arguments of a coordinator on a free port of 127.0.0.1 with its tables and state in
-/// `tmp` (so that a restart with the same arguments resumes) and a 2 s lease TTL; and its URL.
-fn restartable_coordinator(tmp: &Path) -> (Vec<String>, String) {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
-    let dir = |name: &str| tmp.join(name).to_str().unwrap().to_owned();
-    let args = [
-        "coordinator",
-        "--listen",
-        &listen,
-        "--tables",
-        &dir("tables"),
-        "--state",
-        &dir("state"),
-        "--lease-ttl",
-        "2",
-    ];
-    (args.iter().map(|a| a.to_string()).collect(), url)
 }
 
 /// Regression: `analyse --coordinator` started with its coordinator submitted before the
@@ -1064,10 +1131,10 @@ fn restartable_coordinator(tmp: &Path) -> (Vec<String>, String) {
 #[test]
 fn submit_waits_for_a_coordinator_that_is_still_starting() {
     let tmp = tempfile::tempdir().unwrap();
-    let (args, url) = restartable_coordinator(tmp.path());
-    let env = [("ZERMELO_TOKEN", "early-token-for-the-tests")];
+    let c = restartable(tmp.path(), "early-token-for-the-tests");
+    let env = [("ZERMELO_TOKEN", c.token.as_str())];
     let mut submit = Proc::spawn(
-        &["submit", "--coordinator", &url, "KQvK", "--wait"],
+        &["submit", "--coordinator", &c.url, "KQvK", "--wait"],
         tmp.path().join("submit.log"),
         &env,
     );
@@ -1077,9 +1144,8 @@ fn submit_waits_for_a_coordinator_that_is_still_starting() {
         "submit gave up: {}",
         submit.log()
     );
-    let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let _coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator.log"), &env);
-    let _worker = one_thread_worker(&url, tmp.path(), &env);
+    let mut c = c.start();
+    c.worker("worker", &[]);
     let status = submit.wait(Duration::from_secs(60));
     assert!(status.success(), "{}", submit.log());
     assert!(tmp.path().join("tables").join("KQvK.zmt").exists());
@@ -1091,86 +1157,23 @@ fn submit_waits_for_a_coordinator_that_is_still_starting() {
 #[test]
 fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_tables() {
     let tmp = tempfile::tempdir().unwrap();
-    let (args, url) = restartable_coordinator(tmp.path());
-    let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut c = restartable(tmp.path(), "k9-token-for-the-tests").start();
     let tables = tmp.path().join("tables");
-    let env = [("ZERMELO_TOKEN", "k9-token-for-the-tests")];
-    let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
-    let workers: Vec<Proc> = (0..2)
-        .map(|i| {
-            let cache = tmp.path().join(format!("cache-{i}"));
-            let args = [
-                "worker",
-                "--coordinator",
-                &url,
-                "--cache",
-                cache.to_str().unwrap(),
-                "--threads",
-                "1",
-            ];
-            Proc::spawn(&args, tmp.path().join(format!("worker-{i}.log")), &env)
-        })
-        .collect();
-    let mut workers = workers.into_iter();
-    let (mut killed, survivor) = (workers.next().unwrap(), workers.next().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let job = loop {
-        let o = zermelo()
-            .args([
-                "submit",
-                "--coordinator",
-                &url,
-                "--token",
-                "k9-token-for-the-tests",
-                "KNvKP",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        if o.status.success() {
-            break stdout(&o).trim().to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "submit failed: {}\n{}",
-            stderr(&o),
-            coord.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    for i in 0..2 {
+        c.worker(&i.to_string(), &[]);
+    }
+    let job = c.submit(&["KNvKP"]);
 
-    let (done, total) = wait_job(
-        &url,
-        "k9-token-for-the-tests",
-        &job,
-        Duration::from_secs(30),
-        &[&coord, &killed, &survivor],
-        |_, d, _| d >= 1,
-    );
+    let (done, total) = c.wait(&job, Duration::from_secs(30), |_, d, _| d >= 1);
     assert!(done < total, "the job finished before anything was killed");
-    killed.child.kill().unwrap(); // SIGKILL
-    killed.child.wait().unwrap();
-    let (before_coordinator_kill, _) = wait_job(
-        &url,
-        "k9-token-for-the-tests",
-        &job,
-        Duration::from_secs(30),
-        &[&coord, &survivor],
-        |s, d, _| d > done || s == "done",
-    );
-    coord.child.kill().unwrap();
-    coord.child.wait().unwrap();
+    c.kill_worker(0);
+    let (before_coordinator_kill, _) =
+        c.wait(&job, Duration::from_secs(30), |s, d, _| d > done || s == "done");
+    c.kill_coordinator();
 
-    let coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-2.log"), &env);
-    wait_job(
-        &url,
-        "k9-token-for-the-tests",
-        &job,
-        Duration::from_secs(60),
-        &[&coord, &survivor],
-        |s, _, _| s == "done",
-    );
-    let replayed = coord.log();
+    c.start_coordinator();
+    c.wait_done(&job, Duration::from_secs(60));
+    let replayed = c.log();
     assert!(replayed.contains("journal replayed"), "{replayed}");
     assert!(before_coordinator_kill > 0);
 
@@ -1178,40 +1181,25 @@ fn kill_9_of_a_worker_and_of_the_coordinator_mid_job_still_gives_identical_table
     assert_ok(&run(&["solve", "KNvKP", "--tables", solve_dir.to_str().unwrap()]));
     let names = table_files(&solve_dir);
     assert!(names.contains(&"KNvKP.zmt".to_owned()), "{names:?}");
-    assert_eq!(table_files(&tables), names);
-    for n in &names {
-        let a = std::fs::read(solve_dir.join(n)).unwrap();
+    let what = "the cluster that lost a worker and its coordinator";
+    assert_same_table_files(&tables, &solve_dir, &names, what);
+}
+
+/// Asserts that `tables` holds the table files `names`, each byte-identical to the one in `solve`;
+/// `what` names the cluster in the message.
+fn assert_same_table_files(tables: &Path, solve: &Path, names: &[String], what: &str) {
+    assert_eq!(table_files(tables), names);
+    for n in names {
+        let a = std::fs::read(solve.join(n)).unwrap();
         let b = std::fs::read(tables.join(n)).unwrap();
-        assert!(
-            a == b,
-            "{n} differs between `zermelo solve` and the cluster that lost a worker and its coordinator"
-        );
+        assert!(a == b, "{n} differs between `zermelo solve` and {what}");
     }
 }
 
-/// Submits a job (retrying while the coordinator starts) and returns its id.
-fn submit(url: &str, token: &str, materials: &[&str], coordinator: &Proc) -> String {
-    let mut args = vec!["submit", "--coordinator", url, "--token", token];
-    args.extend_from_slice(materials);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let o = zermelo().args(&args).stdin(Stdio::null()).output().unwrap();
-        if o.status.success() {
-            return stdout(&o).trim().to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "submit failed: {}\n{}",
-            stderr(&o),
-            coordinator.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A worker process of one thread with its cache in `cache`.
-fn worker(url: &str, token: &str, cache: &Path, log: PathBuf) -> Proc {
-    worker_with(url, cache, log, &[], &[("ZERMELO_TOKEN", token)])
+/// A coordinator of token `token` in `dir`, its state outside its tables and a 2 s lease TTL:
+/// killed and started again, it resumes.
+fn restartable(dir: &Path, token: &str) -> Cluster {
+    Cluster::new(dir).token(token).state().args(&["--lease-ttl", "2"])
 }
 
 /// The slice files of a worker's cache, by name, with their bytes.
@@ -1342,51 +1330,41 @@ fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_use
     let solve_dir = tmp.path().join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
     let token = "a4-token-for-the-tests";
-    let env = [("ZERMELO_TOKEN", token)];
-    let coordinator = |name: &str, extra: &[&str]| -> (Proc, String, PathBuf) {
-        let listen = format!("127.0.0.1:{}", free_port());
-        let tables = tmp.path().join(format!("tables-{name}"));
-        let state = tmp.path().join(format!("state-{name}"));
-        let mut args = vec![
-            "coordinator",
-            "--listen",
-            &listen,
-            "--tables",
-            tables.to_str().unwrap(),
-            "--state",
-            state.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let log = tmp.path().join(format!("coordinator-{name}.log"));
-        (Proc::spawn(&args, log, &env), format!("http://{listen}"), tables)
-    };
     let count = |log: &str, what: &str| log.lines().filter(|l| l.contains(what)).count();
+    // B, restarted on its cache, builds KPvK on a coordinator of its own in `tmp/NAME` that
+    // holds good copies of the three-man tables (found complete in its tables directory): the
+    // coordinator, B's log (B stopped) and the tables.
+    let cache_b = tmp.path().join("cache-b");
+    let kpk_by_b_again = |name: &str| -> (Cluster, String, PathBuf) {
+        let dir = tmp.path().join(name);
+        let mut c = Cluster::new(&dir).token(token).state().start();
+        let tables = dir.join("tables");
+        std::fs::create_dir_all(&tables).unwrap();
+        for m in KPK_SUBTABLES {
+            let n = format!("{m}.zmt");
+            std::fs::copy(solve_dir.join(&n), tables.join(&n)).unwrap();
+        }
+        let log = dir.join("worker-b.log");
+        c.worker_in(&cache_b, log.clone(), &[], &[]);
+        let job = c.submit(&["KPvK"]);
+        c.wait_done(&job, Duration::from_secs(60));
+        c.workers.clear();
+        (c, std::fs::read_to_string(log).unwrap(), tables)
+    };
 
     // In transfer.
     let tables = tmp.path().join("tables-1");
     let damaged = Arc::new(DamagedDownloads::new(2));
     let c1 = InProcessCoordinator::start(&tables, &tmp.path().join("state-1"), token, damaged.clone());
-    let url = c1.url.clone();
-    let mut a = worker(
-        &url,
-        token,
-        &tmp.path().join("cache-a"),
-        tmp.path().join("worker-a.log"),
-    );
-    let job = submit(&url, token, KPK_SUBTABLES, &a);
-    wait_job(&url, token, &job, Duration::from_secs(60), &[&a], |s, _, _| {
-        s == "done"
-    });
-    a.child.kill().unwrap();
-    a.child.wait().unwrap();
-    let cache_b = tmp.path().join("cache-b");
-    let mut b = worker(&url, token, &cache_b, tmp.path().join("worker-b.log"));
-    let job = submit(&url, token, &["KPvK"], &b);
-    wait_job(&url, token, &job, Duration::from_secs(60), &[&b], |s, _, _| {
-        s == "done"
-    });
-    b.child.kill().unwrap();
-    b.child.wait().unwrap();
+    let mut c = Cluster::served(tmp.path(), &c1.url, token);
+    c.worker("a", &[]);
+    let job = c.submit(KPK_SUBTABLES);
+    c.wait_done(&job, Duration::from_secs(60));
+    c.kill_worker(0);
+    c.worker("b", &[]); // its cache: `cache_b`
+    let job = c.submit(&["KPvK"]);
+    c.wait_done(&job, Duration::from_secs(60));
+    let b = c.kill_worker(0);
     let detected = count(&b.log(), "a fetched slice is damaged: fetching it again");
     assert_eq!(damaged.damaged.load(Ordering::Relaxed), 2);
     assert_eq!(detected, 2, "worker B log:\n{}", b.log());
@@ -1409,24 +1387,7 @@ fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_use
         bad[i] ^= 0x20;
         std::fs::write(cache_b.join(name), bad).unwrap();
     }
-    let (c2, url, tables) = coordinator("2", &[]);
-    std::fs::create_dir_all(&tables).unwrap();
-    for m in KPK_SUBTABLES {
-        let n = format!("{m}.zmt");
-        std::fs::copy(solve_dir.join(&n), tables.join(&n)).unwrap();
-    }
-    let b2 = worker(&url, token, &cache_b, tmp.path().join("worker-b2.log"));
-    let job = submit(&url, token, &["KPvK"], &c2);
-    wait_job(
-        &url,
-        token,
-        &job,
-        Duration::from_secs(60),
-        &[&c2, &b2],
-        |s, _, _| s == "done",
-    );
-    drop(b2);
-    let log = std::fs::read_to_string(tmp.path().join("worker-b2.log")).unwrap();
+    let (c2, log, tables) = kpk_by_b_again("2");
     assert!(
         count(&log, "cached slice is damaged: removing it") >= KPK_SUBTABLES.len(),
         "worker B log:\n{log}"
@@ -1471,24 +1432,7 @@ fn a_slice_corrupted_in_transfer_or_in_a_worker_cache_is_fetched_again_never_use
         };
         std::fs::write(cache_b.join(name), poisoned.to_bytes()).unwrap();
     }
-    let (c3, url, tables) = coordinator("3", &[]);
-    std::fs::create_dir_all(&tables).unwrap();
-    for m in KPK_SUBTABLES {
-        let n = format!("{m}.zmt");
-        std::fs::copy(solve_dir.join(&n), tables.join(&n)).unwrap();
-    }
-    let b3 = worker(&url, token, &cache_b, tmp.path().join("worker-b3.log"));
-    let job = submit(&url, token, &["KPvK"], &c3);
-    wait_job(
-        &url,
-        token,
-        &job,
-        Duration::from_secs(60),
-        &[&c3, &b3],
-        |s, _, _| s == "done",
-    );
-    drop(b3);
-    let log = std::fs::read_to_string(tmp.path().join("worker-b3.log")).unwrap();
+    let (c3, log, tables) = kpk_by_b_again("3");
     assert!(
         count(&log, "is not the one the coordinator recorded") >= KPK_SUBTABLES.len(),
         "worker B log:\n{log}"
@@ -1651,45 +1595,6 @@ fn cluster_skips_tables_already_complete_in_its_tables_directory() {
     }
 }
 
-/// A worker of the coordinator at `url` (token `right-token-for-tests`, one thread) with the `extra` arguments.
-fn worker_proc(tmp: &Path, name: &str, url: &str, extra: &[&str]) -> Proc {
-    worker_with(
-        url,
-        &tmp.join(format!("cache-{name}")),
-        tmp.join(format!("{name}.log")),
-        extra,
-        &[("ZERMELO_TOKEN", "right-token-for-tests")],
-    )
-}
-
-/// Runs `zermelo submit --wait` of `materials` (token `right-token-for-tests`, `extra` arguments) and waits for
-/// it, failing with the logs of `procs` if it does not succeed within `limit`.
-fn submit_and_wait(
-    tmp: &Path,
-    url: &str,
-    materials: &[&str],
-    extra: &[&str],
-    limit: Duration,
-    procs: &[&Proc],
-) {
-    let mut args = vec!["submit", "--coordinator", url, "--wait"];
-    args.extend_from_slice(materials);
-    args.extend_from_slice(extra);
-    let mut submit = Proc::spawn(
-        &args,
-        tmp.join("submit.log"),
-        &[("ZERMELO_TOKEN", "right-token-for-tests")],
-    );
-    let status = submit.wait(limit);
-    if !status.success() {
-        let logs: Vec<String> = procs
-            .iter()
-            .map(|p| format!("--- {:?}\n{}", p.log, p.log()))
-            .collect();
-        panic!("submit failed ({status}):\n{}\n{}", submit.log(), logs.join("\n"));
-    }
-}
-
 /// `GET path` over a plain TCP connection: the status code and the body.
 fn http_get(addr: &str, path: &str) -> (u16, String, String) {
     use std::io::{Read, Write};
@@ -1730,27 +1635,13 @@ fn samples(text: &str) -> std::collections::HashMap<String, f64> {
 #[test]
 fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     let tmp = tempfile::tempdir().unwrap();
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let (coord, url) = coordinator_with(tmp.path(), &["--metrics-listen", &metrics], "http", &[]);
+    let mut c = Cluster::new(tmp.path()).with_metrics().start();
     let worker_metrics = format!("127.0.0.1:{}", free_port());
-    let worker = worker_proc(tmp.path(), "worker", &url, &["--metrics-listen", &worker_metrics]);
-    submit_and_wait(
-        tmp.path(),
-        &url,
-        &["KPvK"],
-        &[],
-        Duration::from_secs(60),
-        &[&coord, &worker],
-    );
+    c.worker("worker", &["--metrics-listen", &worker_metrics]);
+    c.build(&["KPvK"], Duration::from_secs(60));
+    let metrics = &c.metrics;
 
-    let o = run(&[
-        "status",
-        "--coordinator",
-        &url,
-        "--token",
-        "right-token-for-tests",
-        "1",
-    ]);
+    let o = run(&["status", "--coordinator", &c.url, "--token", TOKEN, "1"]);
     assert_ok(&o);
     let status: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let job = &status["jobs"][0];
@@ -1830,7 +1721,6 @@ fn metrics_endpoint_reports_the_finished_job_workers_bytes_and_journal() {
     assert!(wget("process_resident_memory_bytes") > 1e6);
     let (code, _, body) = http_get(&worker_metrics, "/health");
     assert_eq!((code, body.as_str()), (200, "ok\n"));
-    drop((worker, coord));
 }
 
 /// A test CA (made by rcgen, as `openssl` does in the README) and a coordinator certificate it
@@ -1875,39 +1765,24 @@ fn tls_cluster_builds_kpk_byte_identical_and_untrusting_clients_fail() {
         key.to_str().unwrap(),
         other_ca.to_str().unwrap(),
     );
-    let (coord, url) = coordinator_with(
-        tmp.path(),
-        &["--tls-cert", cert, "--tls-key", key],
-        "https",
-        &["--tls-ca", ca],
-    );
-    let worker = worker_proc(tmp.path(), "worker", &url, &["--tls-ca", ca]);
+    let mut c = Cluster::new(tmp.path()).tls(cert, key, ca).start();
+    c.worker("worker", &["--tls-ca", ca]);
     // By name, too: the certificate is for localhost as well as 127.0.0.1.
-    let by_name = url.replace("127.0.0.1", "localhost");
-    submit_and_wait(
-        tmp.path(),
-        &by_name,
-        &["KPvK"],
-        &["--tls-ca", ca],
-        Duration::from_secs(60),
-        &[&coord, &worker],
-    );
+    let by_name = c.url.replace("127.0.0.1", "localhost");
+    c.build_via(&by_name, &["--tls-ca", ca], &["KPvK"], Duration::from_secs(60));
     let solve_dir = tmp.path().join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
-    let tables = tmp.path().join("tables");
     let names = table_files(&solve_dir);
-    assert_eq!(table_files(&tables), names);
-    for n in &names {
-        let a = std::fs::read(solve_dir.join(n)).unwrap();
-        let b = std::fs::read(tables.join(n)).unwrap();
-        assert!(
-            a == b,
-            "{n} differs between `zermelo solve` and the cluster over TLS"
-        );
-    }
+    assert_same_table_files(
+        &tmp.path().join("tables"),
+        &solve_dir,
+        &names,
+        "the cluster over TLS",
+    );
+    let url = c.url.clone();
 
     let status = |url: &str, extra: &[&str]| {
-        let mut args = vec!["status", "--coordinator", url, "--token", "right-token-for-tests"];
+        let mut args = vec!["status", "--coordinator", url, "--token", TOKEN];
         args.extend_from_slice(extra);
         run(&args)
     };
@@ -1920,7 +1795,7 @@ fn tls_cluster_builds_kpk_byte_identical_and_untrusting_clients_fail() {
     let plain = url.replace("https://", "http://");
     assert_fails_with(&status(&plain, &[]), "use https://");
 
-    let mut untrusting = worker_proc(tmp.path(), "untrusting-worker", &url, &["--tls-ca", other_ca]);
+    let untrusting = c.worker("untrusting-worker", &["--tls-ca", other_ca]);
     let exit = untrusting.wait(Duration::from_secs(20));
     assert_eq!(exit.code(), Some(2), "{}", untrusting.log());
     assert!(
@@ -1928,7 +1803,6 @@ fn tls_cluster_builds_kpk_byte_identical_and_untrusting_clients_fail() {
         "{}",
         untrusting.log()
     );
-    drop((worker, coord));
 }
 
 /// The files of a directory (not recursive), by name, with their bytes.
@@ -1954,11 +1828,11 @@ fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coordinator, url) = coordinator(tmp.path());
-    let _workers: Vec<Proc> = ["a", "b"]
-        .iter()
-        .map(|n| worker_proc(tmp.path(), n, &url, &[]))
-        .collect();
+    let mut c = Cluster::new(tmp.path()).start();
+    for n in ["a", "b"] {
+        c.worker(n, &[]);
+    }
+    let (url, token) = (&c.url, TOKEN);
     let fens = [
         "8/8/3k4/3p4/3P4/3K4/8/8 w - - 0 1",
         "8/8/8/3k4/8/1p6/8/R3K3 w - - 0 1",
@@ -1976,17 +1850,14 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}\n{}", stderr(&o), coordinator.log());
+        assert!(o.status.success(), "{}\n{}", stderr(&o), c.log());
         stdout(&o)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     };
     let a = run_analyse(&local, &[]);
-    let b = run_analyse(
-        &remote,
-        &["--coordinator", &url, "--token", "right-token-for-tests"],
-    );
+    let b = run_analyse(&remote, &["--coordinator", url, "--token", token]);
     assert_eq!(a.len(), fens.len());
     for (x, y) in a.iter().zip(&b) {
         for field in ["fen", "category", "dtm", "moves", "pv", "exact"] {
@@ -2012,7 +1883,7 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
         );
     }
     // The analysis jobs were journaled and solved there; nothing was written as a full table.
-    let log = coordinator.log();
+    let log = c.log();
     assert!(log.contains("analysis job taken"), "{log}");
     assert!(!tmp.path().join("tables").join("KPvKP.zmt").exists());
 
@@ -2021,19 +1892,16 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
     let again = tmp.path().join("again");
     let status = |url: &str| -> serde_json::Value {
         let o = zermelo()
-            .args(["status", "--coordinator", url, "--token", "right-token-for-tests"])
+            .args(["status", "--coordinator", url, "--token", token])
             .stdin(Stdio::null())
             .output()
             .unwrap();
         serde_json::from_str(&stdout(&o)).unwrap()
     };
-    let uploaded = status(&url)["bytes_uploaded"].as_u64().unwrap();
-    let c = run_analyse(
-        &again,
-        &["--coordinator", &url, "--token", "right-token-for-tests"],
-    );
-    assert_eq!(status(&url)["bytes_uploaded"].as_u64().unwrap(), uploaded);
-    for (x, y) in a.iter().zip(&c) {
+    let uploaded = status(url)["bytes_uploaded"].as_u64().unwrap();
+    let d = run_analyse(&again, &["--coordinator", url, "--token", token]);
+    assert_eq!(status(url)["bytes_uploaded"].as_u64().unwrap(), uploaded);
+    for (x, y) in a.iter().zip(&d) {
         assert_eq!(x["moves"], y["moves"]);
     }
     assert!(dir_files(&again.join("reachable")) == l);
@@ -2043,7 +1911,7 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
         "--tables",
         again.to_str().unwrap(),
         "--coordinator",
-        &url,
+        url,
         "--adjudicate",
         "material:4",
         fens[0],
@@ -2062,11 +1930,8 @@ fn analyse_on_the_cluster_is_byte_identical_to_a_local_run() {
 #[test]
 fn an_analysis_job_survives_kill_9_of_the_coordinator() {
     let tmp = tempfile::tempdir().unwrap();
-    let (args, url) = restartable_coordinator(tmp.path());
-    let coordinator_args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let env = [("ZERMELO_TOKEN", "k9-token-for-the-tests")];
-    let mut coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-1.log"), &env);
-    let worker = one_thread_worker(&url, tmp.path(), &env);
+    let mut c = restartable(tmp.path(), "k9-token-for-the-tests").start();
+    c.worker("worker", &[]);
     // KRvKP: the pawnless endings its promotions and captures reach, then the pawn slices.
     let fen = "8/8/8/3k4/8/1p6/8/R3K3 w - - 0 1";
     let remote = tmp.path().join("remote");
@@ -2076,36 +1941,30 @@ fn an_analysis_job_survives_kill_9_of_the_coordinator() {
             "--tables",
             remote.to_str().unwrap(),
             "--coordinator",
-            &url,
+            &c.url,
             fen,
         ],
         tmp.path().join("analyse.log"),
-        &env,
+        &[("ZERMELO_TOKEN", c.token.as_str())],
     );
-    let (done, total) = wait_job(
-        &url,
-        "k9-token-for-the-tests",
-        "1",
-        Duration::from_secs(60),
-        &[&coord, &worker, &analyse],
-        |_, d, _| d >= 1,
-    );
+    let procs: Vec<&Proc> = c.procs().into_iter().chain([&analyse]).collect();
+    let limit = Duration::from_secs(60);
+    let (done, total) = wait_job(&c.url, &c.token, "1", limit, &procs, |_, d, _| d >= 1);
     assert!(
         done < total,
         "the analysis finished before the coordinator was killed"
     );
-    coord.child.kill().unwrap(); // SIGKILL
-    coord.child.wait().unwrap();
-    let coord = Proc::spawn(&coordinator_args, tmp.path().join("coordinator-2.log"), &env);
+    c.kill_coordinator();
+    c.start_coordinator();
     let status = analyse.wait(Duration::from_secs(120));
     assert!(
         status.success(),
         "{}\n{}\n{}",
         analyse.log(),
-        coord.log(),
-        worker.log()
+        c.log(),
+        c.workers[0].log()
     );
-    let replayed = coord.log();
+    let replayed = c.log();
     assert!(replayed.contains("journal replayed jobs=1"), "{replayed}");
     eprintln!(
         "killed at {done}/{total} slices; {}",
@@ -2138,7 +1997,7 @@ fn broken_worker(url: &str, cache: &Path) -> zermelo_worker::node::client::Worke
         cache_size: 1 << 30,
         threads: 1,
         memory: 1 << 30,
-        token: Some("right-token-for-tests".into()),
+        token: Some(TOKEN.into()),
         name: "broken".into(),
         tamper: Some(two_plies_too_long),
     }
@@ -2177,53 +2036,38 @@ fn broken_solver_caught(coordinator_args: &[&str], streamed: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let solve_dir = tmp.path().join("solve");
     assert_ok(&run(&["solve", "KPvK", "--tables", solve_dir.to_str().unwrap()]));
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let state = tmp.path().join("state");
-    let mut extra = vec!["--metrics-listen", &metrics, "--state", state.to_str().unwrap()];
-    extra.extend(coordinator_args);
-    let (coord, url) = coordinator_with(tmp.path(), &extra, "http", &[]);
-    let token = "right-token-for-tests";
-    let job = submit(&url, token, &["KPvK"], &coord);
+    let mut c = Cluster::new(tmp.path())
+        .with_metrics()
+        .state()
+        .args(coordinator_args)
+        .start();
+    let job = c.submit(&["KPvK"]);
 
-    let config = broken_worker(&url, &tmp.path().join("cache-broken"));
+    let config = broken_worker(&c.url, &tmp.path().join("cache-broken"));
     let rt = test_runtime();
     let stopped = rt.block_on(async {
         let run = zermelo_worker::node::client::run(config, std::future::pending());
         tokio::time::timeout(Duration::from_secs(60), run).await
     });
     let err = stopped
-        .unwrap_or_else(|_| panic!("the broken worker was never caught:\n{}", coord.log()))
+        .unwrap_or_else(|_| panic!("the broken worker was never caught:\n{}", c.log()))
         .unwrap_err();
     assert!(
         err.to_string()
             .contains("failed the coordinator's check of its values"),
         "{err}"
     );
-    let log = coord.log();
+    let log = c.log();
     assert_eq!(log.matches("an upload failed the check").count(), 1, "{log}");
 
-    let honest = worker(
-        &url,
-        token,
-        &tmp.path().join("cache-honest"),
-        tmp.path().join("honest.log"),
-    );
-    wait_job(
-        &url,
-        token,
-        &job,
-        Duration::from_secs(60),
-        &[&coord, &honest],
-        |s, _, _| s == "done",
-    );
+    c.worker("honest", &[]);
+    c.wait_done(&job, Duration::from_secs(60));
     assert_same_tables(
         &tmp.path().join("tables"),
         &solve_dir,
         &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"],
     );
-    let (code, _, body) = http_get(&metrics, "/metrics");
-    assert_eq!(code, 200);
-    let m = samples(&body);
+    let (m, body) = c.scrape();
     assert_eq!(m["zermelo_uploads_failed_check_total"], 1.0, "{body}");
     assert!(m["zermelo_uploads_checked_total"] >= 5.0, "{body}");
     assert!(m["zermelo_positions_rederived_total"] > 1000.0, "{body}");
@@ -2239,9 +2083,8 @@ fn broken_solver_caught(coordinator_args: &[&str], streamed: bool) {
 }
 
 /// `material` solved by `zermelo solve` into `tmp/solve`, and submitted to a coordinator with
-/// `--verify all` and `extra` (state outside its tables): the coordinator, its URL, its metrics
-/// address and the job.
-fn verify_all_job(tmp: &Path, material: &str, extra: &[&str]) -> (Proc, String, String, String) {
+/// `--verify all`, metrics and `extra` (state outside its tables): the cluster and the job.
+fn verify_all_job(tmp: &Path, material: &str, extra: &[&str]) -> (Cluster, String) {
     let solve_dir = tmp.join("solve");
     assert_ok(&run(&[
         "solve",
@@ -2249,20 +2092,14 @@ fn verify_all_job(tmp: &Path, material: &str, extra: &[&str]) -> (Proc, String, 
         "--tables",
         solve_dir.to_str().unwrap(),
     ]));
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let state = tmp.join("state");
-    let mut args = vec![
-        "--verify",
-        "all",
-        "--metrics-listen",
-        &metrics,
-        "--state",
-        state.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let (coord, url) = coordinator_with(tmp, &args, "http", &[]);
-    let job = submit(&url, "right-token-for-tests", &[material], &coord);
-    (coord, url, metrics, job)
+    let c = Cluster::new(tmp)
+        .args(&["--verify", "all"])
+        .with_metrics()
+        .state()
+        .args(extra)
+        .start();
+    let job = c.submit(&[material]);
+    (c, job)
 }
 
 /// `--verify all`, with the sample check off (`--check-sample 0`: only the verification can
@@ -2275,15 +2112,10 @@ fn verify_all_job(tmp: &Path, material: &str, extra: &[&str]) -> (Proc, String, 
 #[test]
 fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_through() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url, metrics, job) = verify_all_job(tmp.path(), "KPvK", &["--check-sample", "0"]);
-    let (solve_dir, token) = (tmp.path().join("solve"), "right-token-for-tests");
-    let scrape = || {
-        let (code, _, body) = http_get(&metrics, "/metrics");
-        assert_eq!(code, 200);
-        (samples(&body), body)
-    };
+    let (mut c, job) = verify_all_job(tmp.path(), "KPvK", &["--check-sample", "0"]);
+    let solve_dir = tmp.path().join("solve");
 
-    let config = broken_worker(&url, &tmp.path().join("cache-broken"));
+    let config = broken_worker(&c.url, &tmp.path().join("cache-broken"));
     let broken = std::thread::spawn(move || {
         test_runtime().block_on(async {
             let run = zermelo_worker::node::client::run(config, std::future::pending());
@@ -2293,48 +2125,33 @@ fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_
     // The broken worker's wrong slices pass the upload check (in range and legal) and wait
     // for a verifier.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while scrape().0["zermelo_uploads_checked_total"] < 1.0 {
-        assert!(Instant::now() < deadline, "no upload: {}", coord.log());
+    while c.scrape().0["zermelo_uploads_checked_total"] < 1.0 {
+        assert!(Instant::now() < deadline, "no upload: {}", c.log());
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (m, body) = scrape();
+    let (m, body) = c.scrape();
     assert_eq!(m["zermelo_slices_verified_total"], 0.0, "{body}");
     assert_eq!(m["zermelo_uploads_failed_check_total"], 0.0, "{body}");
 
-    let honest: Vec<Proc> = ["a", "b"]
-        .iter()
-        .map(|n| {
-            worker(
-                &url,
-                token,
-                &tmp.path().join(format!("cache-{n}")),
-                tmp.path().join(format!("honest-{n}.log")),
-            )
-        })
-        .collect();
+    for n in ["a", "b"] {
+        c.worker(&format!("honest-{n}"), &[]);
+    }
     let stopped = broken.join().unwrap();
     let err = stopped
-        .unwrap_or_else(|_| panic!("the broken worker was never caught:\n{}", coord.log()))
+        .unwrap_or_else(|_| panic!("the broken worker was never caught:\n{}", c.log()))
         .unwrap_err();
     assert!(
         err.to_string()
             .contains("found wrong by another worker's verification"),
         "{err}"
     );
-    let (_, total) = wait_job(
-        &url,
-        token,
-        &job,
-        Duration::from_secs(90),
-        &[&coord, &honest[0], &honest[1]],
-        |s, _, _| s == "done",
-    );
+    let (_, total) = c.wait_done(&job, Duration::from_secs(90));
     assert_same_tables(
         &tmp.path().join("tables"),
         &solve_dir,
         &["KBvK", "KNvK", "KPvK", "KQvK", "KRvK"],
     );
-    let (m, body) = scrape();
+    let (m, body) = c.scrape();
     assert_eq!(
         m["zermelo_slices_verified_total"], total as f64,
         "every slice verified once: {body}"
@@ -2342,12 +2159,13 @@ fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_
     assert!(m["zermelo_verifications_failed_total"] >= 1.0, "{body}");
     assert_eq!(m["zermelo_verdicts_refuted_total"], 0.0, "{body}");
     assert_eq!(m["zermelo_uploads_failed_check_total"], 0.0, "{body}");
-    let log = coord.log();
+    let log = c.log();
     assert!(
         log.contains("and so does the coordinator: the solver is refused"),
         "{log}"
     );
-    let verified: usize = honest
+    let verified: usize = c
+        .workers
         .iter()
         .map(|p| p.log().matches("verified: every position agrees").count())
         .sum();
@@ -2362,21 +2180,21 @@ fn with_verify_all_a_second_worker_catches_a_broken_solver_the_sample_check_let_
 #[test]
 fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
     let tmp = tempfile::tempdir().unwrap();
-    let (coord, url, metrics, job) = verify_all_job(tmp.path(), "KQvK", &[]);
-    let (solve_dir, token) = (tmp.path().join("solve"), "right-token-for-tests");
+    let (mut c, job) = verify_all_job(tmp.path(), "KQvK", &[]);
+    let solve_dir = tmp.path().join("solve");
     let table = zermelo_storage::Table::open(&solve_dir.join("KQvK.zmt")).unwrap();
     let right = table.read_slice(0).unwrap();
     let index = right.iter().position(|&v| v >= 10).unwrap() as u64;
-    let solver = worker(&url, token, &tmp.path().join("cache-a"), tmp.path().join("a.log"));
-    // The solver has the one task: our worker comes once its slice is uploaded.
+    c.worker("a", &[]); // the solver
+                        // The solver has the one task: our worker comes once its slice is uploaded.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while samples(&http_get(&metrics, "/metrics").2)["zermelo_uploads_checked_total"] < 1.0 {
-        assert!(Instant::now() < deadline, "no upload: {}", coord.log());
+    while samples(&http_get(&c.metrics, "/metrics").2)["zermelo_uploads_checked_total"] < 1.0 {
+        assert!(Instant::now() < deadline, "no upload: {}", c.log());
         std::thread::sleep(Duration::from_millis(50));
     }
     let rt = test_runtime();
     rt.block_on(async {
-        let mut client = zermelo_worker::node::client::connect(&url, Some(token)).unwrap();
+        let mut client = zermelo_worker::node::client::connect(&c.url, Some(TOKEN)).unwrap();
         let me = register_raw(&mut client, "liar").await;
         let ask = pb::LeaseTaskRequest { worker_id: me };
         // The verification of the solver's slice, once it is solved.
@@ -2385,7 +2203,7 @@ fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
             match client.lease_task(ask).await.unwrap().into_inner().result {
                 Some(pb::lease_task_response::Result::Task(t)) => break t,
                 _ => {
-                    assert!(Instant::now() < deadline, "no verification: {}", coord.log());
+                    assert!(Instant::now() < deadline, "no verification: {}", c.log());
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -2412,19 +2230,11 @@ fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
         assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
         assert!(err.message().contains("refuted"), "{err:?}");
     });
-    let verifier = worker(&url, token, &tmp.path().join("cache-b"), tmp.path().join("b.log"));
-    wait_job(
-        &url,
-        token,
-        &job,
-        Duration::from_secs(60),
-        &[&coord, &solver, &verifier],
-        |s, _, _| s == "done",
-    );
+    c.worker("b", &[]); // the verifier
+    c.wait_done(&job, Duration::from_secs(60));
     assert_same_tables(&tmp.path().join("tables"), &solve_dir, &["KQvK"]);
-    let (code, _, body) = http_get(&metrics, "/metrics");
-    assert_eq!(code, 200);
-    let m = samples(&body);
+    let (m, body) = c.scrape();
+    let (solver, verifier) = (&c.workers[0], &c.workers[1]);
     assert_eq!(m["zermelo_verdicts_refuted_total"], 1.0, "{body}");
     assert_eq!(m["zermelo_verifications_failed_total"], 0.0, "{body}");
     assert_eq!(m["zermelo_slices_verified_total"], 1.0, "{body}");
@@ -2619,16 +2429,15 @@ fn a_part_killed_fails_its_group_and_the_slice_is_solved_again_to_the_same_bytes
     let reference = tables_with(&["KRBvKR"]);
     let tmp = tempfile::tempdir().unwrap();
     let extra = ["--lease-ttl", "2", "--parts", "3", "--split-over", "100000000"];
-    let (coord, url) = coordinator_with(tmp.path(), &extra, "http", &[]);
-    let mut workers: Vec<Proc> = (0..3)
-        .map(|i| worker_proc(tmp.path(), &format!("w{i}"), &url, &[]))
-        .collect();
-    let token = "right-token-for-tests";
-    let job = submit(&url, token, &["KRBvKR"], &coord);
+    let mut c = Cluster::new(tmp.path()).args(&extra).start();
+    for i in 0..3 {
+        c.worker(&format!("w{i}"), &[]);
+    }
+    let job = c.submit(&["KRBvKR"]);
     // Every worker holds a part; kill the one with part 1 (not the leader: the others wait on it).
     let deadline = Instant::now() + Duration::from_secs(300);
     let helper = loop {
-        let logs: Vec<String> = workers.iter().map(Proc::log).collect();
+        let logs: Vec<String> = c.workers.iter().map(Proc::log).collect();
         if logs.iter().all(|l| l.contains("part leased slice=KRBvKR")) {
             break logs
                 .iter()
@@ -2643,19 +2452,9 @@ fn a_part_killed_fails_its_group_and_the_slice_is_solved_again_to_the_same_bytes
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(500));
-    let mut killed = workers.remove(helper);
-    killed.child.kill().unwrap(); // SIGKILL
-    killed.child.wait().unwrap();
-    let all: Vec<&Proc> = workers.iter().chain([&coord]).collect();
-    wait_job(
-        &url,
-        token,
-        &job,
-        Duration::from_secs(600),
-        &all,
-        |state, _, _| state == "done",
-    );
-    let logs: Vec<String> = workers.iter().map(Proc::log).collect();
+    c.kill_worker(helper);
+    c.wait_done(&job, Duration::from_secs(600));
+    let logs: Vec<String> = c.workers.iter().map(Proc::log).collect();
     assert!(
         logs.iter()
             .any(|l| l.contains("part solved slice=KRBvKR part=0 parts=2")),
@@ -2668,7 +2467,7 @@ fn a_part_killed_fails_its_group_and_the_slice_is_solved_again_to_the_same_bytes
         logs.join("\n---\n")
     );
     let o = zermelo()
-        .args(["status", "--coordinator", &url, "--token", token])
+        .args(["status", "--coordinator", &c.url, "--token", TOKEN])
         .stdin(Stdio::null())
         .output()
         .unwrap();
