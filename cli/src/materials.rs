@@ -159,11 +159,13 @@ pub fn tables_in(dirs: &[PathBuf]) -> Result<Vec<Material>, MaterialsError> {
     Ok(found)
 }
 
-/// A small, fast generator of the sample (splitmix64): the same seed, the same positions.
-struct SplitMix(u64);
+/// A small, fast generator (splitmix64) of the sample, and of the tests' random positions: the
+/// same seed, the same numbers.
+pub struct SplitMix(pub u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -172,7 +174,7 @@ impl SplitMix {
     }
 
     /// Uniform in `0..n` (n > 0), by 128-bit multiply (bias below 2^-64 n).
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         ((self.next() as u128 * n as u128) >> 64) as u64
     }
 }

@@ -5,27 +5,11 @@ use std::path::Path;
 
 use crate::common::*;
 use zermelo_chess::Position;
-
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use zermelo_cli::materials::SplitMix;
 
 /// `count` random legal positions with the men of `white` and `black` (e.g. "KRP", "KP"),
 /// either side to move; pawns on ranks 2 to 7.
-fn random_positions(rng: &mut Rng, white: &str, black: &str, count: usize) -> Vec<String> {
+fn random_positions(rng: &mut SplitMix, white: &str, black: &str, count: usize) -> Vec<String> {
     let mut out = Vec::new();
     while out.len() < count {
         let mut board = [None::<char>; 64];
@@ -128,7 +112,7 @@ fn answer(v: &serde_json::Value) -> serde_json::Value {
 #[test]
 fn analyse_agrees_with_probe_on_random_positions() {
     let full = tables_with(&["KPvKP", "KRvKP", "KPPvK", "KQvKR"]);
-    let mut rng = Rng(0x5eed_0004);
+    let mut rng = SplitMix(0x5eed_0004);
     let mut fens = Vec::new();
     for (w, b, n) in [
         ("KP", "K", 12),
@@ -381,7 +365,7 @@ fn analyse_agrees_with_probe_on_five_men() {
         return;
     }
     let full = tables_with(&["KRRvKR"]);
-    let mut rng = Rng(0x5eed_0005);
+    let mut rng = SplitMix(0x5eed_0005);
     let fens = random_positions(&mut rng, "KRR", "KR", 24);
     let probed = probe(&full, &fens.iter().map(String::as_str).collect::<Vec<_>>());
     let fresh = tempfile::tempdir().unwrap();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::probe_json::strict;
+use zermelo_cli::materials::SplitMix;
 
 /// A running `zermelo serve`, killed when dropped.
 struct Server {
@@ -300,13 +301,7 @@ fn serve_answers_as_lichess_where_no_table_holds_the_position() {
 
 /// Random placements of `material` (kings first, then White's men, then Black's, from the
 /// name), White or Black to move: most are legal positions, some are not (probe tells).
-fn random_fens(material: &str, n: usize, seed: &mut u64) -> Vec<String> {
-    let mut next = move |m: u64| {
-        *seed ^= *seed << 13;
-        *seed ^= *seed >> 7;
-        *seed ^= *seed << 17;
-        *seed % m
-    };
+fn random_fens(material: &str, n: usize, rng: &mut SplitMix) -> Vec<String> {
     let (white, black) = material.split_once('v').unwrap();
     let men: Vec<char> = white
         .chars()
@@ -318,7 +313,7 @@ fn random_fens(material: &str, n: usize, seed: &mut u64) -> Vec<String> {
             let mut board = ['.'; 64];
             for &m in &men {
                 loop {
-                    let sq = next(64) as usize;
+                    let sq = rng.below(64) as usize;
                     let pawn_rank = m.eq_ignore_ascii_case(&'p') && !(8..56).contains(&sq);
                     if board[sq] == '.' && !pawn_rank {
                         board[sq] = m;
@@ -349,7 +344,7 @@ fn random_fens(material: &str, n: usize, seed: &mut u64) -> Vec<String> {
                     row
                 })
                 .collect();
-            let turn = if next(2) == 0 { "w" } else { "b" };
+            let turn = if rng.below(2) == 0 { "w" } else { "b" };
             format!("{} {turn} - - 0 1", ranks.join("/"))
         })
         .collect()
@@ -359,10 +354,10 @@ fn random_fens(material: &str, n: usize, seed: &mut u64) -> Vec<String> {
 fn serve_answers_as_probe_does_in_the_lichess_shape() {
     let dir = tables_with(&["KPvK", "KRvKP", "KQvKR"]);
     let server = serve(&dir);
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = SplitMix(0x2545_f491_4f6c_dd1d);
     let mut fens = Vec::new();
     for (material, want) in [("KPvK", 333), ("KRvKP", 333), ("KQvKR", 334)] {
-        let candidates = random_fens(material, 3 * want, &mut seed);
+        let candidates = random_fens(material, 3 * want, &mut rng);
         let o = run_with_stdin(
             &["probe", "--tables", dir.to_str().unwrap()],
             &candidates.join("\n"),
@@ -587,8 +582,8 @@ fn serve_gives_dtz50_where_its_tables_are() {
     assert_ok(&run(&["solve", "KRvKP", "--tables", d]));
     assert_ok(&run(&["dtz", "KRvKP", "--tables", d]));
     let server = serve(dir.path());
-    let mut seed = 0x5eed_d72;
-    let mut fens = random_fens("KRvKP", 40, &mut seed);
+    let mut rng = SplitMix(0x5eed_d72);
+    let mut fens = random_fens("KRvKP", 40, &mut rng);
     fens.push("8/8/8/8/4k3/8/8/K6R w - - 72 80".to_string());
     let mut filled = 0;
     for fen in &fens {
