@@ -22,7 +22,7 @@ use zermelo_chess::{Material, Position, Value};
 use zermelo_coordinator::plan::{reachable_plan, ReachablePlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, TableMeta, WriteOptions};
 use zermelo_worker::adjudicate::{Rule, Ruled};
-use zermelo_worker::coord::CoordGame;
+use zermelo_worker::coord_game::CoordGame;
 use zermelo_worker::tables::{SliceMap, SliceValues, TableDir, TableError};
 use zermelo_worker::waves::{solve_waves, Solved};
 use zermelo_worker::SolveError;
@@ -498,7 +498,7 @@ pub fn analyse_coord(fen: &str, report_plan: &dyn Fn(&PlanSummary)) -> Result<An
         seconds: 0.0,
     };
     report_plan(&plan);
-    let coord = |e: zermelo_worker::coord::CoordError| AnalyseError::Rules(e.to_string());
+    let coord = |e: zermelo_worker::coord_game::CoordError| AnalyseError::Rules(e.to_string());
     let value = game.value(&pos).map_err(coord)?;
     let moves = game.moves(&pos).map_err(coord)?;
     let mut pv = Vec::new();

@@ -3,7 +3,7 @@
 //! For each square of the attacking king, the squares of the defending king from which the
 //! defender, with the attacker to move, holds the draw (the position is not a win for the
 //! attacker), over legal positions. The kings of the FEN are ignored, and so is its side to move.
-//! Under COORD rules ([`zermelo_worker::coord`]) the attacker is White; under chess rules it is
+//! Under COORD rules ([`zermelo_worker::coord_game`]) the attacker is White; under chess rules it is
 //! the side that wins in more positions of the slice with itself to move (White on a tie).
 
 use std::fmt::Write as _;
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 use zermelo_chess::{Board, Color, Piece, Position, Role, Square, Value};
-use zermelo_worker::coord::{self, CoordGame};
+use zermelo_worker::coord_game::{self as coord, CoordGame};
 use zermelo_worker::tables::{TableDir, TableError};
 
 /// Whose rules decide the values.

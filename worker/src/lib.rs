@@ -4,7 +4,7 @@
 //!   passes of DESIGN §2, against any source of successor values), [`tables`] (successor values
 //!   from table files, whole slices or one block at a time for probing, or held in memory),
 //!   [`waves`] (waves of independent slices in one process), [`adjudicate`] (the declared rules
-//!   `zermelo analyse --adjudicate` may use) and [`coord`] (Church's game of co-ordinate squares,
+//!   `zermelo analyse --adjudicate` may use) and [`coord_game`] (Church's game of co-ordinate squares,
 //!   COORD, where the pawns never move);
 //! * the cluster node, `node` (with the feature `node`, on by default): the gRPC client of the coordinator and its slice cache
 //!   (memory-mapped, hash-checked, evicted under a budget), which runs the solver on the tasks it
@@ -12,7 +12,7 @@
 
 pub mod adjudicate;
 pub mod bytes;
-pub mod coord;
+pub mod coord_game;
 #[cfg(feature = "node")]
 pub mod node;
 pub mod solver;

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use zermelo_chess::{Position, Value};
-//! use zermelo_worker::coord::CoordGame;
+//! use zermelo_worker::coord_game::CoordGame;
 //! let pos: Position = "8/k7/3p4/p2P1p2/P2P1P2/8/8/K7 w - - 0 1".parse().unwrap();
 //! let game = CoordGame::new(&pos).unwrap();
 //! assert!(matches!(game.value(&pos).unwrap(), Value::Win(_)));
