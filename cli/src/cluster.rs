@@ -169,21 +169,26 @@ pub fn coordinator(
     if let Some(t) = &token {
         check_token(t)?;
     }
-    let mut config = ServiceConfig::new(tables);
-    config.schedule.lease_ttl = lease_ttl_seconds.saturating_mul(1000);
-    config.schedule.worker_timeout = config.schedule.lease_ttl.saturating_mul(3);
-    if let Some(s) = state {
-        config.state = s.to_owned();
-    }
-    config.token = token;
-    config.tls = options.tls;
-    config.check_sample = options.check_sample;
-    config.check_whole_positions = options.check_whole_positions;
-    config.verify_all = options.verify_all;
-    config.schedule.parts = options.parts.max(1);
-    config.schedule.split_over = options.split_over;
-    config.schedule.splittable = zermelo_worker::solver::splittable;
-    config.schedule.max_lease_lifetime = options.max_lease_time.saturating_mul(1000);
+    let defaults = ServiceConfig::new(tables);
+    let lease_ttl = lease_ttl_seconds.saturating_mul(1000);
+    let config = ServiceConfig {
+        state: state.map_or(defaults.state, Path::to_path_buf),
+        token,
+        tls: options.tls,
+        check_sample: options.check_sample,
+        check_whole_positions: options.check_whole_positions,
+        verify_all: options.verify_all,
+        schedule: zermelo_coordinator::schedule::Config {
+            lease_ttl,
+            worker_timeout: lease_ttl.saturating_mul(3),
+            parts: options.parts.max(1),
+            split_over: options.split_over,
+            splittable: zermelo_worker::solver::splittable,
+            max_lease_lifetime: options.max_lease_time.saturating_mul(1000),
+            ..defaults.schedule
+        },
+        ..defaults
+    };
     let tls_off = config.tls.is_none();
     if let Some(tls) = &config.tls {
         tls.server_config().map_err(|e| fail(2, e.to_string()))?;
