@@ -16,26 +16,17 @@ use zermelo_proto as pb;
 use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 
 use crate::memory::human_bytes;
+use crate::Failure;
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
 use zermelo_worker::node::client::part_task_memory;
 use zermelo_worker::solver::splittable;
 
-/// A failed command: the exit code and one line for stderr.
-#[derive(Debug)]
-pub struct ClusterFailure {
-    pub code: u8,
-    pub message: String,
+fn fail(code: u8, message: impl Into<String>) -> Failure {
+    Failure::new(code, message)
 }
 
-fn fail(code: u8, message: impl Into<String>) -> ClusterFailure {
-    ClusterFailure {
-        code,
-        message: message.into(),
-    }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, ClusterFailure> {
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,7 +75,7 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 }
 
 /// Reads a PEM file named by a flag (one clear line if it cannot be read).
-pub fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, ClusterFailure> {
+pub fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>, Failure> {
     std::fs::read(path).map_err(|e| fail(2, format!("cannot read {flag} {}: {e}", path.display())))
 }
 
@@ -93,7 +84,7 @@ fn client(
     url: &str,
     token: Option<&str>,
     tls_ca: Option<&[u8]>,
-) -> Result<zermelo_worker::node::client::Client, ClusterFailure> {
+) -> Result<zermelo_worker::node::client::Client, Failure> {
     connect_with_tls(url, token, tls_ca).map_err(|e| fail(2, e.to_string()))
 }
 
@@ -125,7 +116,7 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// Refuses a cluster token anyone could guess: shorter than [`MIN_TOKEN_CHARS`], or a
 /// placeholder of the shipped examples.
-fn check_token(token: &str) -> Result<(), ClusterFailure> {
+fn check_token(token: &str) -> Result<(), Failure> {
     let hint = "make one with `openssl rand -hex 24` and give the same to every worker";
     let lower = token.to_ascii_lowercase();
     if [
@@ -165,7 +156,7 @@ pub fn coordinator(
     token: Option<String>,
     lease_ttl_seconds: u64,
     options: CoordinatorOptions,
-) -> Result<u8, ClusterFailure> {
+) -> Result<u8, Failure> {
     if let Some(t) = &token {
         check_token(t)?;
     }
@@ -236,7 +227,7 @@ pub struct WorkerOptions<'a> {
 }
 
 /// `zermelo worker`: works until ctrl-c or SIGTERM (exit 0) or a fatal error (exit 2).
-pub fn worker(o: WorkerOptions<'_>) -> Result<u8, ClusterFailure> {
+pub fn worker(o: WorkerOptions<'_>) -> Result<u8, Failure> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
     let metrics_listen = o.metrics_listen;
     let config = WorkerConfig {
@@ -269,7 +260,7 @@ pub fn worker(o: WorkerOptions<'_>) -> Result<u8, ClusterFailure> {
     result.map(|()| 0)
 }
 
-fn status_error(what: &str, url: &str, status: tonic::Status) -> ClusterFailure {
+fn status_error(what: &str, url: &str, status: tonic::Status) -> Failure {
     if let Some(reason) = zermelo_worker::node::client::certificate_refused(&status) {
         return fail(2, format!("{what}: {url}: {reason}"));
     }
@@ -322,7 +313,7 @@ pub fn status(
     job: Option<u64>,
     token: Option<String>,
     tls_ca: Option<Vec<u8>>,
-) -> Result<u8, ClusterFailure> {
+) -> Result<u8, Failure> {
     let rt = runtime()?;
     rt.block_on(async {
         let mut client = client(url, token.as_deref(), tls_ca.as_deref())?;
@@ -389,7 +380,7 @@ async fn submit_job(
     token: Option<&str>,
     tls_ca: Option<&[u8]>,
     request: pb::SubmitJobRequest,
-) -> Result<pb::SubmitJobResponse, ClusterFailure> {
+) -> Result<pb::SubmitJobResponse, Failure> {
     let mut client = client(url, token, tls_ca)?;
     let start = Instant::now();
     loop {
@@ -414,8 +405,8 @@ async fn wait_for_job(
     tls_ca: Option<&[u8]>,
     job: u64,
     bar: Option<&ProgressBar>,
-    alive: impl FnMut() -> Result<(), ClusterFailure>,
-) -> Result<pb::JobInfo, ClusterFailure> {
+    alive: impl FnMut() -> Result<(), Failure>,
+) -> Result<pb::JobInfo, Failure> {
     let report = |done: u64, total: u64| {
         if let Some(b) = bar {
             crate::progress::set_bar(b, done, total);
@@ -431,8 +422,8 @@ async fn wait_for_job_reporting(
     tls_ca: Option<&[u8]>,
     job: u64,
     report: &(dyn Fn(u64, u64) + Sync),
-    mut alive: impl FnMut() -> Result<(), ClusterFailure>,
-) -> Result<pb::JobInfo, ClusterFailure> {
+    mut alive: impl FnMut() -> Result<(), Failure>,
+) -> Result<pb::JobInfo, Failure> {
     let mut client = client(url, token, tls_ca)?;
     let mut failing_since: Option<Instant> = None;
     loop {
@@ -480,7 +471,7 @@ pub fn analyse_remote(
     roots: &[zermelo_chess::SliceKey],
     wanted: &[zermelo_chess::SliceKey],
     report: &(dyn Fn(u64, u64) + Sync),
-) -> Result<zermelo_worker::waves::Solved, ClusterFailure> {
+) -> Result<zermelo_worker::waves::Solved, Failure> {
     runtime()?.block_on(async {
         let request = pb::SubmitJobRequest {
             materials: Vec::new(),
@@ -530,7 +521,7 @@ pub fn submit(
     token: Option<String>,
     tls_ca: Option<Vec<u8>>,
     bar: Option<ProgressBar>,
-) -> Result<u8, ClusterFailure> {
+) -> Result<u8, Failure> {
     let (token, tls_ca) = (token.as_deref(), tls_ca.as_deref());
     let rt = runtime()?;
     rt.block_on(async {
@@ -578,7 +569,7 @@ pub struct ChildUsage {
 }
 
 impl Children {
-    fn spawn(&mut self, name: &str, args: &[&str], token: &str) -> Result<(), ClusterFailure> {
+    fn spawn(&mut self, name: &str, args: &[&str], token: &str) -> Result<(), Failure> {
         let exe = std::env::current_exe().map_err(|e| fail(2, format!("cannot find this binary: {e}")))?;
         let log_path = self.logs.join(format!("{name}.log"));
         let log =
@@ -600,7 +591,7 @@ impl Children {
     }
 
     /// An error if a child has exited.
-    fn check(&mut self) -> Result<(), ClusterFailure> {
+    fn check(&mut self) -> Result<(), Failure> {
         for (name, child) in &mut self.procs {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(fail(
@@ -725,7 +716,7 @@ fn terminate(child: &Child) {
     let _ = child;
 }
 
-fn free_port() -> Result<u16, ClusterFailure> {
+fn free_port() -> Result<u16, Failure> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| fail(2, format!("finding a free port: {e}")))?;
     l.local_addr()
         .map(|a| a.port())
@@ -753,7 +744,7 @@ pub fn cluster(
     (threads, memory): (usize, u64),
     (parts, logs): (Parts, Option<&Path>),
     bar: Option<ProgressBar>,
-) -> Result<u8, ClusterFailure> {
+) -> Result<u8, Failure> {
     let done = run_cluster(
         workers,
         materials,
@@ -885,7 +876,7 @@ pub fn run_cluster(
     (check_sample, kept_logs): (Option<usize>, Option<&Path>),
     parts: Parts,
     bar: Option<ProgressBar>,
-) -> Result<ClusterRun, ClusterFailure> {
+) -> Result<ClusterRun, Failure> {
     let scratch = tempfile::Builder::new()
         .prefix("zermelo-cluster-")
         .tempdir()

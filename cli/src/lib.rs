@@ -13,6 +13,7 @@ pub mod build;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod dtz;
+mod failure;
 pub mod lichess;
 pub mod materials;
 pub mod memory;
@@ -27,6 +28,8 @@ pub mod stats;
 pub mod stop;
 #[cfg(feature = "cluster")]
 pub use zermelo_verify as verify;
+
+pub use failure::Failure;
 
 /// The most men this build solves.
 pub const MAX_MEN: u32 = 7;

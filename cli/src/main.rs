@@ -14,12 +14,13 @@ use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::{Material, SliceKey};
 use zermelo_cli::analyse::{analyse, analyse_coord, describe_plan, AnalyseOptions, PlanSummary, Remote};
 use zermelo_cli::build::{build_in, BuildError, BuildOptions};
-use zermelo_cli::cluster::{self, ClusterFailure};
+use zermelo_cli::cluster;
 use zermelo_cli::memory::{self, human_bytes};
 use zermelo_cli::probe::{probe_fen, text_line};
 use zermelo_cli::progress::Progress;
 use zermelo_cli::stats::{asked_with_colours_swapped, stats};
 use zermelo_cli::verify::{verify_table_in, VerifyError, VerifyOptions};
+use zermelo_cli::Failure;
 use zermelo_cli::MAX_MEN;
 use zermelo_coordinator::service::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
@@ -135,30 +136,6 @@ impl Tables {
                 d.display()
             ))),
             None => Ok(()),
-        }
-    }
-}
-
-/// A failure that ends the command: a message and an exit code.
-struct Failure {
-    code: u8,
-    message: String,
-}
-
-impl From<ClusterFailure> for Failure {
-    fn from(f: ClusterFailure) -> Failure {
-        Failure {
-            code: f.code,
-            message: f.message,
-        }
-    }
-}
-
-impl Failure {
-    fn input(message: impl Into<String>) -> Failure {
-        Failure {
-            code: 2,
-            message: message.into(),
         }
     }
 }
