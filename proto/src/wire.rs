@@ -48,20 +48,24 @@ pub fn encode_values(values: &[u16]) -> Vec<u8> {
 }
 
 /// The values of [`encode_values`] back, checked to be `positions` many.
+///
+/// The memory grows with the values as they decode: `positions` and the frame's declared size
+/// are only what the sender claims, and reserving either up front let a few bytes claiming a
+/// trillion positions abort the process on an allocation of terabytes (found by the fuzz
+/// target `wire`, fuzz/).
 pub fn decode_values(bytes: &[u8], positions: u64) -> Result<Vec<u16>, WireError> {
-    let capacity = usize::try_from(positions.saturating_mul(2)).unwrap_or(usize::MAX);
-    let raw = zstd::bulk::decompress(bytes, capacity).map_err(|e| WireError::Decompress(e.to_string()))?;
-    if raw.len() as u64 != positions * 2 {
-        return Err(WireError::WrongCount {
-            expected: positions,
-            found: raw.len() as u64 / 2,
-        });
-    }
-    Ok(raw
-        .chunks_exact(2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]))
-        .collect())
+    let mut values = Vec::with_capacity(positions.min(RESERVE_VALUES) as usize);
+    let mut decoder = ValuesDecoder::new(positions)?;
+    decoder.push(bytes, &mut |v: &[u16]| {
+        values.extend_from_slice(v);
+        Ok::<(), WireError>(())
+    })?;
+    decoder.finish()?;
+    Ok(values)
 }
+
+/// The most values [`decode_values`] reserves before they decode (32 MiB).
+const RESERVE_VALUES: u64 = 16 << 20;
 
 /// [`encode_values`] for values that come in pieces (a slice too big to hold whole): the same
 /// format, one zstd frame over the little-endian `u16`s, written to `W` as it goes.
@@ -295,6 +299,35 @@ mod tests {
         assert!(decode_values(&wire, 2).is_err());
         assert!(decode_values(&wire[..wire.len() - 1], 3).is_err());
         assert_eq!(SliceFile::from_bytes(b"ZRMLSLC1"), Err(WireError::NotASliceFile));
+    }
+
+    /// The input of a crash the fuzz target `wire` (fuzz/) found: 64 bytes that are no zstd
+    /// frame, announced as 1,099,646,500,908 positions. `decode_values` reserved twice that many
+    /// bytes before decompressing and the allocation aborted the process; it is an error.
+    #[test]
+    fn bytes_claiming_a_trillion_positions_reserve_nothing_for_them() {
+        let crash: [u8; 74] = [
+            0x02, 0x2c, 0x00, 0x0a, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x28,
+            0xb5, 0x2f, 0xfd, 0x60, 0x58, 0x01, 0x7d, 0x01, 0x00, 0x34, 0x02, 0x01, 0x00, 0x0e, 0x00, 0x0f,
+            0x00, 0x10, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x03, 0x00, 0x04, 0x00, 0x05, 0x00, 0x08,
+            0x00, 0x06, 0x00, 0x07, 0x00, 0x08, 0x00, 0x09, 0x00, 0x0a, 0x08, 0x00, 0x00, 0x0c, 0x00, 0x0d,
+            0x02, 0x00, 0x17, 0x28, 0x4a, 0x55, 0x27, 0xa9, 0x0e, 0x0b,
+        ];
+        // The target's layout: a selector byte, the positions (u64 LE), a piece size, the bytes.
+        let positions = u64::from_le_bytes(crash[1..9].try_into().unwrap());
+        assert_eq!(positions, 1_099_646_500_908);
+        assert!(decode_values(&crash[11..], positions).is_err());
+        // A real frame announced as more positions than it holds: refused as such.
+        let wire = encode_values(&[5; 1000]);
+        assert_eq!(
+            decode_values(&wire, u64::MAX),
+            Err(WireError::WrongCount {
+                expected: u64::MAX,
+                found: 1000
+            })
+        );
+        assert_eq!(decode_values(&wire, 1000).unwrap(), vec![5; 1000]);
+        assert_eq!(decode_values(&encode_values(&[]), 0).unwrap(), Vec::<u16>::new());
     }
 
     /// Values with long runs and noise, like a slice's.

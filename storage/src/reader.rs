@@ -61,7 +61,8 @@ impl ValueReader {
         out: &mut [u16],
     ) -> Result<(), StorageError> {
         let entry = table.slice_entry(slice)?;
-        let end = first + out.len() as u64;
+        // Saturating: an index near u64::MAX is out of range, not an overflow.
+        let end = first.saturating_add(out.len() as u64);
         if end > entry.count {
             return Err(StorageError::InvalidInput(format!(
                 "value index {} out of range for slice {slice} of {} values in {}",
@@ -310,6 +311,32 @@ mod tests {
             r.gather(&t, 0, &[5, 100], &mut one),
             Err(StorageError::InvalidInput(_))
         ));
+    }
+
+    /// Found by the fuzz target `table` (fuzz/): an index near `u64::MAX` overflowed `first +
+    /// out.len()`: a panic with overflow checks; without them the sum wrapped past the range
+    /// check, and the read gave a value of the slice before or indexed past the block table.
+    #[test]
+    fn an_index_near_u64_max_is_out_of_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<u16> = (0..9).collect();
+        let t = table_of(dir.path(), 1 << 20, &[([0, 0], &values)]);
+        let mut r = ValueReader::new(2);
+        assert!(matches!(
+            r.value(&t, 0, u64::MAX),
+            Err(StorageError::InvalidInput(_))
+        ));
+        for first in [u64::MAX, u64::MAX - 1] {
+            assert!(matches!(
+                r.values(&t, 0, first, &mut [0u16; 2]),
+                Err(StorageError::InvalidInput(_))
+            ));
+        }
+        assert!(matches!(
+            r.gather(&t, 0, &[u64::MAX], &mut [0u16]),
+            Err(StorageError::InvalidInput(_))
+        ));
+        assert_eq!(r.value(&t, 0, 8).unwrap(), 8);
     }
 
     #[test]

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets of fuzz/ (libFuzzer through libfuzzer-sys, on stable Rust: coverage by
+# LLVM's sanitizer-coverage pass, no sanitizer) and runs each from its committed corpus
+# (fuzz/corpus/TARGET) for a while. Fails if any target crashes: a panic, a failed assertion, an
+# abort, a timeout or running out of memory; the input is kept in fuzz/artifacts/TARGET/ and
+# printed in hex.
+#
+#     bash scripts/fuzz.sh                       # every target, 20 s each (what CI runs)
+#     bash scripts/fuzz.sh --seconds 1800 table  # one target for 30 minutes
+#     bash scripts/fuzz.sh --runs 1000000 fen    # one target for a number of inputs
+#     bash scripts/fuzz.sh --build-only
+#     bash scripts/fuzz.sh --keep-corpus ...     # new inputs go to fuzz/corpus/TARGET (else a temp dir)
+#
+# Needs only cargo, a C++ compiler (libfuzzer-sys compiles libFuzzer) and crates.io.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ALL_TARGETS=(fen lichess_fen table journal wire serve)
+seconds=20
+runs=""
+build_only=""
+keep_corpus=""
+targets=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --seconds) seconds="$2"; shift 2 ;;
+        --runs) runs="$2"; shift 2 ;;
+        --build-only) build_only=1; shift ;;
+        --keep-corpus) keep_corpus=1; shift ;;
+        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
+        *) targets+=("$1"); shift ;;
+    esac
+done
+[[ ${#targets[@]} -gt 0 ]] || targets=("${ALL_TARGETS[@]}")
+
+# The longest input each target is given (libFuzzer's -max_len).
+max_len() {
+    case "$1" in
+        fen|lichess_fen) echo 256 ;;
+        serve) echo 512 ;;
+        table) echo 16384 ;;
+        *) echo 4096 ;;
+    esac
+}
+
+host="$(rustc -vV | sed -n 's/^host: //p')"
+# cargo-fuzz's flags without a sanitizer (those need nightly). With an explicit --target, they
+# apply to the targets and their dependencies only, not to build scripts and proc macros.
+export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
+-Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+-Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares \
+-Cdebug-assertions -Coverflow-checks"
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
+export CARGO_TARGET_DIR="$ROOT/fuzz/target"
+
+start=$(date +%s)
+echo "building the fuzz targets (${targets[*]})"
+cargo build --quiet --release --manifest-path "$ROOT/fuzz/Cargo.toml" --target "$host" \
+    $(printf -- '--bin %s ' "${targets[@]}")
+echo "built in $(( $(date +%s) - start )) s"
+[[ -z "$build_only" ]] || exit 0
+
+failed=()
+for t in "${targets[@]}"; do
+    bin="$CARGO_TARGET_DIR/$host/release/$t"
+    seeds="$ROOT/fuzz/corpus/$t"
+    artifacts="$ROOT/fuzz/artifacts/$t"
+    mkdir -p "$artifacts"
+    if [[ -n "$keep_corpus" ]]; then
+        corpus=("$seeds")
+    else
+        work="$(mktemp -d)"
+        corpus=("$work" "$seeds")
+    fi
+    limit=(-max_total_time="$seconds")
+    [[ -z "$runs" ]] || limit=(-runs="$runs")
+    dict=()
+    [[ ! -f "$ROOT/fuzz/dict/$t.dict" ]] || dict=(-dict="$ROOT/fuzz/dict/$t.dict")
+    log="$(mktemp)"
+    if [[ -n "$runs" ]]; then echo "== fuzz $t ($runs inputs)"; else echo "== fuzz $t ($seconds s)"; fi
+    t0=$(date +%s)
+    set +e
+    "$bin" "${limit[@]}" "${dict[@]}" -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$artifacts/" "${corpus[@]}" >"$log" 2>&1
+    status=$?
+    set -e
+    execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
+    cov="$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 || true)"
+    echo "$t: ${execs:-?} inputs in $(( $(date +%s) - t0 )) s, $cov, exit $status"
+    if [[ $status -ne 0 ]]; then
+        failed+=("$t")
+        tail -n 60 "$log"
+        for f in "$artifacts"/*; do
+            [[ -f "$f" ]] || continue
+            echo "input $f:"
+            od -An -tx1 -v "$f" | head -n 40
+        done
+    fi
+    rm -f "$log"
+    [[ -n "$keep_corpus" ]] || rm -rf "$work"
+done
+echo "fuzzing took $(( $(date +%s) - start )) s in all"
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "fuzz targets that crashed: ${failed[*]}" >&2
+    exit 1
+fi
+echo "no fuzz target crashed: ${targets[*]}"
