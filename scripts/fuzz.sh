@@ -5,21 +5,29 @@
 # abort, a timeout or running out of memory; the input is kept in fuzz/artifacts/TARGET/ and
 # printed in hex.
 #
-#     bash scripts/fuzz.sh                       # every target, 20 s each (what CI runs)
+#     bash scripts/fuzz.sh                       # every target, 15 s each (what CI runs)
 #     bash scripts/fuzz.sh --seconds 1800 table  # one target for 30 minutes
 #     bash scripts/fuzz.sh --runs 1000000 fen    # one target for a number of inputs
 #     bash scripts/fuzz.sh --build-only
 #     bash scripts/fuzz.sh --keep-corpus ...     # new inputs go to fuzz/corpus/TARGET (else a temp dir)
+#     bash scripts/fuzz.sh --full ...            # instrument the dependencies too (own build)
+#
+# By default the build shares the main build's target folder and profile (`checked`): only this
+# project's crates and the targets are compiled again, with the coverage flags (a rustc wrapper,
+# fuzz/rustc-wrapper.sh), and the dependencies CI's tests compiled are reused. `--full` builds
+# everything instrumented in fuzz/target, as cargo-fuzz does: coverage inside prost, zstd, axum
+# too, for long runs, at the price of a build of every crate (6 minutes on 2 cores).
 #
 # Needs only cargo, a C++ compiler (libfuzzer-sys compiles libFuzzer) and crates.io.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_TARGETS=(fen lichess_fen table journal wire serve)
-seconds=20
+seconds=15
 runs=""
 build_only=""
 keep_corpus=""
+full=""
 targets=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -27,7 +35,8 @@ while [[ $# -gt 0 ]]; do
         --runs) runs="$2"; shift 2 ;;
         --build-only) build_only=1; shift ;;
         --keep-corpus) keep_corpus=1; shift ;;
-        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --full) full=1; shift ;;
+        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
         *) targets+=("$1"); shift ;;
     esac
@@ -45,26 +54,35 @@ max_len() {
 }
 
 host="$(rustc -vV | sed -n 's/^host: //p')"
-# cargo-fuzz's flags without a sanitizer (those need nightly). With an explicit --target, they
-# apply to the targets and their dependencies only, not to build scripts and proc macros.
-export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
+# cargo-fuzz's flags without a sanitizer (those need nightly).
+flags="--cfg fuzzing -Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
 -Cllvm-args=-sanitizer-coverage-pc-table \
--Cllvm-args=-sanitizer-coverage-trace-compares \
--Cdebug-assertions -Coverflow-checks"
-export CARGO_TARGET_DIR="$ROOT/fuzz/target"
-
+-Cllvm-args=-sanitizer-coverage-trace-compares"
+# The fuzz workspace resolves to the main workspace's versions: its lock file is the main one's
+# (cargo adds the few crates only the fuzz targets use).
+cp "$ROOT/Cargo.lock" "$ROOT/fuzz/Cargo.lock"
+build=(cargo build --quiet --manifest-path "$ROOT/fuzz/Cargo.toml" $(printf -- '--bin %s ' "${targets[@]}"))
 start=$(date +%s)
-echo "building the fuzz targets (${targets[*]})"
-cargo build --quiet --release --manifest-path "$ROOT/fuzz/Cargo.toml" --target "$host" \
-    $(printf -- '--bin %s ' "${targets[@]}")
+echo "building the fuzz targets (${targets[*]})${full:+, every crate instrumented}"
+if [[ -n "$full" ]]; then
+    # With an explicit --target, RUSTFLAGS reach the targets and their dependencies, not build
+    # scripts and proc macros.
+    RUSTFLAGS="$flags" CARGO_TARGET_DIR="$ROOT/fuzz/target" "${build[@]}" --profile fuzz --target "$host"
+    bin_dir="$ROOT/fuzz/target/$host/fuzz"
+else
+    unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
+    RUSTC_WRAPPER="$ROOT/fuzz/rustc-wrapper.sh" ZERMELO_FUZZ_RUSTFLAGS="$flags" \
+        CARGO_TARGET_DIR="$ROOT/target" "${build[@]}" --profile checked
+    bin_dir="$ROOT/target/checked"
+fi
 echo "built in $(( $(date +%s) - start )) s"
 [[ -z "$build_only" ]] || exit 0
 
 failed=()
 for t in "${targets[@]}"; do
-    bin="$CARGO_TARGET_DIR/$host/release/$t"
+    bin="$bin_dir/$t"
     seeds="$ROOT/fuzz/corpus/$t"
     artifacts="$ROOT/fuzz/artifacts/$t"
     mkdir -p "$artifacts"
