@@ -72,6 +72,16 @@ if [[ -n "$full" ]]; then
     RUSTFLAGS="$flags" CARGO_TARGET_DIR="$ROOT/fuzz/target" "${build[@]}" --profile fuzz --target "$host"
     bin_dir="$ROOT/fuzz/target/$host/fuzz"
 else
+    # Every crate the wrapper instruments needs a profile override of its own (fuzz/Cargo.toml),
+    # or its instrumented build would share a file with the main build's and could stand in
+    # for it there.
+    for name in $(cargo metadata --no-deps --format-version 1 --manifest-path "$ROOT/Cargo.toml" |
+        python3 -c 'import json, sys; print(*(p["name"] for p in json.load(sys.stdin)["packages"]))'); do
+        if [[ "$name" == zermelo-* ]] && ! grep -q "^\[profile.checked.package.$name\]" "$ROOT/fuzz/Cargo.toml"; then
+            echo "fuzz/Cargo.toml has no [profile.checked.package.$name]: add one (see the others)" >&2
+            exit 1
+        fi
+    done
     unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
     RUSTC_WRAPPER="$ROOT/fuzz/rustc-wrapper.sh" ZERMELO_FUZZ_RUSTFLAGS="$flags" \
         CARGO_TARGET_DIR="$ROOT/target" "${build[@]}" --profile checked
@@ -96,6 +106,10 @@ for t in "${targets[@]}"; do
     [[ -z "$runs" ]] || limit=(-runs="$runs")
     dict=()
     [[ ! -f "$ROOT/fuzz/dict/$t.dict" ]] || dict=(-dict="$ROOT/fuzz/dict/$t.dict")
+    # The targets' files (journal, serve's tables), on tmpfs when there is one: the journal
+    # syncs each write.
+    ZERMELO_FUZZ_TMP="$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)"
+    export ZERMELO_FUZZ_TMP
     log="$(mktemp)"
     if [[ -n "$runs" ]]; then echo "== fuzz $t ($runs inputs)"; else echo "== fuzz $t ($seconds s)"; fi
     t0=$(date +%s)
@@ -116,7 +130,7 @@ for t in "${targets[@]}"; do
             od -An -tx1 -v "$f" | head -n 40
         done
     fi
-    rm -f "$log"
+    rm -rf "$log" "$ZERMELO_FUZZ_TMP"
     [[ -n "$keep_corpus" ]] || rm -rf "$work"
 done
 echo "fuzzing took $(( $(date +%s) - start )) s in all"

@@ -13,15 +13,14 @@ use zermelo_chess::SliceKey;
 use zermelo_coordinator::journal::{Journal, Record};
 use zermelo_coordinator::schedule::{JobId, SliceResult};
 
-/// A file in a folder of its own, on tmpfs when there is one (the journal syncs what it writes).
+/// A file in a folder of its own.
 fn path() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let shm = std::path::Path::new("/dev/shm");
-        let dir = if shm.is_dir() {
-            tempfile::tempdir_in(shm)
-        } else {
-            tempfile::tempdir()
+        // scripts/fuzz.sh names a folder (on tmpfs when there is one) that it removes after.
+        let dir = match std::env::var_os("ZERMELO_FUZZ_TMP") {
+            Some(base) => tempfile::tempdir_in(base),
+            None => tempfile::tempdir(),
         };
         dir.expect("a temporary folder").keep().join("journal")
     })

@@ -27,11 +27,10 @@ struct Server {
 fn server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
     SERVER.get_or_init(|| {
-        let shm = std::path::Path::new("/dev/shm");
-        let dir = if shm.is_dir() {
-            tempfile::tempdir_in(shm)
-        } else {
-            tempfile::tempdir()
+        // scripts/fuzz.sh names a folder (on tmpfs when there is one) that it removes after.
+        let dir = match std::env::var_os("ZERMELO_FUZZ_TMP") {
+            Some(base) => tempfile::tempdir_in(base),
+            None => tempfile::tempdir(),
         };
         let dir: PathBuf = dir.expect("a temporary folder").keep();
         let targets: Vec<Material> = ["KPvK", "KQvK"].iter().map(|m| m.parse().unwrap()).collect();
