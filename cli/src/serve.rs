@@ -510,17 +510,21 @@ fn served(app: &App) -> Vec<Served> {
     found.into_values().collect()
 }
 
+/// The bytes of every table file served.
+fn total_bytes(list: &[Served]) -> u64 {
+    list.iter()
+        .flat_map(|s| [&s.dtm, &s.dtz])
+        .flatten()
+        .map(|f| f.bytes)
+        .sum()
+}
+
 /// `GET /materials`: the materials served, with the sizes of their files.
 async fn materials(State(app): State<Arc<App>>) -> Response {
     let list = tokio::task::spawn_blocking(move || served(&app)).await;
     match list {
         Ok(list) => {
-            let bytes: u64 = list
-                .iter()
-                .flat_map(|s| [&s.dtm, &s.dtz])
-                .flatten()
-                .map(|f| f.bytes)
-                .sum();
+            let bytes = total_bytes(&list);
             Json(serde_json::json!({ "materials": list, "bytes": bytes })).into_response()
         }
         Err(e) => error(
@@ -539,12 +543,7 @@ async fn monitor(State(app): State<Arc<App>>) -> Response {
     };
     let tables = list.iter().filter(|s| s.dtm.is_some()).count();
     let dtz = list.iter().filter(|s| s.dtz.is_some()).count();
-    let bytes: u64 = list
-        .iter()
-        .flat_map(|s| [&s.dtm, &s.dtz])
-        .flatten()
-        .map(|f| f.bytes)
-        .sum();
+    let bytes = total_bytes(&list);
     format!(
         "tablebase tables={tables}u,dtz_tables={dtz}u,open={}u,bytes={bytes}u",
         app.tables.open_count()
