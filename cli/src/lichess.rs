@@ -67,16 +67,21 @@ pub struct Asked {
     pub clock: u16,
 }
 
+/// The fields of a FEN as lichess parts them: separated by spaces, `_` or `+`, runs of them
+/// counting as one.
+pub fn fen_fields(fen: &str) -> Vec<&str> {
+    fen.split(|c: char| c.is_ascii_whitespace() || c == '_' || c == '+')
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
 /// Reads a FEN as lichess does: fields separated by spaces, `_` or `+` (runs of them count as
 /// one); only the board is required, the others default to `w - - 0 1`; castling rights whose
 /// king or rook is not on its first square, and an en-passant square no pawn could have
 /// crossed, are dropped. A FEN that is not a legal position is refused, with why.
 pub fn read_fen(fen: &str) -> Result<Asked, String> {
     let invalid = |e: String| format!("invalid FEN: {e}");
-    let fields: Vec<&str> = fen
-        .split(|c: char| c.is_ascii_whitespace() || c == '_' || c == '+')
-        .filter(|f| !f.is_empty())
-        .collect();
+    let fields = fen_fields(fen);
     if fields.is_empty() || fields.len() > 6 {
         return Err(invalid(FenError::FieldCount(fields.len()).to_string()));
     }

@@ -7,7 +7,7 @@ use zermelo_chess::probe::{self, ValueSource};
 use zermelo_chess::{Material, Move, Position, Role, Value};
 use zermelo_worker::tables::{TableDir, TableError};
 
-use crate::lichess::read_fen;
+use crate::lichess::{fen_fields, read_fen, Asked};
 
 /// What the lichess tablebase API says of a position, for the side to move there: the fields
 /// shared by the answer and by each of its moves, with the same names, types and meaning.
@@ -294,20 +294,25 @@ impl ProbeFailure {
 /// checks it is a position tables of up to `max_men` men hold: no castling rights stand.
 pub fn parse_position(fen: &str, max_men: u32) -> Result<Position, ProbeFailure> {
     let asked = read_fen(fen).map_err(ProbeFailure::Input)?;
+    whole(&asked, max_men).copied()
+}
+
+/// The position of `asked` if tables of up to `max_men` men hold it whole: no castling rights
+/// stand and it has no more men than that (else `NotInTables`, saying which).
+pub fn whole(asked: &Asked, max_men: u32) -> Result<&Position, ProbeFailure> {
     if !asked.castling.is_empty() {
         return Err(ProbeFailure::NotInTables(format!(
             "invalid FEN: {}",
             FenError::CastlingRights
         )));
     }
-    let pos = asked.pos;
-    let men = Material::of(&pos.board).men();
+    let men = Material::of(&asked.pos.board).men();
     if men > max_men {
         return Err(ProbeFailure::NotInTables(format!(
-            "position has {men} men; tables of at most {max_men} men are supported"
+            "too many men: the position has {men} men, tables hold at most {max_men}"
         )));
     }
-    Ok(pos)
+    Ok(&asked.pos)
 }
 
 /// Probes one FEN: the mates of `tables`, and DTZ50 from `dtz` where its tables are.
@@ -340,9 +345,8 @@ pub fn probe_position<S: ValueSource + ?Sized>(
 /// The halfmove clock of a FEN (its fifth field, fields parted as [`read_fen`] parts them): 0
 /// if it has none, the largest clock if it is past what 16 bits hold (as [`read_fen`] reads it).
 pub fn halfmove_clock(fen: &str) -> u16 {
-    fen.split(|c: char| c.is_ascii_whitespace() || c == '_' || c == '+')
-        .filter(|f| !f.is_empty())
-        .nth(4)
+    fen_fields(fen)
+        .get(4)
         .map_or(0, |f| f.parse::<u16>().unwrap_or(u16::MAX))
 }
 

@@ -63,7 +63,7 @@ use zermelo_worker::tables::{TableDir, TableError, ThreadCached};
 
 use crate::lichess::{read_fen, Asked};
 use crate::partial::partial_answer;
-use crate::probe::{dtm_line, fill_dtz50, lichess_dtm, lichess_dtz, probe_position, ProbeFailure};
+use crate::probe::{dtm_line, fill_dtz50, lichess_dtm, lichess_dtz, probe_position, whole, ProbeFailure};
 use crate::squares;
 use crate::MAX_MEN;
 
@@ -208,27 +208,10 @@ async fn blocking_with<T: Send + 'static>(
     }
 }
 
-/// A position the tables hold whole: no castling rights stand and it has no more men than
-/// tables can have. The answer for it fails only if a table is missing or damaged.
-fn whole(asked: &Asked) -> Result<&Position, ProbeFailure> {
-    if !asked.castling.is_empty() {
-        return Err(ProbeFailure::NotInTables(
-            "tables do not contain positions with castling rights".to_string(),
-        ));
-    }
-    let men = Material::of(&asked.pos.board).men();
-    if men > MAX_MEN {
-        return Err(ProbeFailure::NotInTables(format!(
-            "too many men: {men}, tables hold at most {MAX_MEN}"
-        )));
-    }
-    Ok(&asked.pos)
-}
-
 async fn standard(State(app): State<Arc<App>>, q: Result<Query<FenQuery>, QueryRejection>) -> Response {
     blocking(app, q, |app, fen, asked| {
         let (mates, dtz) = (ThreadCached(&app.tables), ThreadCached(&app.dtz));
-        if let Ok(pos) = whole(asked) {
+        if let Ok(pos) = whole(asked, MAX_MEN) {
             match probe_position(fen, pos, &mates) {
                 Ok(mut info) => {
                     fill_dtz50(&mut info, pos, asked.clock, &dtz)?;
@@ -386,7 +369,7 @@ async fn standard_mainline(
         q,
         |app, _fen, asked, q| {
             // As lichess: 404 for a position no table holds, no partial line.
-            let pos = whole(asked)?;
+            let pos = whole(asked, MAX_MEN)?;
             let mates = ThreadCached(&app.tables);
             if q.line.as_deref() != Some("dtm") {
                 if let Some(line) = dtz_mainline(pos, asked.clock, &mates, &ThreadCached(&app.dtz))? {
