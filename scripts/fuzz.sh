@@ -22,7 +22,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ALL_TARGETS=(fen lichess_fen table journal wire serve)
+ALL_TARGETS=(fen lichess_fen table journal wire task serve)
 seconds=15
 runs=""
 build_only=""

@@ -2,10 +2,9 @@
 //! runs a coordinator and N workers of this same binary on loopback for one job.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
@@ -15,6 +14,7 @@ use zermelo_coordinator::service::{serve_with_metrics, ServiceConfig, TlsIdentit
 use zermelo_proto as pb;
 use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 
+use crate::child::{LoggedChild, Usage};
 use crate::memory::human_bytes;
 use crate::Failure;
 use zermelo_chess::index::SliceIndexer;
@@ -549,9 +549,9 @@ pub fn submit(
     })
 }
 
-/// Child processes, stopped (SIGTERM, then SIGKILL after a grace period) when dropped.
+/// The processes of a cluster run: the coordinator first, then the workers.
 struct Children {
-    procs: Vec<(String, Child)>,
+    procs: Vec<LoggedChild>,
     logs: PathBuf,
     /// What each child stopped used, by name.
     usage: Vec<ChildUsage>,
@@ -571,34 +571,28 @@ pub struct ChildUsage {
 impl Children {
     fn spawn(&mut self, name: &str, args: &[&str], token: &str) -> Result<(), Failure> {
         let exe = std::env::current_exe().map_err(|e| fail(2, format!("cannot find this binary: {e}")))?;
-        let log_path = self.logs.join(format!("{name}.log"));
-        let log =
-            File::create(&log_path).map_err(|e| fail(2, format!("creating {}: {e}", log_path.display())))?;
         let mut cmd = Command::new(exe);
-        cmd.args(args)
-            .env("ZERMELO_TOKEN", token)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+        cmd.args(args).env("ZERMELO_TOKEN", token);
         if std::env::var_os("ZERMELO_LOG").is_none() {
             cmd.env("ZERMELO_LOG", "info");
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| fail(2, format!("starting the {name}: {e}")))?;
-        self.procs.push((name.to_owned(), child));
+        let log = self.logs.join(format!("{name}.log"));
+        let child = LoggedChild::spawn(cmd, name, &log)
+            .map_err(|e| fail(2, format!("starting the {name} (its log {}): {e}", log.display())))?;
+        self.procs.push(child);
         Ok(())
     }
 
     /// An error if a child has exited.
     fn check(&mut self) -> Result<(), Failure> {
-        for (name, child) in &mut self.procs {
-            if let Ok(Some(status)) = child.try_wait() {
+        for child in &mut self.procs {
+            if let Some(status) = child.exited() {
                 return Err(fail(
                     2,
                     format!(
-                        "the {name} exited ({status}); its log: {}",
-                        self.logs.join(format!("{name}.log")).display()
+                        "the {} exited ({status}); its log: {}",
+                        child.name(),
+                        child.log_path().display()
                     ),
                 ));
             }
@@ -610,50 +604,20 @@ impl Children {
     /// `grace` to exit, then SIGKILL.
     /// Records what each one used ([`Children::usage`]).
     fn stop(&mut self, grace: Duration) {
-        for (name, child) in self.procs.iter_mut().rev() {
-            terminate(child);
-            let deadline = Instant::now() + grace;
-            let mut reaped = None;
-            while Instant::now() < deadline {
-                if let Some(u) = reap(child, false) {
-                    reaped = Some(u);
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if reaped.is_none() {
-                let _ = child.kill();
-                reaped = reap(child, true);
-            }
-            if let Some(Some((peak, cpu))) = reaped {
+        for child in self.procs.iter_mut().rev() {
+            if let Some(Usage { peak, cpu }) = child.stop(grace) {
                 self.usage.push(ChildUsage {
-                    name: name.clone(),
+                    name: child.name().to_owned(),
                     peak,
                     cpu,
                 });
             }
         }
-        self.procs.clear();
     }
 
     /// The last lines of every log, for a failure message.
     fn log_tails(&self) -> String {
-        let mut out = String::new();
-        let Ok(entries) = std::fs::read_dir(&self.logs) else {
-            return out;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
-        for p in paths {
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- {} (last lines)\n", p.display()));
-            for l in &lines[lines.len().saturating_sub(15)..] {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
+        self.procs.iter().map(|c| c.log_tail(15)).collect()
     }
 }
 
@@ -661,59 +625,6 @@ impl Drop for Children {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(2));
     }
-}
-
-/// Reaps a child that has exited (waiting for it if `block`): `Some` once it is reaped, with
-/// its peak resident memory in bytes and its CPU seconds when the system gives them. A child
-/// already reaped (by [`Children::check`]) counts as reaped, without figures.
-fn reap(child: &mut Child, block: bool) -> Option<Option<(u64, f64)>> {
-    #[cfg(unix)]
-    {
-        let Ok(pid) = libc::pid_t::try_from(child.id()) else {
-            return Some(None);
-        };
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 only writes `status` and `usage`.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let flags = if block { 0 } else { libc::WNOHANG };
-        // SAFETY: `pid` is our own child, reaped only here (or by `check`, after which wait4
-        // fails with ECHILD and nothing is read), so it cannot name another process.
-        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
-        if r == pid {
-            let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-            let cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
-            return Some(Some((usage.ru_maxrss as u64 * 1024, cpu)));
-        }
-        if r < 0 {
-            return Some(None); // already reaped
-        }
-        None
-    }
-    #[cfg(not(unix))]
-    {
-        let done = if block {
-            child.wait().ok()
-        } else {
-            child.try_wait().ok().flatten()
-        };
-        done.map(|_| None)
-    }
-}
-
-/// Sends SIGTERM (a clean stop) to a child.
-fn terminate(child: &Child) {
-    #[cfg(unix)]
-    {
-        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-            // Safety: kill(2) with a pid of our own child that has not been waited for yet (it
-            // is reaped only by `Children::stop`), so the pid cannot belong to another process.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = child;
 }
 
 fn free_port() -> Result<u16, Failure> {

@@ -11,6 +11,8 @@ pub mod analyse;
 pub mod bench;
 pub mod build;
 #[cfg(feature = "cluster")]
+pub mod child;
+#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod dtz;
 mod failure;

@@ -127,7 +127,7 @@ impl SliceStore {
     }
 
     fn path(&self, key: &SliceKey) -> PathBuf {
-        self.dir.join(slice_file_name(&to_wire(key)))
+        self.dir.join(slice_file_name(key))
     }
 
     /// Checks an uploaded slice (positions, decoding, content hash) and stores it, replacing a

@@ -1,4 +1,4 @@
-//! Writes the seed corpora of the binary targets (`table`, `journal`, `wire`) into
+//! Writes the seed corpora of the binary targets (`table`, `journal`, `wire`, `task`) into
 //! `fuzz/corpus/`: small inputs made with the project's own writers, so that the fuzzers start
 //! from valid files. Run once from `fuzz/`: `cargo run --release --bin make_seeds`; the text
 //! targets' seeds (`fen`, `lichess_fen`, `serve`) are written by hand.
@@ -168,10 +168,73 @@ fn wire(out: &Path) {
     put(out, "chunks", &stream);
 }
 
+fn tasks(out: &Path) {
+    use zermelo_proto::task::{Part, SliceRef, Task, Work};
+    let key = |m: &str| SliceKey::all_of(m.parse::<Material>().unwrap())[0];
+    let successors = vec![
+        SliceRef {
+            key: key("KQvK"),
+            hash: [1; 32],
+        },
+        SliceRef {
+            key: key("KPvK"),
+            hash: [2; 32],
+        },
+    ];
+    let kpvk = SliceKey::all_of("KPvK".parse::<Material>().unwrap());
+    for (name, work) in [
+        ("solve", Work::Solve(kpvk[..3].to_vec())),
+        (
+            "verify",
+            Work::Verify(vec![SliceRef {
+                key: kpvk[4],
+                hash: [3; 32],
+            }]),
+        ),
+        (
+            "part",
+            Work::Part(Part {
+                key: key("KRvKN"),
+                group: 5,
+                parts: 3,
+                index: 1,
+            }),
+        ),
+    ] {
+        let task = Task {
+            lease_id: 9,
+            lease_ttl_ms: 30_000,
+            deadline_unix_ms: 1_800_000_000_000,
+            job_id: 2,
+            work,
+            successors: successors.clone(),
+        };
+        put(
+            out,
+            &format!("task-{name}"),
+            &with(&[0], &task.to_wire().encode_to_vec()),
+        );
+    }
+    let complete = zermelo_proto::CompleteTaskRequest {
+        worker_id: 1,
+        lease_id: 9,
+        slices: successors
+            .iter()
+            .map(|r| zermelo_proto::SolvedSlice {
+                slice: Some(r.to_wire()),
+                positions: 8192,
+            })
+            .collect(),
+        verdict: None,
+    };
+    put(out, "complete", &with(&[1], &complete.encode_to_vec()));
+}
+
 fn main() {
     let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let tmp = tempfile::tempdir().unwrap();
     tables(&corpus.join("table"), tmp.path());
     journals(&corpus.join("journal"), tmp.path());
     wire(&corpus.join("wire"));
+    tasks(&corpus.join("task"));
 }

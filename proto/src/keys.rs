@@ -14,23 +14,23 @@ pub struct BadKey(pub String);
 /// A wire slice key, checked to name a canonical slice of a table (the material in table
 /// orientation, the pawns where the material says, the canonical mirror half).
 pub fn from_wire(key: &crate::SliceKey) -> Result<SliceKey, BadKey> {
-    let bad = || {
-        BadKey(format!(
-            "{}[w={:#x} b={:#x}]",
-            key.material, key.white_pawns, key.black_pawns
-        ))
-    };
-    if key.material.len() > MAX_MATERIAL_NAME {
+    from_raw(&key.material, key.raw())
+}
+
+/// [`from_wire`] for a key as storage names it: the material's name and
+/// `[white pawns, black pawns]`.
+pub fn from_raw(name: &str, [w, b]: [u64; 2]) -> Result<SliceKey, BadKey> {
+    let bad = || BadKey(format!("{name}[w={w:#x} b={b:#x}]"));
+    if name.len() > MAX_MATERIAL_NAME {
         return Err(bad());
     }
-    let material: Material = key.material.parse().map_err(|_| bad())?;
-    if material.to_string() != key.material || material.is_bare_kings() {
+    let material: Material = name.parse().map_err(|_| bad())?;
+    if material.to_string() != name || material.is_bare_kings() {
         return Err(bad());
     }
     if let Err(why) = within_bounds(&material) {
         return Err(BadKey(format!("{}: {why}", bad().0)));
     }
-    let (w, b) = (key.white_pawns, key.black_pawns);
     use zermelo_chess::{Color, Role};
     let pawn_squares = zermelo_chess::slice::PAWN_SQUARES.0;
     if w & b != 0

@@ -43,7 +43,9 @@ pub use v1::*;
 /// 3: a task may be a verification (`Task.kind`), completed with a `Verdict`.
 /// 4: a task may be one part of a slice solved by several workers (`Task.part`), which meet
 /// through `Meet`.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: a task and a completion name slices as `SliceRef`s (a key with its hash), not as parallel
+/// lists of keys and hashes.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Bytes of data per chunk of a slice stream (uploads, downloads) and per `Meet` chunk: well
 /// under gRPC's 4 MiB message limit.
@@ -316,4 +318,5 @@ mod tests;
 pub mod auth;
 pub mod exposition;
 pub mod keys;
+pub mod task;
 pub mod wire;

@@ -10,6 +10,13 @@ fn key(material: &str, white_pawns: u64, black_pawns: u64) -> SliceKey {
     }
 }
 
+fn slice_ref(key: SliceKey, hash: &[u8]) -> SliceRef {
+    SliceRef {
+        key: Some(key),
+        hash: hash.to_vec(),
+    }
+}
+
 fn round_trip<M: Message + Default + PartialEq + std::fmt::Debug>(message: &M) {
     let bytes = message.encode_to_vec();
     assert_eq!(bytes.len(), message.encoded_len());
@@ -39,15 +46,16 @@ fn messages_round_trip_through_prost() {
             lease_ttl_ms: 30_000,
             deadline_unix_ms: 1_800_000_000_000,
             job_id: 1,
-            slices: vec![key("KPvKP", 1 << 12, 1 << 52), key("KPvKP", 1 << 13, 1 << 52)],
-            successors: vec![
-                key("KQvKP", 0, 1 << 52),
-                key("KPvK", 1 << 12, 0),
-                key("KQvK", 0, 0),
+            slices: vec![
+                slice_ref(key("KPvKP", 1 << 12, 1 << 52), &[]),
+                slice_ref(key("KPvKP", 1 << 13, 1 << 52), &[]),
             ],
-            successor_hashes: vec![vec![1; 32], vec![2; 32], vec![3; 32]],
+            successors: vec![
+                slice_ref(key("KQvKP", 0, 1 << 52), &[1; 32]),
+                slice_ref(key("KPvK", 1 << 12, 0), &[2; 32]),
+                slice_ref(key("KQvK", 0, 0), &[3; 32]),
+            ],
             kind: TaskKind::Solve as i32,
-            slice_hashes: Vec::new(),
             part: None,
         })),
     });
@@ -57,11 +65,9 @@ fn messages_round_trip_through_prost() {
             lease_ttl_ms: 30_000,
             deadline_unix_ms: 1_800_000_000_000,
             job_id: 1,
-            slices: vec![key("KRNvKNN", 0, 0)],
-            successors: vec![key("KRNvKN", 0, 0)],
-            successor_hashes: vec![vec![5; 32]],
+            slices: vec![slice_ref(key("KRNvKNN", 0, 0), &[])],
+            successors: vec![slice_ref(key("KRNvKN", 0, 0), &[5; 32])],
             kind: TaskKind::Solve as i32,
-            slice_hashes: Vec::new(),
             part: Some(Part {
                 group: 4,
                 parts: 3,
@@ -75,11 +81,9 @@ fn messages_round_trip_through_prost() {
             lease_ttl_ms: 30_000,
             deadline_unix_ms: 1_800_000_000_000,
             job_id: 1,
-            slices: vec![key("KPvK", 1 << 12, 0)],
-            successors: vec![key("KQvK", 0, 0)],
-            successor_hashes: vec![vec![3; 32]],
+            slices: vec![slice_ref(key("KPvK", 1 << 12, 0), &[4; 32])],
+            successors: vec![slice_ref(key("KQvK", 0, 0), &[3; 32])],
             kind: TaskKind::Verify as i32,
-            slice_hashes: vec![vec![4; 32]],
             part: None,
         })),
     });
@@ -103,8 +107,7 @@ fn messages_round_trip_through_prost() {
         worker_id: 7,
         lease_id: 3,
         slices: vec![SolvedSlice {
-            key: Some(key("KPvK", 1 << 12, 0)),
-            content_hash: (0..32).collect(),
+            slice: Some(slice_ref(key("KPvK", 1 << 12, 0), &(0..32).collect::<Vec<u8>>())),
             positions: 8192,
         }],
         verdict: None,

@@ -275,11 +275,9 @@ impl SliceFile {
 }
 
 /// A file name for a slice: `KPvK-0000000000001000-0000000000000000.slice`.
-pub fn slice_file_name(key: &crate::SliceKey) -> String {
-    format!(
-        "{}-{:016x}-{:016x}.slice",
-        key.material, key.white_pawns, key.black_pawns
-    )
+pub fn slice_file_name(key: &zermelo_chess::SliceKey) -> String {
+    let [w, b] = key.raw();
+    format!("{}-{w:016x}-{b:016x}.slice", key.material)
 }
 
 #[cfg(test)]

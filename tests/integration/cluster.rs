@@ -7,11 +7,12 @@ use std::fs::File;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zermelo_cli::child::LoggedChild;
 use zermelo_coordinator::service::ServiceConfig;
 use zermelo_coordinator::store::{FileReader, Files, Reading};
 use zermelo_proto as pb;
@@ -19,56 +20,44 @@ use zermelo_proto::wire::SLICE_FILE_HEADER_LEN;
 
 use crate::common::*;
 
-/// A child process with a log file, killed on drop.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
+/// A `zermelo` process of a test: a [`LoggedChild`] (its stderr in a log file, killed when the
+/// test ends, even by a panic) whose waits panic, showing the log, past their limit.
+struct Proc(LoggedChild);
 
 impl Proc {
     fn spawn(args: &[&str], log: PathBuf, env: &[(&str, &str)]) -> Proc {
-        let file = File::create(&log).expect("log file");
         let mut cmd = zermelo();
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file);
+        cmd.args(args);
         cmd.env_remove("ZERMELO_TOKEN").env("ZERMELO_LOG", "info");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().expect("spawn zermelo");
-        Proc { child, log }
+        Proc(LoggedChild::spawn(cmd, args[0], &log).expect("spawn zermelo"))
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.0.log()
     }
 
-    /// Waits for the exit, at most `limit`; panics (showing the log) after it.
+    /// Waits for the exit, at most `limit`; kills the process and panics (showing the log)
+    /// after it.
     fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
+        match self.0.wait_for(limit) {
+            Some(status) => status,
+            None => {
+                self.0.kill();
                 panic!(
                     "{:?} still running after {limit:?}; log:\n{}",
-                    self.log,
+                    self.0.log_path(),
                     self.log()
                 );
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Kills the process (SIGKILL) and reaps it.
+    fn kill(&mut self) {
+        self.0.kill();
     }
 }
 
@@ -203,9 +192,7 @@ impl Cluster {
 
     /// Kills the coordinator (SIGKILL) and reaps it.
     fn kill_coordinator(&mut self) {
-        let coord = self.coord.as_mut().expect("a coordinator");
-        coord.child.kill().unwrap();
-        coord.child.wait().unwrap();
+        self.coord.as_mut().expect("a coordinator").kill();
     }
 
     /// The coordinator's log.
@@ -249,8 +236,7 @@ impl Cluster {
     /// Kills worker `i` (SIGKILL), reaps it and takes it out of the cluster.
     fn kill_worker(&mut self, i: usize) -> Proc {
         let mut worker = self.workers.remove(i);
-        worker.child.kill().unwrap();
-        worker.child.wait().unwrap();
+        worker.kill();
         worker
     }
 
@@ -319,7 +305,7 @@ impl Cluster {
 fn logs(procs: &[&Proc]) -> String {
     let logs: Vec<String> = procs
         .iter()
-        .map(|p| format!("--- {:?}\n{}", p.log, p.log()))
+        .map(|p| format!("--- {:?}\n{}", p.0.log_path(), p.log()))
         .collect();
     logs.join("\n")
 }
@@ -952,8 +938,10 @@ fn a_finished_slice_cannot_be_overwritten() {
             worker_id: 0,
             lease_id: 0,
             slices: vec![pb::SolvedSlice {
-                key: Some(kqk_key()),
-                content_hash: hash.to_vec(),
+                slice: Some(pb::SliceRef {
+                    key: Some(kqk_key()),
+                    hash: hash.to_vec(),
+                }),
                 positions: positions as u64,
             }],
             verdict: None,
@@ -1139,11 +1127,7 @@ fn submit_waits_for_a_coordinator_that_is_still_starting() {
         &env,
     );
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        submit.child.try_wait().unwrap().is_none(),
-        "submit gave up: {}",
-        submit.log()
-    );
+    assert!(submit.0.exited().is_none(), "submit gave up: {}", submit.log());
     let mut c = c.start();
     c.worker("worker", &[]);
     let status = submit.wait(Duration::from_secs(60));
@@ -2209,7 +2193,16 @@ fn with_verify_all_a_verifier_that_lies_is_refused_and_the_solver_is_not() {
             }
         };
         assert_eq!(task.kind, pb::TaskKind::Verify as i32);
-        assert_eq!(task.slices, [kqk_key()]);
+        let slices: Vec<_> = task
+            .slices
+            .iter()
+            .map(|r| (r.key.clone(), r.hash.len()))
+            .collect();
+        assert_eq!(
+            slices,
+            [(Some(kqk_key()), 32)],
+            "a verification names each slice with its hash"
+        );
         let lie = pb::CompleteTaskRequest {
             worker_id: me,
             lease_id: task.lease_id,

@@ -4,58 +4,53 @@
 //! 400, missing tables 404; the mainline leads to mate; metrics count the requests; SIGTERM
 //! stops it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::probe_json::strict;
+use zermelo_cli::child::LoggedChild;
 use zermelo_cli::materials::SplitMix;
 
 /// A running `zermelo serve`, killed when dropped.
 struct Server {
-    child: Child,
+    child: LoggedChild,
     addr: String,
+    /// Holds the log.
+    _logs: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `zermelo serve --tables DIR --listen 127.0.0.1:0` and reads the address it bound.
+/// Starts `zermelo serve --tables DIR --listen 127.0.0.1:0` and reads the address it bound from
+/// its log.
 fn serve(dir: &std::path::Path) -> Server {
-    let mut child = zermelo()
-        .args([
-            "serve",
-            "--tables",
-            dir.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let logs = tempfile::tempdir().unwrap();
+    let mut cmd = zermelo();
+    cmd.args([
+        "serve",
+        "--tables",
+        dir.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut child = LoggedChild::spawn(cmd, "serve", &logs.path().join("serve.log")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let addr = loop {
-        assert!(
-            Instant::now() < deadline,
-            "the server did not say where it listens"
-        );
-        let line = lines.next().expect("the server's stderr").unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split(' ').next().unwrap().to_string();
+        let log = child.log();
+        if let Some(rest) = log.split("listening on http://").nth(1) {
+            break rest.split([' ', '\n']).next().unwrap().to_string();
         }
+        assert!(
+            child.exited().is_none() && Instant::now() < deadline,
+            "the server did not say where it listens:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     };
-    // Keep reading its stderr so that its logs never fill the pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
+    Server {
+        child,
+        addr,
+        _logs: logs,
+    }
 }
 
 /// `GET path` over a fresh HTTP/1.1 connection: the status and the body.
@@ -558,18 +553,12 @@ fn serve_stops_on_sigterm() {
     let dir = tables_with(&["KPvK"]);
     let mut server = serve(&dir);
     assert_eq!(get(&server.addr, "/health").0, 200);
-    unsafe {
-        libc::kill(server.child.id() as i32, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.child.terminate();
+    let status = server
+        .child
+        .wait_for(Duration::from_secs(10))
+        .expect("the server stops on SIGTERM");
+    assert!(status.success(), "{status}");
 }
 
 /// With DTZ50 tables beside the mates, `GET /standard` fills `dtz` and `precise_dtz` (equal:

@@ -42,6 +42,7 @@ use crate::schedule::{
     WorkerId,
 };
 use crate::store::{from_wire, to_wire, Files, IncomingSlice, SliceStore, StoreError};
+use zermelo_proto::task::{BadTask, SliceRef};
 
 mod driver;
 mod meet;
@@ -157,6 +158,8 @@ pub enum ServiceError {
     Store(#[from] StoreError),
     #[error("malformed slice stream: {0}")]
     Framing(#[from] FramingError),
+    #[error(transparent)]
+    Task(#[from] BadTask),
     #[error("slice {key} is not finished")]
     NotFinished { key: SliceKey },
     #[error("the stored copy of slice {key} is lost: it is solved again")]
@@ -209,7 +212,8 @@ impl ServiceError {
             | ServiceError::MaterialsAndRoots
             | ServiceError::RootTooLarge { .. }
             | ServiceError::TooManySlices(_)
-            | ServiceError::Framing(_) => Code::InvalidArgument,
+            | ServiceError::Framing(_)
+            | ServiceError::Task(_) => Code::InvalidArgument,
             ServiceError::Store(StoreError::HashMismatch { .. } | StoreError::Wire { .. }) => Code::DataLoss,
             ServiceError::Store(
                 StoreError::BadKey(_)
@@ -660,28 +664,38 @@ impl CoordinatorService {
 }
 
 fn lease_response(task: &schedule::LeasedTask, now: Millis) -> pb::LeaseTaskResponse {
+    use zermelo_proto::task::{Part, SliceRef, Task, Work};
     let ttl = task.deadline.saturating_sub(now);
+    let work = match (task.part, &task.slices[..]) {
+        (Some(p), [key]) => Work::Part(Part {
+            key: *key,
+            group: p.group.0,
+            parts: p.parts,
+            index: p.index,
+        }),
+        _ if task.verify.is_empty() => Work::Solve(task.slices.clone()),
+        _ => Work::Verify(
+            task.slices
+                .iter()
+                .zip(&task.verify)
+                .map(|(&key, &hash)| SliceRef { key, hash })
+                .collect(),
+        ),
+    };
+    let task = Task {
+        lease_id: task.lease.0,
+        lease_ttl_ms: ttl,
+        deadline_unix_ms: unix_ms() + ttl,
+        job_id: task.job.0,
+        work,
+        successors: task
+            .successors
+            .iter()
+            .map(|&(key, hash)| SliceRef { key, hash })
+            .collect(),
+    };
     pb::LeaseTaskResponse {
-        result: Some(pb::lease_task_response::Result::Task(pb::Task {
-            lease_id: task.lease.0,
-            lease_ttl_ms: ttl,
-            deadline_unix_ms: unix_ms() + ttl,
-            job_id: task.job.0,
-            slices: task.slices.iter().map(to_wire).collect(),
-            successors: task.successors.iter().map(|(k, _)| to_wire(k)).collect(),
-            successor_hashes: task.successors.iter().map(|(_, h)| h.to_vec()).collect(),
-            kind: if task.verify.is_empty() {
-                pb::TaskKind::Solve
-            } else {
-                pb::TaskKind::Verify
-            } as i32,
-            slice_hashes: task.verify.iter().map(|h| h.to_vec()).collect(),
-            part: task.part.map(|p| pb::Part {
-                group: p.group.0,
-                parts: p.parts,
-                index: p.index,
-            }),
-        })),
+        result: Some(pb::lease_task_response::Result::Task(task.to_wire())),
     }
 }
 
@@ -815,18 +829,11 @@ impl Coordinator for CoordinatorService {
         }
         let mut results = Vec::with_capacity(r.slices.len());
         for s in &r.slices {
-            let key = from_wire(
-                s.key
-                    .as_ref()
-                    .ok_or(ServiceError::MissingField { what: "slice key" })?,
-            )
-            .map_err(ServiceError::from)?;
-            let hash: schedule::Hash = s.content_hash.as_slice().try_into().map_err(|_| {
-                ServiceError::Store(StoreError::BadHashLength {
-                    key,
-                    len: s.content_hash.len(),
-                })
-            })?;
+            let slice = s
+                .slice
+                .as_ref()
+                .ok_or(ServiceError::MissingField { what: "slice" })?;
+            let SliceRef { key, hash } = SliceRef::from_wire(slice).map_err(ServiceError::from)?;
             results.push(SliceResult {
                 key,
                 hash,
@@ -1221,7 +1228,7 @@ mod tests {
         let Some(pb::lease_task_response::Result::Task(task)) = lease.result else {
             panic!("no task: {lease:?}")
         };
-        let key = task.slices[0].clone();
+        let key = task.slices[0].key.clone().unwrap();
         assert_eq!(key.material, "KQvK");
         let chess_key = from_wire(&key).unwrap();
         let n = SliceIndexer::new(chess_key).size() as usize;
@@ -1242,8 +1249,10 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::DataLoss, "{err:?}");
         let solved = pb::SolvedSlice {
-            key: Some(key.clone()),
-            content_hash: hash.to_vec(),
+            slice: Some(pb::SliceRef {
+                key: Some(key.clone()),
+                hash: hash.to_vec(),
+            }),
             positions: n as u64,
         };
         let complete = pb::CompleteTaskRequest {

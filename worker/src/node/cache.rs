@@ -188,7 +188,7 @@ impl SliceCache {
     }
 
     fn name(key: &SliceKey) -> String {
-        slice_file_name(&zermelo_proto::keys::to_wire(key))
+        slice_file_name(key)
     }
 
     /// The path of a slice's file.

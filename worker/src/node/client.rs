@@ -43,6 +43,7 @@ use crate::solver::{
 };
 use crate::tables::{SliceMap, SliceValues, READER_BYTES};
 use zermelo_proto::keys::to_wire as key_to_wire;
+use zermelo_proto::task::{self, Task, Work};
 
 /// Fetches of one slice before the worker gives up on it (each arrival is hash-checked).
 pub const FETCH_ATTEMPTS: usize = 3;
@@ -118,6 +119,12 @@ pub enum WorkerError {
     },
     #[error("slice {0}, solved, is no longer in the cache to upload")]
     Vanished(SliceKey),
+}
+
+impl From<task::BadTask> for WorkerError {
+    fn from(e: task::BadTask) -> WorkerError {
+        WorkerError::BadTask(e.to_string())
+    }
 }
 
 impl WorkerError {
@@ -655,7 +662,8 @@ impl Worker {
             })?
             .into_inner();
         match answer.result {
-            Some(pb::lease_task_response::Result::Task(task)) => {
+            Some(pb::lease_task_response::Result::Task(wire)) => {
+                let task = Task::from_wire(&wire)?;
                 let span = info_span!("task", lease = task.lease_id, job = task.job_id);
                 self.do_task(id, task).instrument(span).await
             }
@@ -694,40 +702,22 @@ impl Worker {
         }
     }
 
-    /// A task's slices and successors, read from the wire; the successors' recorded hashes in
-    /// [`Worker::expected`].
-    fn read_task(&mut self, task: &pb::Task) -> Result<(Vec<SliceKey>, BTreeSet<SliceKey>), WorkerError> {
-        let slices = task
-            .slices
-            .iter()
-            .map(key_from_wire)
-            .collect::<Result<Vec<_>, _>>()?;
-        let successors = task
+    /// A task's successors; their recorded hashes in [`Worker::expected`], with those of
+    /// `also` (a verification's slices).
+    fn read_task(&mut self, task: &Task, also: &[task::SliceRef]) -> BTreeSet<SliceKey> {
+        self.expected = task
             .successors
             .iter()
-            .map(key_from_wire)
-            .collect::<Result<BTreeSet<_>, _>>()?;
-        if task.successor_hashes.len() != task.successors.len() {
-            return Err(WorkerError::BadTask(format!(
-                "{} successors but {} hashes",
-                task.successors.len(),
-                task.successor_hashes.len()
-            )));
-        }
-        self.expected = HashMap::new();
-        for (k, h) in task.successors.iter().zip(&task.successor_hashes) {
-            let hash: [u8; 32] = h
-                .as_slice()
-                .try_into()
-                .map_err(|_| WorkerError::BadTask(format!("a hash of {} bytes", h.len())))?;
-            self.expected.insert(key_from_wire(k)?, hash);
-        }
+            .chain(also)
+            .map(|r| (r.key, r.hash))
+            .collect();
+        let successors: BTreeSet<SliceKey> = task.successors.iter().map(|r| r.key).collect();
         debug!(
-            slices = slices.len(),
+            slices = task.slices().len(),
             successors = successors.len(),
             "task leased"
         );
-        Ok((slices, successors))
+        successors
     }
 
     /// Keeps in memory only what the task reads (with the recorded hash), pins what it reads
@@ -833,14 +823,13 @@ impl Worker {
         })
     }
 
-    async fn do_task(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
-        if task.kind == pb::TaskKind::Verify as i32 {
-            return self.do_verify(worker_id, task).await;
-        }
-        if let Some(part) = task.part {
-            return self.do_part(worker_id, task, part).await;
-        }
-        let (slices, successors) = self.read_task(&task)?;
+    async fn do_task(&mut self, worker_id: u64, task: Task) -> Result<(), WorkerError> {
+        let slices = match &task.work {
+            Work::Solve(slices) => slices.clone(),
+            Work::Verify(slices) => return self.do_verify(worker_id, &task, slices).await,
+            Work::Part(part) => return self.do_part(worker_id, &task, *part).await,
+        };
+        let successors = self.read_task(&task, &[]);
 
         // Heartbeat the lease while the task is worked on.
         let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
@@ -986,8 +975,13 @@ impl Worker {
             slices: solved
                 .iter()
                 .map(|s| pb::SolvedSlice {
-                    key: Some(key_to_wire(&s.key)),
-                    content_hash: s.hash.to_vec(),
+                    slice: Some(
+                        task::SliceRef {
+                            key: s.key,
+                            hash: s.hash,
+                        }
+                        .to_wire(),
+                    ),
                     positions: s.positions,
                 })
                 .collect(),
@@ -1007,22 +1001,20 @@ impl Worker {
     /// through the coordinator ([`AtCoordinator`]); then the helpers give the leader (part 0)
     /// their values and complete with no slice, and the leader writes the slice to the cache,
     /// uploads it and completes with it, as any solved slice.
-    async fn do_part(&mut self, worker_id: u64, task: pb::Task, part: pb::Part) -> Result<(), WorkerError> {
-        let (slices, successors) = self.read_task(&task)?;
-        let key = match slices[..] {
-            [key] if splittable(&key) => key,
-            _ => {
-                return Err(WorkerError::BadTask(format!(
-                    "a part of {} slice(s) that cannot be cut",
-                    slices.len()
-                )))
-            }
-        };
+    async fn do_part(&mut self, worker_id: u64, task: &Task, part: task::Part) -> Result<(), WorkerError> {
+        let successors = self.read_task(task, &[]);
+        let key = part.key;
+        if !splittable(&key) {
+            return Err(WorkerError::BadTask(format!(
+                "a part of slice {key}, which cannot be cut"
+            )));
+        }
         let (parts, me) = (part.parts as usize, part.index as usize);
-        if !(2..=PAWNLESS_KING_PAIRS).contains(&parts) || me >= parts {
+        if parts > PAWNLESS_KING_PAIRS {
             return Err(WorkerError::BadTask(format!("part {me} of {parts}")));
         }
-        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
+        let slices = [key];
+        let (lost, _heartbeat) = self.heartbeat(worker_id, task);
         let threads = self.config.threads.max(1);
         let budget = self.config.memory;
         let (needed, what) = part_task_memory(&key, (parts, me), &successors, threads, budget);
@@ -1183,7 +1175,7 @@ impl Worker {
 
     /// Heartbeats `task`'s lease until the guard it gives is dropped; the flag says whether the
     /// coordinator said the lease is lost meanwhile.
-    fn heartbeat(&self, worker_id: u64, task: &pb::Task) -> (Arc<AtomicBool>, AbortOnDrop) {
+    fn heartbeat(&self, worker_id: u64, task: &Task) -> (Arc<AtomicBool>, AbortOnDrop) {
         let lost = Arc::new(AtomicBool::new(false));
         let guard = AbortOnDrop(tokio::spawn(heartbeat(
             self.client.clone(),
@@ -1201,44 +1193,17 @@ impl Worker {
     /// independent verifier (`zermelo-verify`, which shares no code with the solver). The
     /// verdict goes back with the completion: agreed, or the first wrong index of the first
     /// wrong slice (the coordinator re-derives it before it believes either worker).
-    async fn do_verify(&mut self, worker_id: u64, task: pb::Task) -> Result<(), WorkerError> {
-        let parse_hash = |h: &Vec<u8>| -> Result<[u8; 32], WorkerError> {
-            h.as_slice()
-                .try_into()
-                .map_err(|_| WorkerError::BadTask(format!("a hash of {} bytes", h.len())))
-        };
-        if task.slice_hashes.len() != task.slices.len()
-            || task.successor_hashes.len() != task.successors.len()
-        {
-            return Err(WorkerError::BadTask(
-                "a verification names as many hashes as slices and successors".into(),
-            ));
-        }
-        self.expected = HashMap::new();
-        let mut slices = Vec::with_capacity(task.slices.len());
-        for (k, h) in task.slices.iter().zip(&task.slice_hashes) {
-            let key = key_from_wire(k)?;
-            self.expected.insert(key, parse_hash(h)?);
-            slices.push(key);
-        }
-        let mut wanted: BTreeSet<SliceKey> = slices.iter().copied().collect();
-        for (k, h) in task.successors.iter().zip(&task.successor_hashes) {
-            let key = key_from_wire(k)?;
-            self.expected.insert(key, parse_hash(h)?);
-            wanted.insert(key);
-        }
-        debug!(
-            slices = slices.len(),
-            successors = wanted.len() - slices.len(),
-            "verification leased"
-        );
-        let (lost, _heartbeat) = self.heartbeat(worker_id, &task);
-        let (expected, held) = (&self.expected, &mut self.held);
-        self.memory
-            .retain(|k| expected.get(k).is_some_and(|h| held.get(k) == Some(h)));
-        held.retain(|k, _| expected.contains_key(k));
-        self.pinned = wanted.clone();
-        self.bring_successors(&wanted).await?;
+    async fn do_verify(
+        &mut self,
+        worker_id: u64,
+        task: &Task,
+        slices: &[task::SliceRef],
+    ) -> Result<(), WorkerError> {
+        let mut wanted = self.read_task(task, slices);
+        let slices: Vec<SliceKey> = slices.iter().map(|r| r.key).collect();
+        wanted.extend(&slices);
+        let (lost, _heartbeat) = self.heartbeat(worker_id, task);
+        self.hold_successors(&[], &wanted).await?;
 
         let memory = std::mem::take(&mut self.memory);
         let to_check = slices.clone();
@@ -1765,14 +1730,7 @@ fn verify_all_blocking(
             .collect::<Option<Vec<u16>>>()
             .map(Arc::new)
     };
-    let successor = |name: &str, raw: [u64; 2]| {
-        let wire = pb::SliceKey {
-            material: name.to_owned(),
-            white_pawns: raw[0],
-            black_pawns: raw[1],
-        };
-        whole(&zermelo_proto::keys::from_wire(&wire).ok()?)
-    };
+    let successor = |name: &str, raw: [u64; 2]| whole(&zermelo_proto::keys::from_raw(name, raw).ok()?);
     let mut positions = 0;
     for key in slices {
         let values = whole(key).ok_or((*key, None, "the slice is not readable here".to_owned()))?;
