@@ -144,7 +144,12 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            match value_refused(&e) {
+                Some(line) => eprintln!("zermelo: {line}"),
+                None => {
+                    let _ = e.print();
+                }
+            }
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
@@ -157,6 +162,25 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// An argument that its parser refused (a material, a size, a FEN list...), as one line like
+/// every other failure: `MATERIAL: material name 'KXvK' has an unknown piece letter 'x' ...`.
+fn value_refused(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // `[MATERIAL]...` or `--memory <SIZE>`: the flag, or the value's name.
+    let arg = arg
+        .split_whitespace()
+        .next()?
+        .trim_matches(|c| "[]<>.".contains(c));
+    let why = std::error::Error::source(e)?;
+    Some(format!("{arg}: {why}"))
 }
 
 fn init_logging(format: LogFormat, quiet_default: bool) {
@@ -258,37 +282,28 @@ fn read_ca(path: Option<PathBuf>) -> Result<Option<Vec<u8>>, Failure> {
     Ok(path.map(|p| cluster::read_pem("--tls-ca", &p)).transpose()?)
 }
 
-fn parse_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
-    names
-        .iter()
-        .map(|n| Material::parse_table(n, MAX_MEN).map_err(|e| Failure::input(e.to_string())))
-        .collect()
+/// A MATERIAL argument: a material of at most [`MAX_MEN`] men, in table orientation.
+fn material_arg(name: &str) -> Result<Material, String> {
+    Material::parse_table(name, MAX_MEN).map_err(|e| e.to_string())
 }
 
-/// The materials of `zermelo solve`: as [`parse_materials`], but a material of one man more than
-/// this build solves is refused with the size of its table.
-fn solve_materials(names: &[String]) -> Result<Vec<Material>, Failure> {
-    for n in names {
-        if let Ok(m) = Material::parse_table(n, MAX_MEN + 1) {
-            if m.men() == MAX_MEN + 1 {
-                let indices: u64 = SliceKey::all_of(m)
-                    .into_iter()
-                    .map(|k| SliceIndexer::new(k).size())
-                    .sum();
-                return Err(Failure::input(format!(
-                    "material {m} has {} men; `zermelo solve` builds tables of at most {MAX_MEN} men (its table alone would hold {indices} positions, {} at 2 bytes each; `zermelo analyse --plan-only` plans positions of any size)",
-                    m.men(),
-                    human_bytes(2 * indices)
-                )));
-            }
+/// A MATERIAL of `zermelo solve`: as [`material_arg`], but a material of one man more than this
+/// build solves is refused with the size of its table.
+fn solve_material_arg(name: &str) -> Result<Material, String> {
+    if let Ok(m) = Material::parse_table(name, MAX_MEN + 1) {
+        if m.men() == MAX_MEN + 1 {
+            let indices: u64 = SliceKey::all_of(m)
+                .into_iter()
+                .map(|k| SliceIndexer::new(k).size())
+                .sum();
+            return Err(format!(
+                "material {m} has {} men; `zermelo solve` builds tables of at most {MAX_MEN} men (its table alone would hold {indices} positions, {} at 2 bytes each; `zermelo analyse --plan-only` plans positions of any size)",
+                m.men(),
+                human_bytes(2 * indices)
+            ));
         }
     }
-    parse_materials(names)
-}
-
-/// Materials checked here (one clear line for a bad one) and sent by their table names.
-fn canonical_names(names: &[String]) -> Result<Vec<String>, Failure> {
-    Ok(parse_materials(names)?.iter().map(|m| m.to_string()).collect())
+    material_arg(name)
 }
 
 fn progress_bar(show: bool, what: &str) -> Option<ProgressBar> {

@@ -19,8 +19,29 @@ fn assert_clean_failure(o: &std::process::Output, code: i32, needle: &str) {
 fn unknown_material_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let o = run(&["solve", "KXvK", "--tables", dir.path().to_str().unwrap()]);
-    assert_clean_failure(&o, 2, "unknown piece letter 'x'");
+    assert_clean_failure(
+        &o,
+        2,
+        "zermelo: MATERIAL: material name 'KXvK' has an unknown piece letter 'x'",
+    );
     assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    // Every command reads its materials the same way, before any work.
+    for args in [
+        vec!["verify", "--tables", "/nonexistent", "KXvK"],
+        vec!["dtz", "--tables", "/nonexistent", "KXvK"],
+        vec!["materials", "--tables", "/nonexistent", "KXvK"],
+        vec!["submit", "--coordinator", "http://127.0.0.1:1", "KXvK"],
+        vec!["cluster", "--tables", "/nonexistent", "KXvK"],
+        vec!["bench", "KXvK"],
+    ] {
+        let o = run(&args);
+        assert_clean_failure(
+            &o,
+            2,
+            "MATERIAL: material name 'KXvK' has an unknown piece letter",
+        );
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{args:?}: {}", stderr(&o));
+    }
 }
 
 #[test]
@@ -111,11 +132,9 @@ fn a_memory_budget_too_small_is_refused_before_any_work() {
     let o = verify_in("1MiB");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).starts_with("KRvK: ok"), "{}", stdout(&o));
-    assert_clean_failure(
-        &run(&["solve", "KRvK", "--tables", d, "--memory", "lots"]),
-        2,
-        "not a size",
-    );
+    let o = run(&["solve", "KRvK", "--tables", d, "--memory", "lots"]);
+    assert_clean_failure(&o, 2, "zermelo: --memory: \"lots\" is not a size");
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
 }
 
 #[test]

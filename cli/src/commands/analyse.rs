@@ -37,7 +37,7 @@ pub(crate) struct Args {
     /// co-ordinate-squares variant (pawns never move, White wins by taking a black pawn,
     /// Black never wins; kings and pawns only, nothing stored).
     #[arg(long, value_name = "RULES", default_value = "chess")]
-    pub(crate) rules: String,
+    pub(crate) rules: zermelo_cli::squares::Rules,
     /// Solve on a cluster: submit the slices as an analysis job to this coordinator, wait,
     /// and fetch them back (hash-checked). The results are the same bytes as a local run.
     #[arg(long, value_name = "URL")]
@@ -64,7 +64,6 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
         token,
         tls_ca,
     } = args;
-    let rules: zermelo_cli::squares::Rules = rules.parse().map_err(Failure::input)?;
     if matches!(rules, zermelo_cli::squares::Rules::Coord) {
         if adjudicate.is_some() {
             return Err(Failure::input("--adjudicate applies to chess rules only"));

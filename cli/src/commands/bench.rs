@@ -11,8 +11,8 @@ use crate::*;
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Materials to build (default: KPvK).
-    #[arg(value_name = "MATERIAL")]
-    pub(crate) materials: Vec<String>,
+    #[arg(value_name = "MATERIAL", value_parser = material_arg)]
+    pub(crate) materials: Vec<Material>,
     /// Time only the named materials, not their sub-tables.
     #[arg(long)]
     pub(crate) alone: bool,
@@ -49,12 +49,11 @@ pub(crate) fn run(args: Args, _show_bar: bool) -> Result<u8, Failure> {
         check_sample,
         runs,
     } = args;
-    let names = if materials.is_empty() {
-        vec!["KPvK".to_string()]
+    let materials = if materials.is_empty() {
+        vec!["KPvK".parse().expect("a material")]
     } else {
         materials
     };
-    let materials = parse_materials(&names)?;
     let threads = threads(t)?;
     match cluster {
         Some(0) => return Err(Failure::input("--cluster must be at least 1")),

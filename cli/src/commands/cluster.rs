@@ -12,8 +12,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub(crate) workers: usize,
     /// Materials to build, with every material they convert into.
-    #[arg(required = true, value_name = "MATERIAL")]
-    pub(crate) materials: Vec<String>,
+    #[arg(required = true, value_name = "MATERIAL", value_parser = material_arg)]
+    pub(crate) materials: Vec<Material>,
     /// Directory of the table files (created if missing).
     #[arg(long, value_name = "DIR")]
     pub(crate) tables: PathBuf,
@@ -58,7 +58,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
     if workers == 0 {
         return Err(Failure::input("--workers must be at least 1"));
     }
-    let names = canonical_names(&materials)?;
+    let names: Vec<String> = materials.iter().map(Material::to_string).collect();
     let per_worker = match t {
         Some(_) => threads(t)?,
         None => (threads(None)? / workers).max(1),
@@ -75,7 +75,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
         Some(n) => cut.split_over = n,
         None => {
             // Parts that would not fit a worker: no slice is cut.
-            if let Some((key, need)) = cut.overflowing(&parse_materials(&materials)?, memory, per_worker) {
+            if let Some((key, need)) = cut.overflowing(&materials, memory, per_worker) {
                 tracing::warn!(
                     slice = %key,
                     parts = cut.parts,

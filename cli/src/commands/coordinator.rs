@@ -49,8 +49,8 @@ pub(crate) struct Args {
     /// a verifier's claim of a wrong value is settled by the coordinator re-deriving that
     /// value, and the worker found wrong (solver or verifier) is refused. About doubles the
     /// workers' work, and needs two workers at least.
-    #[arg(long, value_name = "WHAT", default_value = "sample", value_parser = ["sample", "all"])]
-    pub(crate) verify: String,
+    #[arg(long, value_name = "WHAT", default_value = "sample")]
+    pub(crate) verify: Verify,
     /// Serve Prometheus metrics (GET /metrics, plain HTTP) on this address, e.g.
     /// 127.0.0.1:9490 or 0.0.0.0:9490.
     #[arg(long, value_name = "ADDR")]
@@ -106,7 +106,7 @@ pub(crate) fn run(args: Args, _show_bar: bool) -> Result<u8, Failure> {
         check_sample,
         check_whole_positions,
         max_lease_time,
-        verify_all: verify == "all",
+        verify_all: matches!(verify, Verify::All),
         parts,
         split_over,
     };
@@ -118,4 +118,13 @@ pub(crate) fn run(args: Args, _show_bar: bool) -> Result<u8, Failure> {
         lease_ttl,
         options,
     )?)
+}
+
+/// What `--verify` asks of a slice before it is finished.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verify {
+    /// The coordinator's check of a sample.
+    Sample,
+    /// The check, and a re-derivation of every position by another worker.
+    All,
 }

@@ -12,8 +12,8 @@ use crate::*;
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Materials such as KPvK or KRPvKR (any order and case).
-    #[arg(required = true, value_name = "MATERIAL")]
-    pub(crate) materials: Vec<String>,
+    #[arg(required = true, value_name = "MATERIAL", value_parser = material_arg)]
+    pub(crate) materials: Vec<Material>,
     /// Directory of the table files (created if missing). A list DIR:DIR2:... writes to the
     /// first and reuses the complete DTZ50 tables found in the others.
     #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
@@ -35,7 +35,6 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
         threads: t,
         memory: m,
     } = args;
-    let materials = parse_materials(&materials)?;
     let threads = threads(t)?;
     std::fs::create_dir_all(tables.first())
         .map_err(|e| Failure::input(format!("cannot create {}: {e}", tables.first().display())))?;

@@ -20,8 +20,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "DIR[:DIR...]", env = "ZERMELO_TABLES", value_parser = tables_list)]
     pub(crate) tables: Tables,
     /// Only these materials (default: every table in the directories).
-    #[arg(value_name = "MATERIAL")]
-    pub(crate) materials: Vec<String>,
+    #[arg(value_name = "MATERIAL", value_parser = material_arg)]
+    pub(crate) materials: Vec<Material>,
     /// Positions drawn from each table for the best-move shares (0: none; then the tables
     /// the conversions lead into are not needed).
     #[arg(long, value_name = "N", default_value_t = 2000)]
@@ -45,7 +45,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
     let list = if materials.is_empty() {
         zermelo_cli::materials::tables_in(&tables.0).map_err(|e| Failure::input(e.to_string()))?
     } else {
-        parse_materials(&materials)?
+        materials
     };
     if list.is_empty() {
         return Err(Failure::input(format!(

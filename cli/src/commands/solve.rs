@@ -10,9 +10,10 @@ pub(crate) struct Args {
     #[arg(
         required_unless_present = "all",
         conflicts_with = "all",
-        value_name = "MATERIAL"
+        value_name = "MATERIAL",
+        value_parser = solve_material_arg
     )]
-    pub(crate) materials: Vec<String>,
+    pub(crate) materials: Vec<Material>,
     /// Every material of 3 to N men instead of a list (N from 3 to 7): the full set, as
     /// Syzygy's (5 tables of 3 men, 30 of 4, 110 of 5, 365 of 6, 1,001 of 7). With
     /// --plan-only, its plan: memory, disk and time.
@@ -78,7 +79,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
     } = args;
     let materials = match all {
         Some(n) => Material::all(n),
-        None => solve_materials(&materials)?,
+        None => materials,
     };
     let threads = threads(t)?;
     if dtz50 && !plan_only {

@@ -24,7 +24,7 @@ pub(crate) struct Args {
     /// coord (Church's COORD: pawns never move, White's king wins by taking a black pawn; the
     /// attacker is White).
     #[arg(long, value_name = "RULES", default_value = "chess")]
-    pub(crate) rules: String,
+    pub(crate) rules: zermelo_cli::squares::Rules,
     /// Also write to FILE the summary diagram composers publish: the board with the pawns
     /// and the corresponding squares numbered (the attacker's king on n is held only by
     /// the defender's king on n), coordinates labelled.
@@ -51,7 +51,7 @@ pub(crate) fn run(args: Args, _show_bar: bool) -> Result<u8, Failure> {
     squares_command(
         &fen,
         tables.as_ref().map_or(&[][..], |t| &t.0),
-        &rules,
+        rules,
         svg.as_deref(),
         svg_sheet.as_deref(),
         json,
@@ -61,13 +61,12 @@ pub(crate) fn run(args: Args, _show_bar: bool) -> Result<u8, Failure> {
 fn squares_command(
     fen: &str,
     tables: &[PathBuf],
-    rules: &str,
+    rules: zermelo_cli::squares::Rules,
     svg: Option<&std::path::Path>,
     svg_sheet: Option<&std::path::Path>,
     json: bool,
 ) -> Result<u8, Failure> {
     use zermelo_cli::squares;
-    let rules: squares::Rules = rules.parse().map_err(Failure::input)?;
     let pos =
         zermelo_chess::Position::from_fen(fen).map_err(|e| Failure::input(format!("invalid FEN: {e}")))?;
     let cs = squares::squares(&pos, rules, tables).map_err(Failure::input)?;

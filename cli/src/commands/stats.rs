@@ -21,7 +21,7 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args, _show_bar: bool) -> Result<u8, Failure> {
     let Args { tables, material } = args;
     let asked = material;
-    let material = parse_materials(std::slice::from_ref(&asked))?[0];
+    let material = material_arg(&asked).map_err(Failure::input)?;
     let dir = tables.table_dir();
     let mut s = stats(&dir, &material).map_err(|e| Failure::input(e.to_string()))?;
     // Under the 50-move rule too, where the DTZ50 table is there.

@@ -9,8 +9,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "URL")]
     pub(crate) coordinator: String,
     /// Materials to build, with every material they convert into.
-    #[arg(required = true, value_name = "MATERIAL")]
-    pub(crate) materials: Vec<String>,
+    #[arg(required = true, value_name = "MATERIAL", value_parser = material_arg)]
+    pub(crate) materials: Vec<Material>,
     /// Wait until the job is done (exit 1 if it fails).
     #[arg(long)]
     pub(crate) wait: bool,
@@ -31,7 +31,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
         token,
         tls_ca,
     } = args;
-    let names = canonical_names(&materials)?;
+    let names: Vec<String> = materials.iter().map(Material::to_string).collect();
     let ca = read_ca(tls_ca)?;
     let bar = if wait { progress_bar(show_bar, "job") } else { None };
     Ok(cluster::submit(&coordinator, &names, wait, token, ca, bar)?)

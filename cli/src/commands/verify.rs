@@ -16,9 +16,10 @@ pub(crate) struct Args {
     #[arg(
         required_unless_present = "all",
         conflicts_with = "all",
-        value_name = "MATERIAL"
+        value_name = "MATERIAL",
+        value_parser = material_arg
     )]
-    pub(crate) materials: Vec<String>,
+    pub(crate) materials: Vec<Material>,
     /// Every material of 3 to N men instead of a list (N from 3 to 7), as `solve --all N`
     /// builds them.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(3..=7))]
@@ -58,7 +59,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
     } = args;
     let materials = match all {
         Some(n) => Material::all(n),
-        None => parse_materials(&materials)?,
+        None => materials,
     };
     let opts = VerifyOptions {
         dtz50,
