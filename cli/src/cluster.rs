@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use tonic::Code;
 use tracing::info;
-use zermelo_coordinator::service::{serve_with_metrics, ServiceConfig, TlsIdentity};
+use zermelo_coordinator::{serve_with_metrics, ServiceConfig, TlsIdentity};
 use zermelo_proto as pb;
 use zermelo_worker::node::client::{connect_with_tls, WorkerConfig};
 
@@ -475,7 +475,7 @@ pub fn analyse_remote(
     runtime()?.block_on(async {
         let request = pb::SubmitJobRequest {
             materials: Vec::new(),
-            roots: roots.iter().map(zermelo_coordinator::store::to_wire).collect(),
+            roots: roots.iter().map(zermelo_proto::keys::to_wire).collect(),
         };
         let job = submit_job(url, token, tls_ca, request).await?;
         let mut client = client(url, token, tls_ca)?;

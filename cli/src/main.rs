@@ -22,7 +22,7 @@ use zermelo_cli::stats::{asked_with_colours_swapped, stats};
 use zermelo_cli::verify::{verify_table_in, VerifyError, VerifyOptions};
 use zermelo_cli::Failure;
 use zermelo_cli::MAX_MEN;
-use zermelo_coordinator::service::TlsIdentity;
+use zermelo_coordinator::TlsIdentity;
 use zermelo_worker::adjudicate::Rule;
 use zermelo_worker::bytes::ByteSize;
 use zermelo_worker::node::cache::DEFAULT_CACHE_BYTES;

@@ -19,8 +19,8 @@
 //! as [`JournalError::Corrupt`], and the file is left as it is.
 //!
 //! ```
-//! use zermelo_coordinator::journal::{Journal, Record};
 //! use zermelo_coordinator::schedule::{JobId, SliceResult};
+//! use zermelo_coordinator::{Journal, Record};
 //! use zermelo_chess::SliceKey;
 //!
 //! let dir = tempfile::tempdir()?;
@@ -774,14 +774,7 @@ mod tests {
             .map(|m| m.slice_count())
             .sum::<usize>();
         let solve = |s: &mut Scheduler, j: &mut Journal, now: u64, tasks: usize| {
-            let worker = match s.handle(
-                now,
-                Event::WorkerRegistered {
-                    name: "w".into(),
-                    cores: 1,
-                },
-            )[..]
-            {
+            let worker = match s.handle(now, Event::WorkerRegistered)[..] {
                 [Action::Registered { worker, .. }] => worker,
                 ref other => panic!("{other:?}"),
             };

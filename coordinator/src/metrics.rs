@@ -6,12 +6,6 @@
 //! them again at 0, as Prometheus expects of a counter); the gauges and the per-job values are
 //! read from the scheduler when scraped. Per-job series carry the labels `job` (the id) and
 //! `materials` (the materials submitted, comma-separated).
-//!
-//! ```
-//! use zermelo_coordinator::metrics::{render, Snapshot};
-//! let text = render(&Snapshot::default());
-//! assert!(text.contains("# TYPE zermelo_workers_alive gauge\nzermelo_workers_alive 0\n"));
-//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -375,6 +369,12 @@ pub fn router(snapshot: SnapshotSource) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_idle_coordinator_says_it_has_no_worker() {
+        let text = render(&Snapshot::default());
+        assert!(text.contains("# TYPE zermelo_workers_alive gauge\nzermelo_workers_alive 0\n"));
+    }
 
     #[test]
     fn a_job_is_rendered_with_its_labels() {

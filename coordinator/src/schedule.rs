@@ -48,7 +48,7 @@
 //!
 //! let mut s = Scheduler::new(Config::default());
 //! s.handle(0, Event::JobSubmitted { job: JobId(1), plan: plan(&["KQvK".parse().unwrap()]) });
-//! let worker = match s.handle(0, Event::WorkerRegistered { name: "w".into(), cores: 2 })[..] {
+//! let worker = match s.handle(0, Event::WorkerRegistered)[..] {
 //!     [Action::Registered { worker, .. }] => worker,
 //!     ref other => panic!("{other:?}"),
 //! };
@@ -182,7 +182,7 @@ pub enum Event {
     /// A job to build: the plan of its materials (see [`crate::plan::plan`]).
     JobSubmitted { job: JobId, plan: Plan },
     /// A worker introduced itself (its protocol version already checked).
-    WorkerRegistered { name: String, cores: u32 },
+    WorkerRegistered,
     /// A worker asks for a task.
     LeaseRequested { worker: WorkerId },
     /// A worker says it is alive and working on these leases.
@@ -476,8 +476,6 @@ struct Helper {
 
 #[derive(Debug)]
 struct Worker {
-    name: String,
-    cores: u32,
     last_seen: Millis,
 }
 
@@ -622,16 +620,9 @@ impl Scheduler {
         self.expire_leases(&mut out);
         match event {
             Event::JobSubmitted { job, plan } => self.submit(job, &plan, &mut out),
-            Event::WorkerRegistered { name, cores } => {
+            Event::WorkerRegistered => {
                 let worker = WorkerId(self.fresh_id());
-                self.workers.insert(
-                    worker,
-                    Worker {
-                        name,
-                        cores,
-                        last_seen: self.now,
-                    },
-                );
+                self.workers.insert(worker, Worker { last_seen: self.now });
                 out.push(Action::Registered {
                     worker,
                     lease_ttl: self.config.lease_ttl,
@@ -702,11 +693,6 @@ impl Scheduler {
     /// Workers registered and not forgotten.
     pub fn workers_alive(&self) -> usize {
         self.workers.len()
-    }
-
-    /// The workers alive: id, name and cores, by id.
-    pub fn workers(&self) -> impl Iterator<Item = (WorkerId, &str, u32)> + '_ {
-        self.workers.iter().map(|(&id, w)| (id, w.name.as_str(), w.cores))
     }
 
     /// Leases not expired, revoked or completed (repair leases and parts included).
@@ -2017,11 +2003,7 @@ mod tests {
         }
 
         fn register(&mut self) -> WorkerId {
-            match self.step(Event::WorkerRegistered {
-                name: "w".into(),
-                cores: 1,
-            })[..]
-            {
+            match self.step(Event::WorkerRegistered)[..] {
                 // Leases that ran out before this event expire first.
                 [.., Action::Registered { worker, lease_ttl }] => {
                     assert_eq!(lease_ttl, TTL);
@@ -2628,16 +2610,7 @@ mod tests {
                 plan: KPK.clone(),
             },
         );
-        let register = |s: &mut Scheduler| match step(
-            s,
-            0,
-            Event::WorkerRegistered {
-                name: "w".into(),
-                cores: 1,
-            },
-        )
-        .pop()
-        {
+        let register = |s: &mut Scheduler| match step(s, 0, Event::WorkerRegistered).pop() {
             Some(Action::Registered { worker, .. }) => worker,
             other => panic!("{other:?}"),
         };
@@ -2819,16 +2792,12 @@ mod tests {
         let a = sim.register();
         let t = first_lease(&mut sim, a);
         sim.now += TTL;
-        let actions = sim.step(Event::WorkerRegistered {
-            name: "late".into(),
-            cores: 4,
-        });
+        let actions = sim.step(Event::WorkerRegistered);
         assert!(matches!(
             actions[..],
             [Action::Expired { lease, worker }, Action::Registered { .. }] if lease == t.lease && worker == a
         ));
-        let names: Vec<(&str, u32)> = sim.s.workers().map(|(_, name, cores)| (name, cores)).collect();
-        assert_eq!(names, [("w", 1), ("late", 4)]);
+        assert_eq!(sim.s.workers_alive(), 2);
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn from_wire(key: &zermelo_proto::SliceKey) -> Result<SliceKey, StoreError> 
     zermelo_proto::keys::from_wire(key).map_err(|e| StoreError::BadKey(e.0))
 }
 
-pub use zermelo_proto::keys::{to_wire, MAX_SLICE_INDICES};
+pub use zermelo_proto::keys::to_wire;
 
 /// Takes a slice's values, a piece at a time.
 pub type ValueSink<'a> = dyn FnMut(&[u16]) -> Result<(), StoreError> + 'a;
@@ -109,6 +109,7 @@ pub struct SliceStore {
 
 impl SliceStore {
     /// The store in `dir` (created if need be), read from [`Disk`].
+    #[cfg(test)]
     pub fn open(dir: &Path) -> Result<SliceStore, StoreError> {
         SliceStore::open_with(dir, Arc::new(Disk))
     }
@@ -132,6 +133,7 @@ impl SliceStore {
 
     /// Checks an uploaded slice (positions, decoding, content hash) and stores it, replacing a
     /// copy already there. Blocking.
+    #[cfg(test)]
     pub fn put_blocking(
         &self,
         key: &SliceKey,

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use zermelo_chess::SliceKey;
-use zermelo_coordinator::journal::{Journal, Record};
+use zermelo_coordinator::{Journal, Record};
 use zermelo_coordinator::schedule::{JobId, SliceResult};
 
 /// A file in a folder of its own.

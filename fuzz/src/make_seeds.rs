@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 use zermelo_chess::{Material, SliceKey};
-use zermelo_coordinator::journal::{Journal, Record};
+use zermelo_coordinator::{Journal, Record};
 use zermelo_coordinator::schedule::{JobId, SliceResult};
 use zermelo_proto::keys::to_wire;
 use zermelo_proto::wire::{encode_values, SliceFile};

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zermelo_cli::child::LoggedChild;
-use zermelo_coordinator::service::ServiceConfig;
-use zermelo_coordinator::store::{FileReader, Files, Reading};
+use zermelo_coordinator::ServiceConfig;
+use zermelo_coordinator::{FileReader, Files, Reading};
 use zermelo_proto as pb;
 use zermelo_proto::wire::SLICE_FILE_HEADER_LEN;
 
@@ -861,7 +861,7 @@ fn impossible_oversized_or_too_many_men_analysis_roots_are_refused_before_the_jo
                 zermelo_chess::Bitboard(black),
             )
             .unwrap();
-            zermelo_coordinator::store::to_wire(&key)
+            zermelo_proto::keys::to_wire(&key)
         };
         let pawn_roots = [
             (key("KPPPPPPPPvKPPPPPPPP", 0xff << 8, 0xff << 48), 18),
@@ -1272,7 +1272,7 @@ impl InProcessCoordinator {
                 let stopped = async {
                     let _ = stopped.await;
                 };
-                zermelo_coordinator::service::serve(config, listener, stopped)
+                zermelo_coordinator::serve(config, listener, stopped)
                     .await
                     .unwrap();
             });

@@ -36,12 +36,12 @@ pub(crate) struct Args {
     /// legality in any case); a slice that fails is refused, and its worker from then on.
     /// A slice 5% wrong escapes 256 random positions with odds of 2 in a million, 1% wrong
     /// with 8 in a hundred (1,024: 3 in 100,000); each costs about 1.5 µs. 0 derives none.
-    #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::DEFAULT_SAMPLE)]
+    #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::DEFAULT_SAMPLE)]
     pub(crate) check_sample: usize,
     /// Uploaded slices of at most N positions are held whole (2 bytes a position) for the
     /// check; larger ones are checked as they stream in, keeping only what the sample
     /// reads. Both check the same; streaming holds less.
-    #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::check::WHOLE_POSITIONS)]
+    #[arg(long, value_name = "N", default_value_t = zermelo_coordinator::WHOLE_POSITIONS)]
     pub(crate) check_whole_positions: u64,
     /// `sample`: an uploaded slice is finished once it passes the coordinator's check
     /// (--check-sample). `all`: it is also verified whole, every position re-derived from

@@ -726,10 +726,7 @@ impl Coordinator for CoordinatorService {
                 result: Some(pb::register_response::Result::Refused(refused)),
             }));
         }
-        let registered = Event::WorkerRegistered {
-            name: r.worker_name.clone(),
-            cores: r.cores,
-        };
+        let registered = Event::WorkerRegistered;
         let out = self.drive(&mut self.lock(), registered)?;
         let result = out.answers.into_iter().find_map(|a| match a {
             Action::Registered { worker, lease_ttl } => {
