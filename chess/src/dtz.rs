@@ -26,6 +26,19 @@ pub const DRAW: u16 = 1;
 pub const MAX_DTZ: u16 = 0x7ffe;
 /// The plies of a count the 50-move rule allows: 50 moves each.
 pub const RULE_PLIES: u16 = 100;
+/// What a WDL50 table's value adds to python-chess's WDL number (-2 ..= 2), so that 0 stays the
+/// mark of no class (a WDL50 table fills an illegal index with the class before it).
+pub const WDL50_OFFSET: u16 = 3;
+
+/// The WDL50 class (python-chess's number) of a WDL50 table's value; `None` for an illegal
+/// index and numbers no table holds.
+#[inline]
+pub const fn wdl50_of_code(code: u16) -> Option<i8> {
+    match code {
+        1..=5 => Some(code as i8 - WDL50_OFFSET as i8),
+        _ => None,
+    }
+}
 
 /// A position's value under the 50-move rule, for the side to move.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -60,6 +73,13 @@ impl Dtz {
             Dtz::Win(n) => 2 * n,
             Dtz::Loss(n) => 2 * n + 3,
         }
+    }
+
+    /// The value of a WDL50 table (metric 4) for this position: [`Dtz::wdl50`] plus
+    /// [`WDL50_OFFSET`] (1 loss ..= 5 win; never 0).
+    #[inline]
+    pub const fn wdl50_code(self) -> u16 {
+        (self.wdl50() as i16 + WDL50_OFFSET as i16) as u16
     }
 
     /// WDL50 with the halfmove clock at 0, as python-chess and Syzygy number it: 2 win, 1

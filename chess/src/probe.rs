@@ -76,3 +76,41 @@ pub fn dtz<S: DtzSource + ?Sized>(pos: &Position, src: &S) -> Result<crate::dtz:
         Some(loc) => src.dtz_at(&loc),
     }
 }
+
+/// Something that holds WDL50 classes (a WDL50 table, metric 4).
+pub trait Wdl50Source {
+    type Error;
+    /// The WDL50 class stored at `loc`, python-chess's number (2 win, 1 cursed win, 0 draw, -1
+    /// blessed loss, -2 loss), for a legal position.
+    fn wdl50_at(&self, loc: &Location) -> Result<i8, Self::Error>;
+}
+
+/// The WDL50 class of a legal position for the side to move with the halfmove clock at 0,
+/// python-chess's number. Bare kings are a draw and need no table.
+///
+/// A WDL50 table holds no distance, so en passant is resolved without one: the stored class of
+/// the board (which has no en-passant square) is the best over every move but the en-passant
+/// captures, and an en-passant capture zeroes the clock, so its class is the negation of the
+/// class after it; the position's class is the better of the two (the captures alone where no
+/// other move is legal).
+pub fn wdl50<S: Wdl50Source + ?Sized>(pos: &Position, src: &S) -> Result<i8, S::Error> {
+    let stored = |pos: &Position| match locate(pos) {
+        None => Ok(0),
+        Some(loc) => src.wdl50_at(&loc),
+    };
+    if pos.ep_square.is_none() {
+        return stored(pos);
+    }
+    let moves = pos.legal_moves();
+    let mut best: Option<i8> = None;
+    for m in moves.iter().filter(|m| m.en_passant) {
+        let v = -wdl50(&pos.play(m), src)?;
+        best = Some(best.map_or(v, |b| b.max(v)));
+    }
+    if moves.iter().any(|m| !m.en_passant) {
+        let v = stored(pos)?;
+        best = Some(best.map_or(v, |b| b.max(v)));
+    }
+    // An en-passant square is only set when a capture is legal, so there is a move.
+    Ok(best.unwrap_or(0))
+}

@@ -44,6 +44,8 @@ struct Tables {
     dir: TableDir,
     /// The DTZ50 tables (`.zdz`) of the same directories.
     dtz: TableDir,
+    /// The WDL50 tables (`.zwl`) of the same directories.
+    wdl: TableDir,
 }
 
 #[pymethods]
@@ -62,6 +64,7 @@ impl Tables {
         let dir = TableDir::from_list(&dirs);
         Ok(Tables {
             dtz: dir.dtz50_view(),
+            wdl: dir.wdl50_view(),
             dir,
         })
     }
@@ -104,6 +107,24 @@ impl Tables {
                 Ok(v) => Ok((i32::from(v.wdl50()), lichess_dtz(v))),
                 Err(TableError::Missing { material, dir }) => Err(MissingTableError::new_err(format!(
                     "no DTZ50 table {material}.zdz in {} (build it with `zermelo dtz {material} --tables DIR`)",
+                    dir.display()
+                ))),
+                Err(e) => Err(failure(ProbeFailure::Table(e))),
+            }
+        })
+    }
+
+    /// The WDL50 class of `fen` for the side to move with the halfmove clock at 0, from the
+    /// WDL50 tables (`.zwl`, written by `zermelo dtz` beside the DTZ50 tables, a fraction of
+    /// their size): 2, 1 (cursed win), 0, -1 (blessed loss), -2 as python-chess numbers it. A
+    /// missing table raises `MissingTableError`.
+    fn wdl50(&self, py: Python<'_>, fen: &str) -> PyResult<i32> {
+        py.detach(|| {
+            let pos = parse_position(fen, MAX_MEN).map_err(failure)?;
+            match probe::wdl50(&pos, &ThreadCached(&self.wdl)) {
+                Ok(v) => Ok(i32::from(v)),
+                Err(TableError::Missing { material, dir }) => Err(MissingTableError::new_err(format!(
+                    "no WDL50 table {material}.zwl in {} (`zermelo dtz {material} --tables DIR` writes it)",
                     dir.display()
                 ))),
                 Err(e) => Err(failure(ProbeFailure::Table(e))),

@@ -159,6 +159,12 @@ def test_dtz50_and_wdl50(dtz_tables, tables):
     # Checkmated: -1, as python-chess's probe_dtz and lichess give it.
     mated = "k1Q5/8/1K6/8/8/8/8/8 b - - 0 1"
     assert tb.probe_dtz(mated) == -1 and tb.probe_wdl(mated) == -2
+    # The WDL50 tables beside them (.zwl, a fraction of the size) answer probe_wdl first, and
+    # as the DTZ50 tables do.
+    assert sorted(p.name for p in dtz_tables.glob("KPvK.z*")) == ["KPvK.zdz", "KPvK.zmt", "KPvK.zwl"]
+    native = tb._native()
+    for fen in (MATE_IN_25, black, "8/8/8/8/8/8/kP6/7K b - - 0 1", mated):
+        assert native.wdl50(fen) == native.dtz50(fen)[0]
     a = tb.probe(MATE_IN_25)
     assert (a["dtz"], a["precise_dtz"], a["ignores_50_move_rule"]) == (1, 1, False)
     # The halfmove clock: a win 1 ply from its zeroing move holds with 99 on the clock.

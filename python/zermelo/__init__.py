@@ -34,7 +34,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 Position = Any
 
 #: The file of a table: a material (e.g. ``KRPvKR``) and ``.zmt`` (DTM) or ``.zdz`` (DTZ50).
-_TABLE_FILE = re.compile(r"^K[QRBNP]*vK[QRBNP]*\.(zmt|zdz)$")
+_TABLE_FILE = re.compile(r"^K[QRBNP]*vK[QRBNP]*\.(zmt|zdz|zwl)$")
 
 
 def _fen(position: Position) -> str:
@@ -92,11 +92,16 @@ class Tablebase:
 
     def probe_wdl(self, board: Position) -> int:
         """Win/draw/loss for the side to move, as ``chess.syzygy``'s ``probe_wdl``: 2 win, 0
-        draw, -2 loss; under the 50-move rule (halfmove clock 0) where the DTZ50 tables are, so
-        also 1 (a cursed win: the rule draws it) and -1 (a blessed loss); without them the mates
-        decide and the rule is ignored. Raises ``KeyError`` (:class:`MissingTableError`) if a
+        draw, -2 loss; under the 50-move rule (halfmove clock 0) where the WDL50 or DTZ50 tables
+        are (``.zwl``, read first, or ``.zdz``; ``zermelo dtz`` writes both), so also 1 (a
+        cursed win: the rule draws it) and -1 (a blessed loss); without them the mates decide
+        and the rule is ignored. Raises ``KeyError`` (:class:`MissingTableError`) if a
         table is missing."""
         fen = _fen(board)
+        try:
+            return self._native().wdl50(fen)
+        except MissingTableError:
+            pass
         try:
             return self._native().dtz50(fen)[0]
         except MissingTableError:

@@ -95,6 +95,12 @@ pub enum Metric {
     /// WDL50 class in the same value; one `u16` per position, in a file of its own
     /// ([`dtz_file_name`]).
     Dtz50 = 3,
+    /// The WDL50 class alone (with the halfmove clock at 0), one `u16` per position:
+    /// python-chess's number plus 3 (1 loss, 2 blessed loss, 3 draw, 4 cursed win, 5 win; an
+    /// index that is not a legal position holds the class of the one before it), in a file of
+    /// its own ([`wdl_file_name`]): what a WDL-only prober downloads, far smaller than the
+    /// DTZ50 file it is derived from.
+    Wdl50 = 4,
 }
 
 impl Metric {
@@ -109,6 +115,7 @@ impl Metric {
             1 => Some(Metric::Dtm),
             2 => Some(Metric::AdjudicatedDtm),
             3 => Some(Metric::Dtz50),
+            4 => Some(Metric::Wdl50),
             _ => None,
         }
     }
@@ -163,4 +170,9 @@ pub fn table_file_name(material: &str) -> String {
 /// The file name of a material's DTZ50 table (metric [`Metric::Dtz50`]): `KRPvKR.zdz`.
 pub fn dtz_file_name(material: &str) -> String {
     format!("{material}.zdz")
+}
+
+/// The file name of a material's WDL50 table ([`Metric::Wdl50`]): `KRPvKR.zwl`.
+pub fn wdl_file_name(material: &str) -> String {
+    format!("{material}.zwl")
 }

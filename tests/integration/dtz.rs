@@ -32,7 +32,20 @@ fn dtz50_tables_verify_and_one_value_changed_is_caught() {
     ]);
     assert_ok(&o);
     assert_eq!(
-        stdout(&o).lines().filter(|l| l.contains(": ok")).count(),
+        stdout(&o)
+            .lines()
+            .filter(|l| l.contains(": ok") && !l.contains(".zwl"))
+            .count(),
+        4,
+        "{}",
+        stdout(&o)
+    );
+    // The WDL50 table beside each DTZ50 table is checked too.
+    assert_eq!(
+        stdout(&o)
+            .lines()
+            .filter(|l| l.contains(".zwl: ok") && l.contains("each the WDL50 class of its DTZ50 value"))
+            .count(),
         4,
         "{}",
         stdout(&o)
@@ -40,6 +53,39 @@ fn dtz50_tables_verify_and_one_value_changed_is_caught() {
     // Without --dtz50 the verifier looks for tables of mates, and says so.
     let o = run(&["verify", "--tables", d, "KRvK"]);
     assert!(!o.status.success());
+
+    // One WDL50 class changed (a win made cursed), the file rewritten whole: caught.
+    let wdl_path = dir.path().join("KRvKP.zwl");
+    let (wdl_table, mut classes) = slices(&wdl_path);
+    let meta = wdl_table.meta().clone();
+    drop(wdl_table);
+    let (s, i) = classes
+        .iter()
+        .enumerate()
+        .find_map(|(s, (_, v))| v.iter().position(|&c| c == 5).map(|i| (s, i)))
+        .expect("a win");
+    classes[s].1[i] = 4;
+    let data: Vec<SliceData<'_>> = classes
+        .iter()
+        .map(|(key, v)| SliceData { key: *key, values: v })
+        .collect();
+    write_table(&wdl_path, &meta, &data).unwrap();
+    let o = run(&["verify", "--dtz50", "--tables", d, "KRvKP"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("KRvKP: ok") && out.contains("KRvKP.zwl: FAILED"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("index {i}")) && out.contains("WDL50 value 4"),
+        "{out}"
+    );
+    // `zermelo dtz` writes it again from the DTZ50 table (its checksums pass, its values are
+    // what is wrong: only the verifier sees that; a missing file is written again too).
+    std::fs::remove_file(&wdl_path).unwrap();
+    build_dtz(dir.path(), &["KRvKP"]);
+    assert_ok(&run(&["verify", "--dtz50", "--tables", d, "KRvKP"]));
 
     // One win made a ply slower, the file rewritten whole (its checksums right): the value no
     // longer follows from its children.
@@ -194,4 +240,109 @@ fn a_damaged_dtz50_table_is_built_again() {
         stdout(&o)
     );
     assert_eq!(std::fs::read(&path).unwrap(), good);
+}
+
+/// The WDL50 tables answer as the DTZ50 tables do, position by position, en passant included.
+/// A WDL50 table holds no distance, so a position with an en-passant capture is resolved from
+/// the stored class of its board and the class after each capture (`probe::wdl50`), where the
+/// DTZ50 probe looks one move ahead on every move: two ways to the same answer.
+#[test]
+fn wdl50_tables_answer_as_the_dtz50_tables_en_passant_included() {
+    use zermelo_chess::probe;
+    use zermelo_chess::Position;
+    use zermelo_cli::materials::SplitMix;
+    use zermelo_worker::tables::TableDir;
+
+    let dir = tempfile::tempdir().unwrap();
+    build_dtz(dir.path(), &["KPvKP"]);
+    let dtz = TableDir::dtz50(&[dir.path().to_owned()]);
+    let wdl = dtz.wdl50_view();
+    let mut rng = SplitMix(39);
+    let (mut with_ep, mut all) = (0, 0);
+    let mut classes = std::collections::BTreeSet::new();
+    while with_ep < 400 || all < 4000 {
+        // Squares 0..64, a1 = 0. Half the time a pawn has just been pushed two squares beside
+        // an enemy pawn that may take it en passant.
+        let mut board = [None::<char>; 64];
+        let (mover_white, ep) = (rng.below(2) == 0, rng.below(2) == 0);
+        let file = rng.below(8) as usize;
+        let beside = if file == 0 || (file < 7 && rng.below(2) == 0) {
+            file + 1
+        } else {
+            file - 1
+        };
+        let (pushed, taker, ep_square) = if ep {
+            // White to move: a black pawn pushed to rank 5 beside a white one on rank 5.
+            if mover_white {
+                (('p', 32 + file), ('P', 32 + beside), Some(40 + file))
+            } else {
+                (('P', 24 + file), ('p', 24 + beside), Some(16 + file))
+            }
+        } else {
+            (
+                ('P', 8 + rng.below(48) as usize),
+                ('p', 8 + rng.below(48) as usize),
+                None,
+            )
+        };
+        board[pushed.1] = Some(pushed.0);
+        if board[taker.1].is_some() {
+            continue;
+        }
+        board[taker.1] = Some(taker.0);
+        for king in ['K', 'k'] {
+            let sq = rng.below(64) as usize;
+            if board[sq].is_some()
+                || ep_square.is_some_and(|e| e == sq || e + 8 == sq || e - 8 == sq && !mover_white)
+            {
+                break;
+            }
+            board[sq] = Some(king);
+        }
+        if board.iter().flatten().count() != 4 {
+            continue;
+        }
+        let mut fen = String::new();
+        for rank in (0..8).rev() {
+            let mut empty = 0;
+            for f in 0..8 {
+                match board[rank * 8 + f] {
+                    Some(c) => {
+                        if empty > 0 {
+                            fen.push_str(&empty.to_string());
+                            empty = 0;
+                        }
+                        fen.push(c);
+                    }
+                    None => empty += 1,
+                }
+            }
+            if empty > 0 {
+                fen.push_str(&empty.to_string());
+            }
+            if rank > 0 {
+                fen.push('/');
+            }
+        }
+        let ep_field = ep_square.map_or("-".to_owned(), |e| {
+            format!("{}{}", (b'a' + (e % 8) as u8) as char, e / 8 + 1)
+        });
+        fen.push_str(&format!(
+            " {} - {ep_field} 0 1",
+            if mover_white { 'w' } else { 'b' }
+        ));
+        let Ok(pos) = Position::from_fen(&fen) else {
+            continue;
+        };
+        if pos.legal_moves().is_empty() && pos.ep_square.is_none() && all > 100 {
+            continue;
+        }
+        let by_dtz = probe::dtz(&pos, &dtz).unwrap().wdl50();
+        let by_wdl = probe::wdl50(&pos, &wdl).unwrap();
+        assert_eq!(by_wdl, by_dtz, "{fen}");
+        classes.insert(by_wdl);
+        all += 1;
+        with_ep += usize::from(pos.ep_square.is_some());
+    }
+    assert!(classes.len() >= 3, "too few kinds of positions met: {classes:?}");
 }

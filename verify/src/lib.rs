@@ -160,6 +160,9 @@ pub enum VerifyError {
     /// A DTZ50 table where a table of mates was expected.
     #[error("{} holds DTZ50 values, not mates", file.display())]
     NotDtm { file: PathBuf },
+    /// Another table where a WDL50 table was expected.
+    #[error("{} does not hold WDL50 classes", file.display())]
+    NotWdl { file: PathBuf },
     /// A table uses a position index this verifier does not know.
     #[error("table {} has index layout {found}, this verifier reads layout {}", file.display(), LAYOUT)]
     WrongLayout { file: PathBuf, found: u32 },
@@ -341,6 +344,108 @@ pub fn verify_table(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<VerifyReport, VerifyError> {
     verify_table_in(&[dir], material, opts, progress)
+}
+
+/// Checks the WDL50 table of `material` (`KRPvKR.zwl`, built by `zermelo dtz` from the DTZ50
+/// table) against its DTZ50 table (`KRPvKR.zdz`), each read from the first of `dirs` that has
+/// it: the same material, index layout and slices, and at every index the class of the DTZ50
+/// value, decoded here (1 loss, checkmated now or a zeroing move within 100 plies; 2 blessed
+/// loss, over 100; 3 draw; 4 cursed win, over 100; 5 win), where the index is not a legal
+/// position (0 in the DTZ50 table) the class of the index before it (3 at a slice's start). Verify the DTZ50 table
+/// itself first ([`VerifyOptions::dtz50`]): this check trusts it. Returns the indices checked;
+/// the first index that differs, in (slice, index) order, is a [`VerifyError::Mismatch`].
+pub fn verify_wdl50_in(dirs: &[&Path], material: &str) -> Result<u64, VerifyError> {
+    let material = parse_material(material)?;
+    let name = material.to_string();
+    let open = |file_name: String, metric: Metric| -> Result<Table, VerifyError> {
+        let file = (dirs.iter())
+            .map(|d| d.join(&file_name))
+            .find(|f| f.exists())
+            .ok_or_else(|| VerifyError::MissingTable {
+                file: dirs[0].join(&file_name),
+            })?;
+        let table = Table::open_pread(&file)?;
+        let meta = table.meta();
+        if meta.metric != metric {
+            return Err(match metric {
+                Metric::Dtz50 => VerifyError::NotDtz { file },
+                _ => VerifyError::NotWdl { file },
+            });
+        }
+        if meta.index_layout != LAYOUT {
+            return Err(VerifyError::WrongLayout {
+                file,
+                found: meta.index_layout,
+            });
+        }
+        if meta.material != name {
+            return Err(VerifyError::WrongMaterial {
+                file,
+                found: meta.material.clone(),
+                expected: name.clone(),
+            });
+        }
+        Ok(table)
+    };
+    let wdl = open(zermelo_storage::wdl_file_name(&name), Metric::Wdl50)?;
+    let dtz = open(zermelo_storage::dtz_file_name(&name), Metric::Dtz50)?;
+    let pawns = Pawns;
+    for (w, d) in wdl.slices().iter().zip(dtz.slices()) {
+        if w.key != d.key {
+            return Err(VerifyError::UnexpectedSlice {
+                material: name.clone(),
+                key: pawns(w.key),
+            });
+        }
+        if w.count != d.count {
+            return Err(VerifyError::WrongSliceSize {
+                material: name.clone(),
+                key: pawns(w.key),
+                count: w.count,
+                expected: d.count,
+            });
+        }
+    }
+    if let Some(extra) =
+        (wdl.slices().get(dtz.slices().len())).or_else(|| dtz.slices().get(wdl.slices().len()))
+    {
+        return Err(VerifyError::MissingSlice {
+            material: name,
+            key: pawns(extra.key),
+        });
+    }
+    const CHUNK: u64 = 1 << 20;
+    let mut checked = 0;
+    for (s, entry) in dtz.slices().iter().enumerate() {
+        let mut start = 0;
+        let mut before = 3;
+        while start < entry.count {
+            let n = CHUNK.min(entry.count - start);
+            let (classes, values) = (wdl.read_range(s, start, n)?, dtz.read_range(s, start, n)?);
+            for (i, (&c, &v)) in classes.iter().zip(&values).enumerate() {
+                let expected = if v == 0 {
+                    before
+                } else {
+                    dtz::wdl50_code(u32::from(v))
+                };
+                before = expected;
+                if u32::from(c) != expected {
+                    return Err(VerifyError::Mismatch {
+                        material: name,
+                        fen: format!("slice ({}), index {}", pawns(entry.key), start + i as u64),
+                        stored: format!("WDL50 value {c}"),
+                        derived: format!(
+                            "{expected}, from the DTZ50 table's {}",
+                            dtz::describe(u32::from(v))
+                        ),
+                    });
+                }
+            }
+            start += n;
+        }
+        checked += entry.count;
+    }
+    Ok(checked)
 }
 
 /// [`verify_table`] with the tables searched in several directories, in order: the table of
@@ -1555,8 +1660,8 @@ impl<'a> Library<'a> {
         match (meta.metric, self.dtz50) {
             (Metric::Dtm, false) | (Metric::Dtz50, true) => {}
             (Metric::AdjudicatedDtm, _) => return Err(VerifyError::NotExact { file }),
-            (Metric::Dtz50, false) => return Err(VerifyError::NotDtm { file }),
-            (Metric::Dtm, true) => return Err(VerifyError::NotDtz { file }),
+            (Metric::Dtz50 | Metric::Wdl50, false) => return Err(VerifyError::NotDtm { file }),
+            (Metric::Dtm | Metric::Wdl50, true) => return Err(VerifyError::NotDtz { file }),
         }
         if meta.index_layout != LAYOUT {
             return Err(VerifyError::WrongLayout {
@@ -1783,6 +1888,18 @@ mod dtz {
             b
         } else {
             a
+        }
+    }
+
+    /// The value of a WDL50 table (metric 4) for DTZ50 value `v` (not 0): 1 loss, 2 blessed
+    /// loss, 3 draw, 4 cursed win, 5 win.
+    pub(super) fn wdl50_code(v: u32) -> u32 {
+        match decode(v) {
+            None => 3,
+            Some((true, n)) if n <= RULE => 5,
+            Some((true, _)) => 4,
+            Some((false, n)) if n <= RULE => 1,
+            Some((false, _)) => 2,
         }
     }
 

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use zermelo_chess::dtz::wdl50_of_code;
 use zermelo_chess::index::{Location, INDEX_LAYOUT};
-use zermelo_chess::probe::{self, DtzSource, ValueSource};
+use zermelo_chess::probe::{self, DtzSource, ValueSource, Wdl50Source};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Dtz, Material, Position, Value};
 use zermelo_storage::{Metric, StorageError, Table, ValueReader};
@@ -33,6 +34,8 @@ pub enum TableError {
     NotAdjudicated { path: PathBuf },
     #[error("table file {path} does not hold DTZ50 values")]
     NotDtz { path: PathBuf },
+    #[error("table file {path} does not hold WDL50 classes")]
+    NotWdl { path: PathBuf },
     #[error("table {material} has no slice {slice}; the file is incomplete or corrupt")]
     MissingSlice { material: Material, slice: SliceKey },
     #[error(
@@ -56,10 +59,12 @@ pub fn table_file_name(material: &Material) -> String {
     zermelo_storage::table_file_name(&material.to_string())
 }
 
-/// The file of a material's table of `metric`: `KRPvKR.zmt` for mates, `KRPvKR.zdz` for DTZ50.
+/// The file of a material's table of `metric`: `KRPvKR.zmt` for mates, `KRPvKR.zdz` for DTZ50,
+/// `KRPvKR.zwl` for WDL50.
 pub fn metric_file_name(material: &Material, metric: Metric) -> String {
     match metric {
         Metric::Dtz50 => zermelo_storage::dtz_file_name(&material.to_string()),
+        Metric::Wdl50 => zermelo_storage::wdl_file_name(&material.to_string()),
         Metric::Dtm | Metric::AdjudicatedDtm => table_file_name(material),
     }
 }
@@ -189,10 +194,20 @@ impl TableDir {
 
     /// The DTZ50 tables of the same directories.
     pub fn dtz50_view(&self) -> TableDir {
+        self.view(Metric::Dtz50)
+    }
+
+    /// The WDL50 tables (`.zwl` files) of the same directories.
+    pub fn wdl50_view(&self) -> TableDir {
+        self.view(Metric::Wdl50)
+    }
+
+    /// The tables of `metric` in the same directories.
+    fn view(&self, metric: Metric) -> TableDir {
         TableDir {
             dir: self.dir.clone(),
             more: self.more.clone(),
-            metric: Metric::Dtz50,
+            metric,
             pread: self.pread,
             open: RwLock::new(HashMap::new()),
         }
@@ -252,6 +267,7 @@ impl TableDir {
                 Metric::Dtm => TableError::NotExact { path },
                 Metric::AdjudicatedDtm => TableError::NotAdjudicated { path },
                 Metric::Dtz50 => TableError::NotDtz { path },
+                Metric::Wdl50 => TableError::NotWdl { path },
             });
         }
         if table.meta().index_layout != INDEX_LAYOUT {
@@ -312,6 +328,18 @@ impl DtzSource for TableDir {
     }
 }
 
+impl Wdl50Source for TableDir {
+    type Error = TableError;
+
+    fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
+        let raw = located_raw(self, loc, |table, slice, index| table.value(slice, index))?;
+        wdl50_of_code(raw).ok_or(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
+        })
+    }
+}
+
 /// The value at `loc` in its material's table of `dir`, the raw value read by `read` (table,
 /// slice, index); an illegal mark there is an error of the table.
 fn located_value(
@@ -365,6 +393,20 @@ impl DtzSource for ThreadCached<'_> {
             READER.with(|r| r.borrow_mut().value(table, slice, index))
         })?;
         Dtz::from_raw(raw).ok_or(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
+        })
+    }
+}
+
+impl Wdl50Source for ThreadCached<'_> {
+    type Error = TableError;
+
+    fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
+        let raw = located_raw(self.0, loc, |table, slice, index| {
+            READER.with(|r| r.borrow_mut().value(table, slice, index))
+        })?;
+        wdl50_of_code(raw).ok_or(TableError::IllegalValue {
             slice: loc.slice,
             index: loc.index,
         })

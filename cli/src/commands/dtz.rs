@@ -7,8 +7,10 @@ use crate::*;
 ///
 /// For each MATERIAL and every material it converts into: the plies to the next zeroing
 /// move (capture or pawn move) or mate under the 50-move rule, exact (never rounded), with
-/// the WDL50 class (win, cursed win, draw, blessed loss, loss) in the same value. Needs no
-/// table of mates; tables already complete are kept. Prints a JSON line per material.
+/// the WDL50 class (win, cursed win, draw, blessed loss, loss) in the same value. Beside each,
+/// the WDL50 table (KRPvKR.zwl): the class alone, a fraction of the size, for probers that
+/// need no distance. Needs no table of mates; tables already complete are kept. Prints a
+/// JSON line per material.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Materials such as KPvK or KRPvKR (any order and case).

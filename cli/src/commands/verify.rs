@@ -1,6 +1,7 @@
 //! `zermelo verify`.
 
 use crate::*;
+use zermelo_storage::wdl_file_name;
 
 /// Check each table's checksums and re-derive every stored value from its successors with a
 /// move generator independent of the solver.
@@ -42,7 +43,9 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SIZE")]
     pub(crate) memory: Option<ByteSize>,
     /// Verify the DTZ50 tables (KRPvKR.zdz, built by `zermelo dtz`) instead of the tables
-    /// of mates: every value re-derived from its children under the 50-move rule.
+    /// of mates: every value re-derived from its children under the 50-move rule; then the
+    /// WDL50 table beside each (KRPvKR.zwl), where it is: every value the class of the DTZ50
+    /// value.
     #[arg(long)]
     pub(crate) dtz50: bool,
 }
@@ -89,6 +92,29 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
                     r.positions,
                     start.elapsed().as_secs_f64()
                 );
+                // The WDL50 table written beside a DTZ50 table, where it is: its classes.
+                let wdl = tables
+                    .0
+                    .iter()
+                    .any(|d| d.join(wdl_file_name(&r.material)).exists());
+                if dtz50 && wdl {
+                    match zermelo_cli::verify::verify_wdl50_in(&dirs, &r.material) {
+                        Ok(n) => println!(
+                            "{}: ok ({n} values, each the WDL50 class of its DTZ50 value)",
+                            wdl_file_name(&r.material)
+                        ),
+                        Err(e) => {
+                            failed += 1;
+                            println!("{}: FAILED: {e}", wdl_file_name(&r.material));
+                            eprintln!("zermelo: verify {m}: {e}");
+                            code = if matches!(e, VerifyError::Mismatch { .. }) {
+                                code.max(1)
+                            } else {
+                                2
+                            };
+                        }
+                    }
+                }
             }
             Err(e) => {
                 failed += 1;
