@@ -77,22 +77,21 @@ pub enum DtzError {
 /// file is written once for many downloads (KQRvKR: 7.2 MB at level 1, see docs/dtz50.md).
 pub const WDL50_ZSTD_LEVEL: i32 = 9;
 
-/// The WDL50 table (`.zwl`) beside the DTZ50 table at `dtz_path`, written from it unless a
-/// complete one of the same slices is there: its path and bytes.
+/// The WDL50 table (`.zwl`) of the DTZ50 table at `dtz_path`: the first of `wdl`'s directories
+/// that has a complete one of the same slices, else written from it into the first directory
+/// (the others are only read, as for every table): its path and bytes.
 fn wdl50_beside(
     dtz_path: &std::path::Path,
+    wdl: &TableDir,
     material: &Material,
     threads: usize,
 ) -> Result<(PathBuf, u64), DtzError> {
-    let path = dtz_path.with_file_name(zermelo_storage::wdl_file_name(&material.to_string()));
-    let read = |path: &std::path::Path| {
-        Table::open_pread(path).map_err(|source| DtzError::Write {
-            path: path.to_owned(),
-            source,
-        })
-    };
-    let dtz = read(dtz_path)?;
-    let complete = Table::open_pread(&path).is_ok_and(|t| {
+    let dtz = Table::open_pread(dtz_path).map_err(|source| DtzError::Write {
+        path: dtz_path.to_owned(),
+        source,
+    })?;
+    let found = wdl.path_of(material);
+    let complete = Table::open_pread(&found).is_ok_and(|t| {
         t.meta().metric == Metric::Wdl50
             && t.verify_checksum().is_ok()
             && t.slices()
@@ -100,17 +99,16 @@ fn wdl50_beside(
                 .map(|e| (e.key, e.count))
                 .eq(dtz.slices().iter().map(|e| (e.key, e.count)))
     });
-    let bytes = if complete {
-        std::fs::metadata(&path).map_or(0, |m| m.len())
-    } else {
-        write_wdl50(&dtz, &path, threads)
-            .map_err(|source| DtzError::Write {
-                path: path.clone(),
-                source,
-            })?
-            .bytes
-    };
-    Ok((path, bytes))
+    if complete {
+        let bytes = std::fs::metadata(&found).map_or(0, |m| m.len());
+        return Ok((found, bytes));
+    }
+    let path = wdl.write_path_of(material);
+    let summary = write_wdl50(&dtz, &path, threads).map_err(|source| DtzError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok((path, summary.bytes))
 }
 
 /// Writes at `path` the WDL50 table ([`Metric::Wdl50`]) of the DTZ50 table `dtz`: the same
@@ -279,6 +277,7 @@ pub fn build_dtz50(
     mut progress: impl FnMut(&DtzBuilt),
 ) -> Result<Vec<DtzBuilt>, DtzError> {
     let tables = TableDir::dtz50(dirs);
+    let wdl = tables.wdl50_view();
     let plan = plan(targets);
     // Each table's bytes hashed once: whether it is complete.
     let built_already: Vec<bool> = (plan.materials.iter())
@@ -300,7 +299,7 @@ pub fn build_dtz50(
         let positions = mp.positions;
         let slices = mp.slice_count();
         if built_already {
-            let (wdl_file, wdl_bytes) = wdl50_beside(&path, &material, threads)?;
+            let (wdl_file, wdl_bytes) = wdl50_beside(&path, &wdl, &material, threads)?;
             let built = DtzBuilt {
                 material: material.to_string(),
                 built: false,
@@ -360,7 +359,7 @@ pub fn build_dtz50(
         tables.forget(&material);
         drop(data);
         drop(solved);
-        let (wdl_file, wdl_bytes) = wdl50_beside(&path, &material, threads)?;
+        let (wdl_file, wdl_bytes) = wdl50_beside(&path, &wdl, &material, threads)?;
         let built = DtzBuilt {
             material: material.to_string(),
             built: true,

@@ -346,3 +346,28 @@ fn wdl50_tables_answer_as_the_dtz50_tables_en_passant_included() {
     }
     assert!(classes.len() >= 3, "too few kinds of positions met: {classes:?}");
 }
+
+/// With a list of directories, the WDL50 table of a DTZ50 table found in another directory is
+/// written into the first, as every table is: the others are only read.
+#[test]
+fn wdl50_tables_go_to_the_first_directory_of_a_list() {
+    let (first, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    build_dtz(other.path(), &["KRvK"]);
+    let names = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    std::fs::remove_file(other.path().join("KRvK.zwl")).unwrap();
+    let before = names(other.path());
+    let list = format!("{}:{}", first.path().display(), other.path().display());
+    assert_ok(&run(&["dtz", "--tables", &list, "KRvK"]));
+    assert_eq!(names(other.path()), before, "the second directory was written to");
+    assert_eq!(names(first.path()), ["KRvK.zwl"]);
+    let o = run(&["verify", "--dtz50", "--tables", &list, "KRvK"]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("KRvK.zwl: ok"), "{}", stdout(&o));
+}
