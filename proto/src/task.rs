@@ -164,23 +164,13 @@ impl Task {
 
     /// A task from the wire, every key and hash checked and the fields in agreement.
     pub fn from_wire(wire: &crate::Task) -> Result<Task, BadTask> {
-        let successors = wire
-            .successors
-            .iter()
-            .map(SliceRef::from_wire)
-            .collect::<Result<Vec<_>, _>>()?;
-        once(successors.iter().map(|r| &r.key))?;
+        let successors = refs(&wire.successors)?;
         if wire.slices.is_empty() {
             return Err(BadTask::NoSlice);
         }
         let work = match crate::TaskKind::try_from(wire.kind) {
             Ok(crate::TaskKind::Verify) => {
-                let refs = wire
-                    .slices
-                    .iter()
-                    .map(SliceRef::from_wire)
-                    .collect::<Result<Vec<_>, _>>()?;
-                once(refs.iter().map(|r| &r.key))?;
+                let refs = refs(&wire.slices)?;
                 if let Some(p) = &wire.part {
                     return Err(bad_part(p, refs.len(), "verify"));
                 }
@@ -218,6 +208,16 @@ impl Task {
             successors,
         })
     }
+}
+
+/// Wire references, each checked, none of a key named twice.
+fn refs(wire: &[crate::SliceRef]) -> Result<Vec<SliceRef>, BadTask> {
+    let refs = wire
+        .iter()
+        .map(SliceRef::from_wire)
+        .collect::<Result<Vec<_>, _>>()?;
+    once(refs.iter().map(|r| &r.key))?;
+    Ok(refs)
 }
 
 fn bad_part(p: &crate::Part, slices: usize, kind: &'static str) -> BadTask {

@@ -33,28 +33,7 @@ fn random_positions(rng: &mut SplitMix, white: &str, black: &str, count: usize) 
         if !ok {
             continue;
         }
-        let mut fen = String::new();
-        for rank in (0..8).rev() {
-            let mut empty = 0;
-            for file in 0..8 {
-                match board[rank * 8 + file] {
-                    Some(c) => {
-                        if empty > 0 {
-                            fen += &empty.to_string();
-                            empty = 0;
-                        }
-                        fen.push(c);
-                    }
-                    None => empty += 1,
-                }
-            }
-            if empty > 0 {
-                fen += &empty.to_string();
-            }
-            if rank > 0 {
-                fen.push('/');
-            }
-        }
+        let mut fen = placement(&board);
         fen += if rng.below(2) == 0 {
             " w - - 0 1"
         } else {

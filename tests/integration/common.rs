@@ -123,3 +123,31 @@ pub fn log_field(line: &str, name: &str) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{name} is not a number in {line}"))
 }
+
+/// The board field of a FEN (`8/8/8/8/P7/K4k2/8/8`) for `board`, square `i` being a1 + `i`: a
+/// man's letter, upper case for White.
+pub fn placement(board: &[Option<char>; 64]) -> String {
+    let mut fen = String::new();
+    for rank in (0..8).rev() {
+        let mut empty = 0;
+        for file in 0..8 {
+            match board[rank * 8 + file] {
+                Some(c) => {
+                    if empty > 0 {
+                        fen += &empty.to_string();
+                        empty = 0;
+                    }
+                    fen.push(c);
+                }
+                None => empty += 1,
+            }
+        }
+        if empty > 0 {
+            fen += &empty.to_string();
+        }
+        if rank > 0 {
+            fen.push('/');
+        }
+    }
+    fen
+}

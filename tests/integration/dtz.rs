@@ -22,6 +22,15 @@ fn slices(path: &Path) -> (Table, Vec<([u64; 2], Vec<u16>)>) {
     (table, slices)
 }
 
+/// Writes the table file at `path` again, whole (its checksums right), with `slices`.
+fn rewrite(path: &Path, meta: &TableMeta, slices: &[([u64; 2], Vec<u16>)]) {
+    let data: Vec<SliceData<'_>> = slices
+        .iter()
+        .map(|(key, v)| SliceData { key: *key, values: v })
+        .collect();
+    write_table(path, meta, &data).unwrap();
+}
+
 #[test]
 fn dtz50_tables_verify_and_one_value_changed_is_caught() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,11 +74,7 @@ fn dtz50_tables_verify_and_one_value_changed_is_caught() {
         .find_map(|(s, (_, v))| v.iter().position(|&c| c == 5).map(|i| (s, i)))
         .expect("a win");
     classes[s].1[i] = 4;
-    let data: Vec<SliceData<'_>> = classes
-        .iter()
-        .map(|(key, v)| SliceData { key: *key, values: v })
-        .collect();
-    write_table(&wdl_path, &meta, &data).unwrap();
+    rewrite(&wdl_path, &meta, &classes);
     let o = run(&["verify", "--dtz50", "--tables", d, "KRvKP"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let out = stdout(&o);
@@ -110,11 +115,7 @@ fn dtz50_tables_verify_and_one_value_changed_is_caught() {
         index_layout: table.meta().index_layout,
     };
     drop(table);
-    let data: Vec<SliceData<'_>> = values
-        .iter()
-        .map(|(key, v)| SliceData { key: *key, values: v })
-        .collect();
-    write_table(&path, &meta, &data).unwrap();
+    rewrite(&path, &meta, &values);
     let o = run(&["verify", "--dtz50", "--tables", d, "KRvKP"]);
     assert!(!o.status.success(), "{}", stdout(&o));
     let out = stdout(&o);
@@ -302,28 +303,7 @@ fn wdl50_tables_answer_as_the_dtz50_tables_en_passant_included() {
         if board.iter().flatten().count() != 4 {
             continue;
         }
-        let mut fen = String::new();
-        for rank in (0..8).rev() {
-            let mut empty = 0;
-            for f in 0..8 {
-                match board[rank * 8 + f] {
-                    Some(c) => {
-                        if empty > 0 {
-                            fen.push_str(&empty.to_string());
-                            empty = 0;
-                        }
-                        fen.push(c);
-                    }
-                    None => empty += 1,
-                }
-            }
-            if empty > 0 {
-                fen.push_str(&empty.to_string());
-            }
-            if rank > 0 {
-                fen.push('/');
-            }
-        }
+        let mut fen = placement(&board);
         let ep_field = ep_square.map_or("-".to_owned(), |e| {
             format!("{}{}", (b'a' + (e % 8) as u8) as char, e / 8 + 1)
         });

@@ -358,33 +358,14 @@ pub fn verify_wdl50_in(dirs: &[&Path], material: &str) -> Result<u64, VerifyErro
     let material = parse_material(material)?;
     let name = material.to_string();
     let open = |file_name: String, metric: Metric| -> Result<Table, VerifyError> {
-        let file = (dirs.iter())
-            .map(|d| d.join(&file_name))
-            .find(|f| f.exists())
-            .ok_or_else(|| VerifyError::MissingTable {
-                file: dirs[0].join(&file_name),
-            })?;
-        let table = Table::open_pread(&file)?;
-        let meta = table.meta();
-        if meta.metric != metric {
+        let (table, file) = open_in(dirs, &file_name)?;
+        if table.meta().metric != metric {
             return Err(match metric {
                 Metric::Dtz50 => VerifyError::NotDtz { file },
                 _ => VerifyError::NotWdl { file },
             });
         }
-        if meta.index_layout != LAYOUT {
-            return Err(VerifyError::WrongLayout {
-                file,
-                found: meta.index_layout,
-            });
-        }
-        if meta.material != name {
-            return Err(VerifyError::WrongMaterial {
-                file,
-                found: meta.material.clone(),
-                expected: name.clone(),
-            });
-        }
+        check_layout_and_material(&table, file, &name)?;
         Ok(table)
     };
     let wdl = open(zermelo_storage::wdl_file_name(&name), Metric::Wdl50)?;
@@ -446,6 +427,39 @@ pub fn verify_wdl50_in(dirs: &[&Path], material: &str) -> Result<u64, VerifyErro
         checked += entry.count;
     }
     Ok(checked)
+}
+
+/// Table file `file_name` from the first of `dirs` that has it, and its path. Positioned reads,
+/// no memory map: the pages of a large table do not count as this process's memory, and every
+/// value is read once or a few times.
+fn open_in(dirs: &[&Path], file_name: &str) -> Result<(Table, PathBuf), VerifyError> {
+    let file = (dirs.iter())
+        .map(|d| d.join(file_name))
+        .find(|f| f.exists())
+        .ok_or_else(|| VerifyError::MissingTable {
+            file: dirs[0].join(file_name),
+        })?;
+    Ok((Table::open_pread(&file)?, file))
+}
+
+/// Refuses a table (at `file`) of another index layout than this verifier's, or of another
+/// material than `name`.
+fn check_layout_and_material(table: &Table, file: PathBuf, name: &str) -> Result<(), VerifyError> {
+    let meta = table.meta();
+    if meta.index_layout != LAYOUT {
+        return Err(VerifyError::WrongLayout {
+            file,
+            found: meta.index_layout,
+        });
+    }
+    if meta.material != name {
+        return Err(VerifyError::WrongMaterial {
+            file,
+            found: meta.material.clone(),
+            expected: name.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// [`verify_table`] with the tables searched in several directories, in order: the table of
@@ -1644,38 +1658,14 @@ impl<'a> Library<'a> {
         if let Some(t) = tables.get(&material) {
             return Ok(Arc::clone(t));
         }
-        let name = material.to_string();
-        let file_name = self.file_name(material);
-        let file = (self.dirs.iter())
-            .map(|d| d.join(&file_name))
-            .find(|f| f.exists())
-            .unwrap_or_else(|| self.dirs[0].join(&file_name));
-        if !file.exists() {
-            return Err(VerifyError::MissingTable { file });
-        }
-        // Positioned reads, no memory map: the pages of a large table do not count as this
-        // process's memory, and every value is read once or a few times.
-        let table = Table::open_pread(&file)?;
-        let meta = table.meta();
-        match (meta.metric, self.dtz50) {
+        let (table, file) = open_in(&self.dirs, &self.file_name(material))?;
+        match (table.meta().metric, self.dtz50) {
             (Metric::Dtm, false) | (Metric::Dtz50, true) => {}
             (Metric::AdjudicatedDtm, _) => return Err(VerifyError::NotExact { file }),
             (Metric::Dtz50 | Metric::Wdl50, false) => return Err(VerifyError::NotDtm { file }),
             (Metric::Dtm | Metric::Wdl50, true) => return Err(VerifyError::NotDtz { file }),
         }
-        if meta.index_layout != LAYOUT {
-            return Err(VerifyError::WrongLayout {
-                file,
-                found: meta.index_layout,
-            });
-        }
-        if meta.material != name {
-            return Err(VerifyError::WrongMaterial {
-                file,
-                found: meta.material.clone(),
-                expected: name,
-            });
-        }
+        check_layout_and_material(&table, file, &material.to_string())?;
         let table = Arc::new(table);
         tables.insert(material, Arc::clone(&table));
         Ok(table)

@@ -312,7 +312,7 @@ impl ValueSource for TableDir {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        located_value(self, loc, |table, slice, index| table.value(slice, index))
+        located(self, loc, Table::value, Value::from_raw)
     }
 }
 
@@ -320,11 +320,7 @@ impl DtzSource for TableDir {
     type Error = TableError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
-        let raw = located_raw(self, loc, |table, slice, index| table.value(slice, index))?;
-        Dtz::from_raw(raw).ok_or(TableError::IllegalValue {
-            slice: loc.slice,
-            index: loc.index,
-        })
+        located(self, loc, Table::value, Dtz::from_raw)
     }
 }
 
@@ -332,23 +328,21 @@ impl Wdl50Source for TableDir {
     type Error = TableError;
 
     fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
-        let raw = located_raw(self, loc, |table, slice, index| table.value(slice, index))?;
-        wdl50_of_code(raw).ok_or(TableError::IllegalValue {
-            slice: loc.slice,
-            index: loc.index,
-        })
+        located(self, loc, Table::value, wdl50_of_code)
     }
 }
 
-/// The value at `loc` in its material's table of `dir`, the raw value read by `read` (table,
-/// slice, index); an illegal mark there is an error of the table.
-fn located_value(
+/// The value at `loc` in its material's table of `dir`: the raw value read by `read` (table,
+/// slice, index), decoded by `decode`; a raw value it does not take (an illegal mark) is an
+/// error of the table.
+fn located<T>(
     dir: &TableDir,
     loc: &Location,
     read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
-) -> Result<Value, TableError> {
+    decode: impl FnOnce(u16) -> Option<T>,
+) -> Result<T, TableError> {
     let raw = located_raw(dir, loc, read)?;
-    Value::from_raw(raw).ok_or(TableError::IllegalValue {
+    decode(raw).ok_or(TableError::IllegalValue {
         slice: loc.slice,
         index: loc.index,
     })
@@ -379,9 +373,7 @@ impl ValueSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        located_value(self.0, loc, |table, slice, index| {
-            READER.with(|r| r.borrow_mut().value(table, slice, index))
-        })
+        located(self.0, loc, read_cached, Value::from_raw)
     }
 }
 
@@ -389,13 +381,7 @@ impl DtzSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
-        let raw = located_raw(self.0, loc, |table, slice, index| {
-            READER.with(|r| r.borrow_mut().value(table, slice, index))
-        })?;
-        Dtz::from_raw(raw).ok_or(TableError::IllegalValue {
-            slice: loc.slice,
-            index: loc.index,
-        })
+        located(self.0, loc, read_cached, Dtz::from_raw)
     }
 }
 
@@ -403,13 +389,7 @@ impl Wdl50Source for ThreadCached<'_> {
     type Error = TableError;
 
     fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
-        let raw = located_raw(self.0, loc, |table, slice, index| {
-            READER.with(|r| r.borrow_mut().value(table, slice, index))
-        })?;
-        wdl50_of_code(raw).ok_or(TableError::IllegalValue {
-            slice: loc.slice,
-            index: loc.index,
-        })
+        located(self.0, loc, read_cached, wdl50_of_code)
     }
 }
 
