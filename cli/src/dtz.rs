@@ -18,7 +18,7 @@ use zermelo_coordinator::plan::{plan, MaterialPlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
 use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzStep, DtzSuccessors};
 use zermelo_worker::solver::SolveError;
-use zermelo_worker::tables::{read_cached, TableDir, TableError, ThreadCached};
+use zermelo_worker::tables::{read_cached, read_cached_values, TableDir, TableError, ThreadCached};
 
 /// What a DTZ50 build did for one material.
 #[derive(Debug, serde::Serialize)]
@@ -165,6 +165,9 @@ struct Successors<'a> {
     tables: &'a TableDir,
     /// The tables the slice's captures and promotions lead into.
     opened: Vec<(Material, Arc<Table>)>,
+    /// The slice's own table of mates and the slice's place in it, if there is one
+    /// ([`Mates`]): its draws are draws.
+    mates: Option<(Arc<Table>, usize)>,
 }
 
 impl<'a> Successors<'a> {
@@ -172,6 +175,7 @@ impl<'a> Successors<'a> {
         key: &SliceKey,
         solved: &'a HashMap<SliceKey, Vec<u16>>,
         tables: &'a TableDir,
+        mates: Option<&Arc<Table>>,
     ) -> Result<Successors<'a>, SolveError> {
         let mut opened: Vec<(Material, Arc<Table>)> = Vec::new();
         for s in key.successors() {
@@ -180,11 +184,13 @@ impl<'a> Successors<'a> {
                 opened.push((m, tables.table(&m)?));
             }
         }
+        let mates = mates.and_then(|t| Some((t.clone(), t.find_slice(key.raw())?)));
         Ok(Successors {
             material: key.material,
             solved,
             tables,
             opened,
+            mates,
         })
     }
 }
@@ -219,6 +225,34 @@ impl DtzSource for Successors<'_> {
 impl DtzSuccessors for Successors<'_> {
     fn dtz_of(&self, pos: &Position) -> Result<Dtz, SolveError> {
         probe::dtz(pos, self)
+    }
+
+    fn known_draws(&self, _key: &SliceKey, first: u64, draws: &mut [bool]) -> Result<(), SolveError> {
+        let Some((table, slice)) = &self.mates else {
+            return Ok(());
+        };
+        let mut values = vec![0u16; draws.len()];
+        read_cached_values(table, *slice, first, &mut values).map_err(TableError::from)?;
+        for (d, v) in draws.iter_mut().zip(values) {
+            *d = v == zermelo_chess::value::DRAW;
+        }
+        Ok(())
+    }
+}
+
+/// The material's own table of mates in the directories, if there is a whole one (its every
+/// byte hashed as written): its draws are the DTZ50 table's draws, found without a move
+/// generated (the 50-move rule only turns wins and losses into draws). Read a block at a time
+/// (`pread`), never mapped whole.
+fn mates_of(dirs: &[PathBuf], material: &Material) -> Option<Arc<Table>> {
+    let mates = TableDir::from_list(dirs).pread();
+    let table = mates.table(material).ok()?;
+    match table.verify_checksum() {
+        Ok(()) => Some(table),
+        Err(e) => {
+            tracing::warn!(%material, error = %e, "the table of mates is damaged: not used for the DTZ50 build");
+            None
+        }
     }
 }
 
@@ -316,8 +350,10 @@ pub fn build_dtz50(
             continue;
         }
         let mut solved: HashMap<SliceKey, Vec<u16>> = HashMap::new();
+        let mates = mates_of(dirs, &material);
+        info!(%material, draws_from_mates = mates.is_some(), "DTZ50 build of a material begins");
         for key in mp.slices() {
-            let succ = Successors::new(key, &solved, &tables)
+            let succ = Successors::new(key, &solved, &tables, mates.as_ref())
                 .map_err(|source| DtzError::Solve { slice: *key, source })?;
             let step = |s: DtzStep| match s {
                 DtzStep::Inited(n) => {

@@ -351,3 +351,42 @@ fn wdl50_tables_go_to_the_first_directory_of_a_list() {
     assert_ok(&o);
     assert!(stdout(&o).contains("KRvK.zwl: ok"), "{}", stdout(&o));
 }
+
+/// With the tables of mates in the folder, their draws are the DTZ50 tables' draws, found
+/// without a move generated: the same bytes as a build without them. A damaged table of mates
+/// is not used (a line says so), and the bytes are the same again.
+#[test]
+fn the_draws_of_the_tables_of_mates_give_the_same_dtz50_tables() {
+    let plain = tempfile::tempdir().unwrap();
+    build_dtz(plain.path(), &["KRvKP"]);
+    let with = tempfile::tempdir().unwrap();
+    let w = with.path().to_str().unwrap();
+    assert_ok(&run(&["solve", "--tables", w, "KRvKP"]));
+    let o = run(&["dtz", "--tables", w, "KRvKP"]);
+    assert_ok(&o);
+    assert!(stderr(&o).contains("draws_from_mates=true"), "{}", stderr(&o));
+    let same = |what: &str| {
+        for m in ["KRvKP", "KQvK", "KRvK", "KPvK"] {
+            let name = format!("{m}.zdz");
+            let a = std::fs::read(plain.path().join(&name)).unwrap();
+            let b = std::fs::read(with.path().join(&name)).unwrap();
+            assert!(a == b, "{name}: other bytes {what}");
+        }
+    };
+    same("with the draws of the tables of mates");
+
+    let zmt = with.path().join("KRvKP.zmt");
+    let mut bytes = std::fs::read(&zmt).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&zmt, bytes).unwrap();
+    std::fs::remove_file(with.path().join("KRvKP.zdz")).unwrap();
+    let o = run(&["dtz", "--tables", w, "KRvKP"]);
+    assert_ok(&o);
+    assert!(
+        stderr(&o).contains("the table of mates is damaged"),
+        "{}",
+        stderr(&o)
+    );
+    same("with a damaged table of mates beside them");
+}

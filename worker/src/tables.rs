@@ -412,6 +412,17 @@ pub fn read_cached(table: &Table, slice: usize, index: u64) -> Result<u16, Stora
     READER.with(|r| r.borrow_mut().value(table, slice, index))
 }
 
+/// The stored values at `first..first + out.len()` of slice `slice` of `table`, into `out`,
+/// read through this thread's cache of decompressed blocks ([`read_cached`]).
+pub fn read_cached_values(
+    table: &Table,
+    slice: usize,
+    first: u64,
+    out: &mut [u16],
+) -> Result<(), StorageError> {
+    READER.with(|r| r.borrow_mut().values(table, slice, first, out))
+}
+
 /// One slice of a table file, read a value at a time through the thread's block cache: its
 /// values are never held whole.
 pub struct TableSlice {
