@@ -166,7 +166,7 @@ struct Successors<'a> {
     /// The tables the slice's captures and promotions lead into.
     opened: Vec<(Material, Arc<Table>)>,
     /// The slice's own table of mates and the slice's place in it, if there is one
-    /// ([`Mates`]): its draws are draws.
+    /// ([`mates_of`]): its draws are draws.
     mates: Option<(Arc<Table>, usize)>,
 }
 
