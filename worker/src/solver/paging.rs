@@ -717,12 +717,11 @@ impl Shared {
             }
         }
         // And what was mapped uncounted: gone too, so that the files' pages held stay within
-        // what is counted (at most until the next look). In pages only: a read fault maps the
-        // 64 KiB around it, over units of 4 KiB; a huge unit is a folio the kernel maps whole.
-        if self.unit == PAGE {
-            for r in regions.iter() {
-                self.sweep(r);
-            }
+        // what is counted (at most until the next look). A read fault maps the 64 KiB around
+        // it, over units of 4 KiB; and in any unit, an index reached outside the K-slices
+        // marked maps its unit uncounted.
+        for r in regions.iter() {
+            self.sweep(r);
         }
         EVICTIONS.fetch_add(evicted, Relaxed);
         let evictions = self.evictions.fetch_add(evicted, Relaxed) + evicted;
