@@ -18,9 +18,11 @@
 //! 3. *Finish*: what is still undecided is a draw.
 //!
 //! About 2.25 bytes per index: a 16-bit cell each, which becomes the value in place, and two
-//! bitmaps. The passes cost an un-move generation per decided position. Independent of the mate
-//! solver: its values are checked by `verify`, and against Syzygy's tables (see
-//! `docs/dtz50.md`).
+//! bitmaps. The passes cost an un-move generation per decided position. It needs nothing of the
+//! mate solver; only where its caller gives the draws of the slice's table of mates
+//! ([`DtzSuccessors::known_draws`]) are those set without a move generated (a draw ignoring the
+//! rule is a draw under it). Its values are checked by `verify`, and against Syzygy's tables
+//! (see `docs/dtz50.md`).
 
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
 
