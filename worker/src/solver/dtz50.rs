@@ -32,8 +32,10 @@ use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::Position;
 
+use super::geometry::Geometry;
+use super::memory::Deferred;
 use super::par::for_each_chunk;
-use super::reference::{for_each_predecessor, legal_position};
+use super::reference::legal_position;
 use super::SolveError;
 
 /// DTZ50 values of positions outside the slice being solved.
@@ -73,6 +75,9 @@ struct Cells {
     /// Positions whose value is final at the distance of the pass (`frontier[d % 2]`), and at
     /// the next.
     frontier: [Vec<AtomicU64>; 2],
+    /// Whether a bit of `frontier[k]` may have been set since it was last emptied: the pass
+    /// that finds it clear needs no look at the bitmap's words.
+    filled: [AtomicBool; 2],
     /// Whether a position is decided at 101 other than through the pass before (final there,
     /// or undecided with a winning exit in 101): the pass of 101 looks for them first.
     any_late: AtomicBool,
@@ -100,6 +105,10 @@ impl Cells {
             self.any_late.store(true, Relaxed);
         } else {
             Cells::set_bit(&self.frontier[d as usize % 2], i);
+            let filled = &self.filled[d as usize % 2];
+            if !filled.load(Relaxed) {
+                filled.store(true, Relaxed);
+            }
         }
     }
 
@@ -120,6 +129,7 @@ impl Cells {
         }
         if bits != 0 {
             self.frontier[LATE as usize % 2][w].fetch_or(bits, Relaxed);
+            self.filled[LATE as usize % 2].store(true, Relaxed);
         }
     }
 }
@@ -149,8 +159,10 @@ pub fn solve_slice_dtz50(
     let cells = Cells {
         cells: (0..n).map(|_| AtomicU16::new(NONE)).collect(),
         frontier: [bitmap(), bitmap()],
+        filled: [AtomicBool::new(false), AtomicBool::new(false)],
         any_late: AtomicBool::new(false),
     };
+    let g = Geometry::new(key);
 
     // 1. Exits, mates, stalemates, inside-move counts.
     for_each_chunk(n, 1 << 12, threads, |range| {
@@ -180,24 +192,35 @@ pub fn solve_slice_dtz50(
                 Ok::<(), SolveError>(())
             })?;
         }
+        // Nothing sets a bit of this pass's frontier while it runs (its marks are for later
+        // distances), so it is empty after it. A word is read before it is cleared: most are
+        // 0, and a locked exchange of each cost a large slice's passes more than their
+        // un-moves.
         let frontier = &cells.frontier[d as usize % 2];
         let any = AtomicBool::new(false);
-        for_each_chunk(words, 64, threads, |range| {
-            for w in range {
-                let mut bits = frontier[w].swap(0, Relaxed);
-                if bits != 0 {
-                    any.store(true, Relaxed);
+        if cells.filled[d as usize % 2].swap(false, Relaxed) {
+            for_each_chunk(words, 64, threads, |range| {
+                let mut queues = Marks::new(&cells, d);
+                for w in range {
+                    if frontier[w].load(Relaxed) == 0 {
+                        continue;
+                    }
+                    let mut bits = frontier[w].swap(0, Relaxed);
+                    if bits != 0 && !any.load(Relaxed) {
+                        any.store(true, Relaxed);
+                    }
+                    while bits != 0 {
+                        let i = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        propagate(&g, &cells, i, &mut queues);
+                    }
                 }
-                while bits != 0 {
-                    let i = w * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    propagate(&ix, &cells, i, d);
-                }
-            }
-            Ok::<(), SolveError>(())
-        })?;
+                queues.drain();
+                Ok::<(), SolveError>(())
+            })?;
+        }
         let waiting = d < LATE && cells.any_late.load(Relaxed);
-        if !any.load(Relaxed) && !waiting && next_is_empty(&cells, d) {
+        if !any.load(Relaxed) && !waiting && !cells.filled[(d as usize + 1) % 2].load(Relaxed) {
             break;
         }
         if d >= MAX_CELL_DTZ - 1 {
@@ -221,12 +244,6 @@ pub fn solve_slice_dtz50(
     // a valid `Vec<u16>` of the same length and capacity, owned by it from here (the original
     // is not dropped).
     Ok(unsafe { Vec::from_raw_parts(cells.as_mut_ptr().cast::<u16>(), cells.len(), cells.capacity()) })
-}
-
-fn next_is_empty(cells: &Cells, d: u16) -> bool {
-    cells.frontier[(d as usize + 1) % 2]
-        .iter()
-        .all(|w| w.load(Relaxed) == 0)
 }
 
 /// Looks at one index before the passes: not a position, final (no inside move, or a mate),
@@ -285,43 +302,96 @@ fn init_position(
     Ok(())
 }
 
-/// From a position whose value is final at exactly distance `d`, un-moves to its predecessors.
-fn propagate(ix: &SliceIndexer, cells: &Cells, j: usize, d: u16) {
+/// The marks of the pass of distance `d` on predecessors, each queued a few steps behind a
+/// prefetch of its cell (the cells are read at random: queued, their reads overlap): those of
+/// a loss in `d`, and those of a win. What a mark does does not depend on the order.
+struct Marks<'c> {
+    cells: &'c Cells,
+    d: u16,
+    of_losses: Deferred,
+    of_wins: Deferred,
+}
+
+impl<'c> Marks<'c> {
+    fn new(cells: &'c Cells, d: u16) -> Marks<'c> {
+        Marks {
+            cells,
+            d,
+            of_losses: Deferred::new(),
+            of_wins: Deferred::new(),
+        }
+    }
+
+    /// Every queued mark done.
+    fn drain(&mut self) {
+        let (cells, d) = (self.cells, self.d);
+        self.of_losses.drain(&mut |p| mark(cells, p, d, true));
+        self.of_wins.drain(&mut |p| mark(cells, p, d, false));
+    }
+}
+
+/// From a position whose value is final at exactly the pass's distance, un-moves to its
+/// predecessors (each once per move into it, as the counts need; an index that is not a
+/// position has a cell of 0, and so has an illegal position, never looked at), marked through
+/// `marks`.
+fn propagate(g: &Geometry, cells: &Cells, j: usize, marks: &mut Marks<'_>) {
     let v = Dtz::from_raw(cells.cells[j].load(Relaxed)).expect("a frontier position is final");
+    let d = marks.d;
+    let placed = g.decode(j as u64).expect("a frontier position is placed");
+    match v {
+        Dtz::Loss(_) => {
+            let q = &mut marks.of_losses;
+            g.for_each_unmove(j as u64, &placed, |p| {
+                q.push(&cells.cells, p as usize, &mut |p| mark(cells, p, d, true))
+            });
+        }
+        Dtz::Win(_) => {
+            let q = &mut marks.of_wins;
+            g.for_each_unmove(j as u64, &placed, |p| {
+                q.push(&cells.cells, p as usize, &mut |p| mark(cells, p, d, false))
+            });
+        }
+        Dtz::Draw => unreachable!("a frontier position is won or lost"),
+    }
+}
+
+/// The mark on predecessor `p` of a position final at distance `d`, a loss if `of_loss` (else a
+/// win): a move into a loss in `d` wins in `d + 1`; a move into a win is one inside move fewer
+/// not known to lose, and with none left the position loses in `d + 1` (or in 101, if an exit
+/// holds out that long).
+#[inline(always)]
+fn mark(cells: &Cells, p: usize, d: u16, of_loss: bool) {
     let next = d + 1;
-    for_each_predecessor(ix, j, |p| {
-        let cell = &cells.cells[p];
-        let mut c = cell.load(Relaxed);
-        loop {
-            if c & UNDECIDED == 0 {
+    let cell = &cells.cells[p];
+    let mut c = cell.load(Relaxed);
+    loop {
+        if c & UNDECIDED == 0 {
+            return;
+        }
+        // The new cell, and the distance it is decided at if it is.
+        let (new, at) = if of_loss {
+            (Dtz::Win(next).raw(), Some(next))
+        } else if c & NO_LOSS == 0 {
+            if c & COUNT == 1 {
+                // Its last inside move loses: lost in `d + 1`, or later by an exit.
+                let at = if c & LATE_EXIT != 0 { next.max(LATE) } else { next };
+                (Dtz::Loss(at).raw(), Some(at))
+            } else {
+                (c - 1, None)
+            }
+        } else {
+            return;
+        };
+        match cell.compare_exchange_weak(c, new, Relaxed, Relaxed) {
+            Ok(_) => {
+                if let Some(at) = at {
+                    cells.join(p, at, d);
+                }
                 return;
             }
-            // The new cell, and the distance it is decided at if it is.
-            let (new, at) = match v {
-                // A move into a loss in `d`: the predecessor wins in `d + 1`.
-                Dtz::Loss(_) => (Dtz::Win(next).raw(), Some(next)),
-                Dtz::Win(_) if c & NO_LOSS == 0 => {
-                    if c & COUNT == 1 {
-                        // Its last inside move loses: lost in `d + 1`, or later by an exit.
-                        let at = if c & LATE_EXIT != 0 { next.max(LATE) } else { next };
-                        (Dtz::Loss(at).raw(), Some(at))
-                    } else {
-                        (c - 1, None)
-                    }
-                }
-                _ => return,
-            };
-            match cell.compare_exchange_weak(c, new, Relaxed, Relaxed) {
-                Ok(_) => {
-                    if let Some(at) = at {
-                        cells.join(p, at, d);
-                    }
-                    return;
-                }
-                Err(now) => c = now,
-            }
+            Err(now) => c = now,
         }
-    });
+    }
 }
 
 #[cfg(test)]

@@ -246,10 +246,10 @@ impl Deferred {
         }
     }
 
-    /// Queues index `i` of `bytes`; runs `f` on the oldest queued index when the queue is full.
+    /// Queues index `i` of `array`; runs `f` on the oldest queued index when the queue is full.
     #[inline(always)]
-    pub(crate) fn push(&mut self, bytes: &[AtomicU8], i: usize, f: &mut impl FnMut(usize)) {
-        prefetch(bytes, i);
+    pub(crate) fn push<T>(&mut self, array: &[T], i: usize, f: &mut impl FnMut(usize)) {
+        prefetch(array, i);
         let slot = &mut self.ring[self.n % DEFERRED];
         if self.n >= DEFERRED {
             f(*slot);
