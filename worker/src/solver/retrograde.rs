@@ -1475,7 +1475,7 @@ fn init_line<S: InitTarget>(
 /// `target` sees; another man if it attacks `target` without `l` and `l` is not between them (a
 /// new man blocks, never opens a line).
 #[inline]
-fn line_attacked(g: &Geometry, line: &Decoded, l: usize, target: Square, by: Color) -> Bitboard {
+pub(super) fn line_attacked(g: &Geometry, line: &Decoded, l: usize, target: Square, by: Color) -> Bitboard {
     if (pawn_attacks(by.other(), target) & g.pawns[by.index()]).any() {
         return Bitboard::ALL;
     }
