@@ -227,6 +227,19 @@ impl DtzSuccessors for Successors<'_> {
         probe::dtz(pos, self)
     }
 
+    fn solved_values(&self, key: &SliceKey, first: u64, out: &mut [u16]) -> Result<bool, SolveError> {
+        let Some(values) = self.solved.get(key) else {
+            return Ok(false);
+        };
+        let range = first as usize..first as usize + out.len();
+        let run = values.get(range).ok_or(SolveError::BadSuccessor {
+            slice: *key,
+            index: first,
+        })?;
+        out.copy_from_slice(run);
+        Ok(true)
+    }
+
     fn known_draws(&self, _key: &SliceKey, first: u64, draws: &mut [bool]) -> Result<(), SolveError> {
         let Some((table, slice)) = &self.mates else {
             return Ok(());
