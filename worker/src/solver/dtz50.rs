@@ -37,7 +37,7 @@ use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Bitboard, Color, Move, Position, Role, Square};
 
 use super::geometry::{kings, unmap_bb, Decoded, Geometry};
-use super::memory::Deferred;
+use super::memory::{atomic_u16s, atomic_u64s, Deferred};
 use super::par::for_each_chunk;
 use super::reference::legal_position;
 use super::retrograde::{line_attacked, line_legal};
@@ -170,9 +170,12 @@ pub fn solve_slice_dtz50(
     let n = ix.size() as usize;
     let start = std::time::Instant::now();
     let words = n.div_ceil(64);
-    let bitmap = || (0..words).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+    // Zeroed by the allocator and not touched here: the pages are first written by the init's
+    // threads, in parallel (KRNvKNN's 15 GB of cells, written here by one thread, kept the
+    // build from starting for half a minute).
+    let bitmap = || atomic_u64s(words);
     let cells = Cells {
-        cells: (0..n).map(|_| AtomicU16::new(NONE)).collect(),
+        cells: atomic_u16s(n),
         frontier: [bitmap(), bitmap()],
         filled: [AtomicBool::new(false), AtomicBool::new(false)],
         any_late: AtomicBool::new(false),
@@ -264,8 +267,9 @@ pub fn solve_slice_dtz50(
     Ok(unsafe { Vec::from_raw_parts(cells.as_mut_ptr().cast::<u16>(), cells.len(), cells.capacity()) })
 }
 
-/// A legal position not looked at yet, in [`init_by_lines`] (any other code but 0 would do: it
-/// only has to say "a position" to the lines that read it meanwhile).
+/// A legal position not looked at yet, in [`init_by_lines`]: not 0 (the lines that read it
+/// meanwhile take it for a position), and no cell once looked at (undecided with no move
+/// inside left to count: such a position is final from the start).
 const LEGAL: u16 = UNDECIDED;
 
 /// Step 1 of [`solve_slice_dtz50`] for a slice whose lowest field is a lone man `l` (lines of 64

@@ -18,7 +18,7 @@
 //! ([`Deferred`]).
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use zermelo_storage::advise_huge_pages;
 
@@ -30,6 +30,12 @@ const HUGE_FROM_BYTES: usize = 512 << 20;
 /// `n` bytes set to 0, on huge pages when very large.
 pub(crate) fn atomic_u8s(n: usize) -> Vec<AtomicU8> {
     // SAFETY: an `AtomicU8` of all-zero bytes is 0.
+    unsafe { zeroed(n) }
+}
+
+/// `n` 16-bit values set to 0, on huge pages when very large.
+pub(crate) fn atomic_u16s(n: usize) -> Vec<AtomicU16> {
+    // SAFETY: an `AtomicU16` of all-zero bytes is 0.
     unsafe { zeroed(n) }
 }
 
