@@ -562,9 +562,10 @@ fn init_position(
     Ok(true)
 }
 
-/// The legal captures of `pos` (a position of a slice, so without an en-passant square), by
-/// its men and its pawns (a pawn taking on its last rank promotes to each role), each valued as
-/// after the move: the best of them, and whether one loses in 101 plies.
+/// The legal captures of `pos` (a position of a slice, so without an en-passant square, whose
+/// pawns of the side to move are not on their seventh rank: [`line_pushes`] leaves those lines
+/// to [`init_position`]), by its men and its pawns, each valued as after the move: the best of
+/// them, and whether one loses in 101 plies.
 fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<(Option<Dtz>, bool), SolveError> {
     let us = pos.turn;
     let them = us.other();
@@ -576,41 +577,32 @@ fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<(Option<Dtz
     let mut late_loss = false;
     for from in board.by_color(us) {
         let piece = board.piece_at(from).expect("a man on each square of its colour");
-        let pawn = piece.role == Role::Pawn;
-        let targets = if pawn {
+        let targets = if piece.role == Role::Pawn {
+            debug_assert!(
+                from.relative_rank(us) < 6,
+                "a pawn that takes does not promote here"
+            );
             pawn_attacks(us, from)
         } else {
             attacks(piece, from, occupied)
         };
         for to in targets & victims {
-            let promotions: &[Option<Role>] = if pawn && to.relative_rank(us) == 7 {
-                &[
-                    Some(Role::Queen),
-                    Some(Role::Rook),
-                    Some(Role::Bishop),
-                    Some(Role::Knight),
-                ]
-            } else {
-                &[None]
+            let m = Move {
+                role: piece.role,
+                from,
+                to,
+                capture: board.piece_at(to).map(|p| p.role),
+                promotion: None,
+                en_passant: false,
             };
-            for &promotion in promotions {
-                let m = Move {
-                    role: piece.role,
-                    from,
-                    to,
-                    capture: board.piece_at(to).map(|p| p.role),
-                    promotion,
-                    en_passant: false,
-                };
-                let after = pos.play(&m);
-                let king = after.board.king_of(us).expect("a slice has both kings");
-                if after.attackers_to(king, them, after.board.occupied()).any() {
-                    break; // It leaves its king attacked, whatever it promotes to: not a move.
-                }
-                let v = succ.dtz_of(&after)?.after_move(true);
-                late_loss |= v == Dtz::Loss(LATE);
-                best = Some(best.map_or(v, |b| b.max(v)));
+            let after = pos.play(&m);
+            let king = after.board.king_of(us).expect("a slice has both kings");
+            if after.attackers_to(king, them, after.board.occupied()).any() {
+                continue; // It leaves its king attacked: not a move.
             }
+            let v = succ.dtz_of(&after)?.after_move(true);
+            late_loss |= v == Dtz::Loss(LATE);
+            best = Some(best.map_or(v, |b| b.max(v)));
         }
     }
     Ok((best, late_loss))
