@@ -34,11 +34,12 @@ use zermelo_chess::attacks::{attacks, pawn_attacks};
 use zermelo_chess::dtz::{Dtz, RULE_PLIES};
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Bitboard, Color, Move, Position, Role, Square};
+use zermelo_chess::{Bitboard, Move, Position, Role};
 
 use super::geometry::{kings, unmap_bb, Decoded, Geometry};
 use super::memory::{atomic_u16s, atomic_u64s, Deferred};
 use super::par::for_each_chunk;
+use super::pawn_exits::{ahead, beside};
 use super::reference::legal_position;
 use super::retrograde::{line_attacked, line_legal};
 use super::SolveError;
@@ -449,27 +450,6 @@ fn line_pushes(
         }
     }
     Ok(true)
-}
-
-/// The square ahead of `s` for a pawn of `us` (not on its last rank).
-fn ahead(us: Color, s: Square) -> Square {
-    Square::new(if us == Color::White {
-        s.u8() + 8
-    } else {
-        s.u8() - 8
-    })
-}
-
-/// The squares beside `s` on its rank.
-fn beside(s: Square) -> Bitboard {
-    let mut b = Bitboard::EMPTY;
-    if s.file() > 0 {
-        b = b.with(Square::new(s.u8() - 1));
-    }
-    if s.file() < 7 {
-        b = b.with(Square::new(s.u8() + 1));
-    }
-    b
 }
 
 /// The squares of line `line`'s man `l` ([`Geometry::decode_line`]) for which the side to move

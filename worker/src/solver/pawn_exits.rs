@@ -336,12 +336,26 @@ impl Default for LinePushes {
 
 /// The square ahead of `s` for a pawn of `us` (on the board: the pawn is not on its last rank).
 #[inline]
-fn ahead(us: Color, s: Square) -> Square {
+pub(super) fn ahead(us: Color, s: Square) -> Square {
     Square::new(if us == Color::White {
         s.u8() + 8
     } else {
         s.u8() - 8
     })
+}
+
+/// The squares beside `s` on its rank (where an enemy pawn may take en passant after a double
+/// push to `s`).
+#[inline]
+pub(super) fn beside(s: Square) -> Bitboard {
+    let mut b = Bitboard::EMPTY;
+    if s.file() > 0 {
+        b = b.with(Square::new(s.u8() - 1));
+    }
+    if s.file() < 7 {
+        b = b.with(Square::new(s.u8() + 1));
+    }
+    b
 }
 
 /// Who is who in position `d`: the side to move, the other, the mover's king, the other side's
@@ -630,10 +644,7 @@ impl<'a> PawnExits<'a> {
                 if !safe(our_king, occupied, pawns, captured) {
                     continue;
                 }
-                let beside = Bitboard::EMPTY
-                    .with(Square::new(to.u8().saturating_sub(1)))
-                    .with(Square::new((to.u8() + 1).min(63)));
-                if double && (pawns & beside & Bitboard(0xff << (8 * to.rank()))).any() {
+                if double && (pawns & beside(to)).any() {
                     // An enemy pawn beside it may take en passant: ask the source.
                     exits.add(self.by_position(g, d, from, to, succ)?);
                     continue;
@@ -750,10 +761,7 @@ impl<'a> PawnExits<'a> {
                 .then(|| forward(one))
                 .filter(|&t| !occ.contains(t));
             for (to, double) in [(one, false)].into_iter().chain(two.map(|t| (t, true))) {
-                let beside = Bitboard::EMPTY
-                    .with(Square::new(to.u8().saturating_sub(1)))
-                    .with(Square::new((to.u8() + 1).min(63)));
-                if double && (their_pawns & beside & Bitboard(0xff << (8 * to.rank()))).any() {
+                if double && (their_pawns & beside(to)).any() {
                     return Ok(false);
                 }
                 let Some(&(_, _, slice, values)) = self.pushes.iter().find(|p| p.0 == from && p.1 == to)
