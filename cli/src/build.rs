@@ -162,7 +162,7 @@ const WRITER_BYTES: u64 = 1 << 20;
 /// with 64 MiB, KPPPvK (waves of up to 288 slices solved together) took 309 s on 2 threads and
 /// KNPvKP (promotions into slices of 59 MB) 140 s; with 1 GiB, 23 s and 36 s, the same bytes.
 /// KRPvKR is as fast either way.
-const SLICE_CACHE_BYTES: u64 = 1 << 30;
+pub(crate) const SLICE_CACHE_BYTES: u64 = 1 << 30;
 
 /// What building one material on `threads` threads holds in memory at its peak, in bytes, with
 /// `by_slice` set when its slices may be solved one per thread at once, `changed_bits` when

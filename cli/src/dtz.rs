@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use tracing::info;
 use zermelo_chess::dtz::Dtz;
-use zermelo_chess::index::{Location, INDEX_LAYOUT};
+use zermelo_chess::index::{Location, SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, DtzSource};
 use zermelo_chess::slice::SliceKey;
 use zermelo_chess::{Material, Position};
@@ -18,7 +18,9 @@ use zermelo_coordinator::plan::{plan, MaterialPlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
 use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzStep, DtzSuccessors};
 use zermelo_worker::solver::SolveError;
-use zermelo_worker::tables::{read_cached, read_cached_values, TableDir, TableError, ThreadCached};
+use zermelo_worker::tables::{
+    read_cached_values, SliceMap, SuccessorCache, TableDir, TableError, ThreadCached,
+};
 
 /// What a DTZ50 build did for one material.
 #[derive(Debug, serde::Serialize)]
@@ -157,14 +159,16 @@ pub fn write_wdl50(
 }
 
 /// The successors of a slice for its DTZ50: the material's slices solved already, in memory,
-/// and the other materials' tables, opened once for the slice (a table looked up a value would
-/// take the directory's lock and count references on every exit: 15% of KQRvKR's build).
+/// and the slices of the other materials it converts into, from the build's [`SuccessorCache`]
+/// (held whole when small enough, else read a block at a time from their tables: a value read
+/// through the directory would take its lock on every exit, 15% of KQRvKR's build, and a
+/// block decompressed again for every few reads, 9% of KRPvKR's).
 struct Successors<'a> {
     material: Material,
     solved: &'a HashMap<SliceKey, Vec<u16>>,
     tables: &'a TableDir,
-    /// The tables the slice's captures and promotions lead into.
-    opened: Vec<(Material, Arc<Table>)>,
+    /// The slices of other materials the slice's captures and promotions lead into.
+    others: SliceMap,
     /// The slice's own table of mates and the slice's place in it, if there is one
     /// ([`mates_of`]): its draws are draws.
     mates: Option<(Arc<Table>, usize)>,
@@ -175,21 +179,17 @@ impl<'a> Successors<'a> {
         key: &SliceKey,
         solved: &'a HashMap<SliceKey, Vec<u16>>,
         tables: &'a TableDir,
+        cache: &SuccessorCache,
         mates: Option<&Arc<Table>>,
     ) -> Result<Successors<'a>, SolveError> {
-        let mut opened: Vec<(Material, Arc<Table>)> = Vec::new();
-        for s in key.successors() {
-            let m = s.material;
-            if m != key.material && !m.is_bare_kings() && opened.iter().all(|(o, _)| *o != m) {
-                opened.push((m, tables.table(&m)?));
-            }
-        }
+        let other = |s: &SliceKey| s.material != key.material && !s.material.is_bare_kings();
+        let others = cache.successors_where(key, &other, &|s| tables.table(&s.material))?;
         let mates = mates.and_then(|t| Some((t.clone(), t.find_slice(key.raw())?)));
         Ok(Successors {
             material: key.material,
             solved,
             tables,
-            opened,
+            others,
             mates,
         })
     }
@@ -199,18 +199,14 @@ impl DtzSource for Successors<'_> {
     type Error = SolveError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, SolveError> {
-        let m = loc.slice.material;
-        let raw = if m == self.material {
+        let raw = if loc.slice.material == self.material {
             let values = self
                 .solved
                 .get(&loc.slice)
                 .ok_or(SolveError::MissingSuccessor(loc.slice))?;
             values.get(loc.index as usize).copied().unwrap_or(0)
-        } else if let Some((_, table)) = self.opened.iter().find(|(o, _)| *o == m) {
-            let slice = table
-                .find_slice(loc.slice.raw())
-                .ok_or(SolveError::MissingSuccessor(loc.slice))?;
-            read_cached(table, slice, loc.index).map_err(TableError::from)?
+        } else if self.others.contains(&loc.slice) {
+            self.others.raw_at(loc)?
         } else {
             // Not among the slice's successors as listed: through the directory.
             return Ok(ThreadCached(self.tables).dtz_at(loc)?);
@@ -291,7 +287,7 @@ fn check_plan(to_build: &[&MaterialPlan], budget: u64) -> Result<(), DtzError> {
     for mp in to_build {
         let largest = mp
             .slices()
-            .map(|k| zermelo_chess::index::SliceIndexer::new(*k).size())
+            .map(|k| SliceIndexer::new(*k).size())
             .max()
             .unwrap_or(0);
         let need = material_need(largest, mp.positions);
@@ -363,10 +359,18 @@ pub fn build_dtz50(
             continue;
         }
         let mut solved: HashMap<SliceKey, Vec<u16>> = HashMap::new();
+        // What the budget leaves beside the material's values, for whole successor slices.
+        let largest = mp
+            .slices()
+            .map(|k| SliceIndexer::new(*k).size())
+            .max()
+            .unwrap_or(0);
+        let spare = budget.saturating_sub(material_need(largest, positions));
+        let cache = SuccessorCache::new(spare.min(crate::build::SLICE_CACHE_BYTES));
         let mates = mates_of(dirs, &material);
         info!(%material, draws_from_mates = mates.is_some(), "DTZ50 build of a material begins");
         for key in mp.slices() {
-            let succ = Successors::new(key, &solved, &tables, mates.as_ref())
+            let succ = Successors::new(key, &solved, &tables, &cache, mates.as_ref())
                 .map_err(|source| DtzError::Solve { slice: *key, source })?;
             let step = |s: DtzStep| match s {
                 DtzStep::Inited(n) => {

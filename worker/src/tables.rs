@@ -575,16 +575,24 @@ impl SliceMap {
     }
 }
 
+impl SliceMap {
+    /// The stored value at `loc`, in a slice the map holds (0 past its end).
+    #[inline]
+    pub fn raw_at(&self, loc: &Location) -> Result<u16, SolveError> {
+        let held = self
+            .slices
+            .get(&loc.slice)
+            .ok_or_else(|| SolveError::MissingSuccessor(loc.slice))?;
+        held.as_ref().get(loc.index)
+    }
+}
+
 impl ValueSource for SliceMap {
     type Error = SolveError;
 
     #[inline]
     fn value_at(&self, loc: &Location) -> Result<Value, SolveError> {
-        let held = self
-            .slices
-            .get(&loc.slice)
-            .ok_or_else(|| SolveError::MissingSuccessor(loc.slice))?;
-        let raw = held.as_ref().get(loc.index)?;
+        let raw = self.raw_at(loc)?;
         Value::from_raw(raw).ok_or_else(|| SolveError::BadSuccessor {
             slice: loc.slice,
             index: loc.index,
@@ -643,8 +651,19 @@ impl SuccessorCache {
         key: &SliceKey,
         table_of: &dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError>,
     ) -> Result<SliceMap, TableError> {
+        self.successors_where(key, &|_| true, table_of)
+    }
+
+    /// [`SuccessorCache::successors_of`] for the successors `keep` says yes to (a DTZ50 build
+    /// holds the slices of its own material in memory already).
+    pub fn successors_where(
+        &self,
+        key: &SliceKey,
+        keep: &dyn Fn(&SliceKey) -> bool,
+        table_of: &dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError>,
+    ) -> Result<SliceMap, TableError> {
         let mut map = SliceMap::new();
-        for s in key.successors() {
+        for s in key.successors().into_iter().filter(|s| keep(s)) {
             if map.contains(&s) {
                 continue;
             }
