@@ -451,6 +451,11 @@ struct Solved {
 /// Bytes of a zstd stream's buffers and the file buffer of a slice being written to the cache.
 const ENCODER_BYTES: u64 = 4 << 20;
 
+/// The worker process's own memory, which no count of a task holds: its code and libraries
+/// (about 11 MiB mapped), its runtime, thread stacks and gRPC buffers. Workers of 90 MiB
+/// solving KQRvKR in 3 paged parts peaked 16-28 MiB past their budget without it.
+pub const PROCESS_BYTES: u64 = 32 << 20;
+
 /// The largest solved slice (in bytes of values) a worker with `budget` bytes keeps in memory
 /// for the next tasks, which often lead into it; larger ones are read from the cache when
 /// needed.
@@ -465,7 +470,8 @@ fn keep_limit(budget: u64) -> u64 {
 /// see [`crate::solver::solve_slice_into`]); the small successors' values, held whole (2 bytes a
 /// position; small as in [`keep_limit`]), and for the large ones, read a block at a time from
 /// their table form in the cache, each thread's cache of blocks ([`READER_BYTES`]); the solved
-/// slices kept in memory. With a description of the parts, for a refusal.
+/// slices kept in memory; the process itself ([`PROCESS_BYTES`]). With a description of the
+/// parts, for a refusal.
 pub fn task_memory(
     slices: &[SliceKey],
     successors: &BTreeSet<SliceKey>,
@@ -490,11 +496,12 @@ pub fn task_memory(
         .filter(|&b| b <= keep_limit(budget))
         .sum();
     let what = format!(
-        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {successors_what}; solved slices kept: {}",
+        "the solver's state for {at_once} slice(s) of up to {largest} positions on {threads} thread(s): {}; {successors_what}; solved slices kept: {}; the process itself: {}",
         human_bytes(solver),
-        human_bytes(kept)
+        human_bytes(kept),
+        human_bytes(PROCESS_BYTES)
     );
-    (solver + reading + kept, what)
+    (solver + reading + kept + PROCESS_BYTES, what)
 }
 
 /// What reading `successors` holds: the small ones' values whole (2 bytes a position; small as
@@ -553,15 +560,16 @@ pub fn paged_task_memory(
     } else {
         paged_need(n, threads, reader)
     };
-    let fixed = need.fixed + ENCODER_BYTES + held;
-    let least = need.least + ENCODER_BYTES + held;
+    let fixed = need.fixed + ENCODER_BYTES + held + PROCESS_BYTES;
+    let least = need.least + ENCODER_BYTES + held + PROCESS_BYTES;
     let what = format!(
-        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident{} and {} of {} on {threads} thread(s): {}; successor slices held whole: {}",
+        "with its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident{} and {} of {} on {threads} thread(s): {}; successor slices held whole: {}; the process itself: {}",
         if compact { " (the compact solver's bitmaps)" } else { "" },
         human_bytes(need.fixed),
         if compact { "buffers" } else { "summaries and buffers" },
         human_bytes(need.least),
-        human_bytes(held)
+        human_bytes(held),
+        human_bytes(PROCESS_BYTES)
     );
     Some((least, fixed, what))
 }
@@ -586,7 +594,8 @@ pub fn compact_task_memory(slices: &[SliceKey], in_memory: u64) -> Option<u64> {
 /// position of the segments it owns or reads, the summaries whole), each thread's buffers, the
 /// successors, the file encoder, and the messages of a meeting ([`MEETING_BYTES_PER`]). The
 /// compressed values the leader gathers at the end come once the state is gone (measured in
-/// docs/performance.md). With a description, for a refusal.
+/// docs/performance.md); the process itself ([`PROCESS_BYTES`]). With a description, for a
+/// refusal.
 pub fn part_task_memory(
     key: &SliceKey,
     (parts, me): (usize, usize),
@@ -599,10 +608,11 @@ pub fn part_task_memory(
     let (rest, successors_what) = successors_memory(successors, threads, budget);
     let solver = state + part_buffers(n, threads);
     let what = format!(
-        "part of {parts} of a slice of {n} positions: the solver's state and the meetings' messages {}; {successors_what}",
-        human_bytes(solver)
+        "part of {parts} of a slice of {n} positions: the solver's state and the meetings' messages {}; {successors_what}; the process itself: {}",
+        human_bytes(solver),
+        human_bytes(PROCESS_BYTES)
     );
-    (solver + rest, what)
+    (solver + rest + PROCESS_BYTES, what)
 }
 
 /// What the messages of a meeting of parts hold beside a part's state, at their largest, in
@@ -631,11 +641,12 @@ pub fn paged_part_memory(
     let n = SliceIndexer::new(*key).size();
     let (_, held) = part_state_shares(key, parts, me);
     let (rest, successors_what) = successors_memory(successors, threads, budget);
-    let fixed = held + part_buffers(n, threads) + rest;
+    let fixed = held + part_buffers(n, threads) + rest + PROCESS_BYTES;
     let least = fixed + paged_least(n);
     let what = format!(
-        "part of {parts} of a slice of {n} positions, its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident and {} of summaries, buffers and meetings on {threads} thread(s); {successors_what}",
-        human_bytes(fixed - rest)
+        "part of {parts} of a slice of {n} positions, its state paged through the cache folder: at least {MIN_RESIDENT_KSLICES} of its K-slices resident and {} of summaries, buffers and meetings on {threads} thread(s); {successors_what}; the process itself: {}",
+        human_bytes(fixed - rest - PROCESS_BYTES),
+        human_bytes(PROCESS_BYTES)
     );
     (least, fixed, what)
 }

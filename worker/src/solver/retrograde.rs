@@ -770,8 +770,15 @@ pub(super) fn unmove_frontier<S: Own>(
                         lines.push(skip, &st.bytes, p as usize, squares.0, &mut mark)
                     } else {
                         // Another part's line: won (or illegal) predecessors, which no mark
-                        // changes, are left out by the won bits, exact there too.
-                        let bits = squares.0 & !skip[p as usize / 64].load(Relaxed);
+                        // changes, are left out by the won bits where this part is given them
+                        // (exact there too). Elsewhere they are not read: they would read 0,
+                        // and map a page of a paged state that no mark counts (KRNvKNN in 3
+                        // parts: up to 266 MB of them, past the budget).
+                        let bits = if split.holds_won(p as usize) {
+                            squares.0 & !skip[p as usize / 64].load(Relaxed)
+                        } else {
+                            squares.0
+                        };
                         if bits != 0 {
                             outbox.push((p, bits));
                             if outbox.len() >= POST_LINES {

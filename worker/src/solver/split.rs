@@ -26,6 +26,8 @@ pub(super) struct Split {
     /// K-slices one move of their side to move's king away, on the other side to move): its won
     /// bits and won frontiers go to them only.
     readers: Vec<Vec<u16>>,
+    /// Per segment, whether this part holds its won bits (it owns the segment or reads it).
+    holds_won: Vec<bool>,
     /// This part.
     me: u16,
     /// Per part, the lines of predecessors of its segments found by this part's un-moves in
@@ -80,9 +82,13 @@ impl Split {
             r.sort_unstable();
             r.dedup();
         }
+        let holds_won = (0..segments)
+            .map(|s| owner[s] == me as u16 || readers[s].contains(&(me as u16)))
+            .collect();
         Split {
             owner,
             readers,
+            holds_won,
             me: me as u16,
             outbox: (0..parts).map(|_| Mutex::default()).collect(),
         }
@@ -230,6 +236,9 @@ pub(super) trait Own: Sync {
     const WHOLE: bool;
     /// True if index `i` is this part's.
     fn owns(&self, i: usize) -> bool;
+    /// True if this part holds the won bit of index `i`: its own, or one it reads (an index of
+    /// another part whose won bits it is not given reads 0 there, a page mapped for nothing).
+    fn holds_won(&self, i: usize) -> bool;
     /// True if every index is this part's.
     fn owns_all(&self) -> bool {
         Self::WHOLE
@@ -248,6 +257,10 @@ impl Own for Whole {
         true
     }
     #[inline(always)]
+    fn holds_won(&self, _: usize) -> bool {
+        true
+    }
+    #[inline(always)]
     fn post(&self, lines: Vec<(u64, u64)>) {
         debug_assert!(lines.is_empty(), "a whole slice has no other part");
     }
@@ -258,6 +271,9 @@ impl Own for Split {
     #[inline(always)]
     fn owns(&self, i: usize) -> bool {
         self.owner[i / SEG_INDICES] == self.me
+    }
+    fn holds_won(&self, i: usize) -> bool {
+        self.holds_won[i / SEG_INDICES]
     }
     fn post(&self, mut lines: Vec<(u64, u64)>) {
         lines.sort_unstable_by_key(|&(base, _)| (self.owner(base as usize), base));
