@@ -205,11 +205,13 @@ impl DtzSource for Successors<'_> {
                 .get(&loc.slice)
                 .ok_or(SolveError::MissingSuccessor(loc.slice))?;
             values.get(loc.index as usize).copied().unwrap_or(0)
-        } else if self.others.contains(&loc.slice) {
-            self.others.raw_at(loc)?
         } else {
-            // Not among the slice's successors as listed: through the directory.
-            return Ok(ThreadCached(self.tables).dtz_at(loc)?);
+            match self.others.raw_at(loc) {
+                Ok(raw) => raw,
+                // Not among the slice's successors as listed: through the directory.
+                Err(SolveError::MissingSuccessor(_)) => return Ok(ThreadCached(self.tables).dtz_at(loc)?),
+                Err(e) => return Err(e),
+            }
         };
         Dtz::from_raw(raw).ok_or(SolveError::BadSuccessor {
             slice: loc.slice,
