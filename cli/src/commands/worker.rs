@@ -22,9 +22,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N")]
     pub(crate) threads: Option<usize>,
     /// Memory budget, e.g. 16GiB or 512MiB (default: three quarters of the machine's memory,
-    /// or of the container's cgroup limit). A task whose slices need more to solve stops the
-    /// worker with the size they need. Slices are solved into the cache file by file, never
-    /// held whole unless small.
+    /// or of the container's cgroup limit), for the whole process: 32 MiB of it is counted for
+    /// the process itself. A task whose slices need more to solve stops the worker with the
+    /// size they need. Slices are solved into the cache file by file, never held whole unless
+    /// small.
     #[arg(long, value_name = "SIZE")]
     pub(crate) memory: Option<ByteSize>,
     /// The cluster token.
