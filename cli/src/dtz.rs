@@ -50,6 +50,16 @@ pub fn material_need(largest_slice: u64, positions: u64) -> u64 {
     positions * MATERIAL_BYTES_PER_POSITION + (largest_slice as f64 * SLICE_BYTES_PER_POSITION) as u64
 }
 
+/// [`material_need`] for the material of `mp`.
+fn plan_need(mp: &MaterialPlan) -> u64 {
+    let largest = mp
+        .slices()
+        .map(|k| SliceIndexer::new(*k).size())
+        .max()
+        .unwrap_or(0);
+    material_need(largest, mp.positions)
+}
+
 /// What [`build_dtz50`] tells of its work: `(done, total, material, distance)`.
 pub type DtzReport<'a> = dyn Fn(u64, u64, &Material, Option<u16>) + Sync + 'a;
 
@@ -287,12 +297,7 @@ pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Resu
 /// [`check_budget`] for the materials `to_build`.
 fn check_plan(to_build: &[&MaterialPlan], budget: u64) -> Result<(), DtzError> {
     for mp in to_build {
-        let largest = mp
-            .slices()
-            .map(|k| SliceIndexer::new(*k).size())
-            .max()
-            .unwrap_or(0);
-        let need = material_need(largest, mp.positions);
+        let need = plan_need(mp);
         if need > budget {
             return Err(DtzError::OverBudget {
                 material: mp.material.to_string(),
@@ -362,12 +367,7 @@ pub fn build_dtz50(
         }
         let mut solved: HashMap<SliceKey, Vec<u16>> = HashMap::new();
         // What the budget leaves beside the material's values, for whole successor slices.
-        let largest = mp
-            .slices()
-            .map(|k| SliceIndexer::new(*k).size())
-            .max()
-            .unwrap_or(0);
-        let spare = budget.saturating_sub(material_need(largest, positions));
+        let spare = budget.saturating_sub(plan_need(&mp));
         let cache = SuccessorCache::new(spare.min(crate::build::SLICE_CACHE_BYTES));
         let mates = mates_of(dirs, &material);
         info!(%material, draws_from_mates = mates.is_some(), "DTZ50 build of a material begins");

@@ -336,24 +336,23 @@ fn init_by_lines(
             // by lines where they are plain pushes into slices at hand.
             let by_lines =
                 g.pawns[line.turn.index()].is_empty() || line_pushes(g, key, &line, succ, &mut pushes)?;
-            let counted = if by_lines { todo } else { Bitboard::EMPTY };
-            for q in todo & !counted {
-                let legal = init_position(ix, cells, base + q.index(), succ)?;
-                debug_assert!(legal, "index {} legal by its line", base + q.index());
-            }
-            if counted.is_empty() {
+            if !by_lines {
+                for q in todo {
+                    let legal = init_position(ix, cells, base + q.index(), succ)?;
+                    debug_assert!(legal, "index {} legal by its line", base + q.index());
+                }
                 continue;
             }
-            let counts = inside_counts(g, cells, &line, l, counted);
+            let counts = inside_counts(g, cells, &line, l, todo);
             let captures = line_captures(g, &line, l);
             let (our_king, _) = kings(g, &line);
             let in_check = line_attacked(g, &line, l, our_king, line.turn.other());
-            for q in counted {
+            for q in todo {
                 let i = base + q.index();
-                let (mut best, mut late_loss) = (None, false);
+                let mut exits = Exits::default();
                 if captures.contains(q) {
                     let pos = ix.position(i as u64).expect("a legal index is a position");
-                    (best, late_loss) = capture_exits(&pos, succ)?;
+                    exits = capture_exits(&pos, succ)?;
                 }
                 for (ok, values) in pushes.ok[..pushes.n].iter().zip(&pushes.values) {
                     let raw = values[q.index()];
@@ -364,17 +363,10 @@ fn init_by_lines(
                                 index: i as u64,
                             })?
                             .after_move(true);
-                        late_loss |= v == Dtz::Loss(LATE);
-                        best = Some(best.map_or(v, |b| b.max(v)));
+                        exits.add(v);
                     }
                 }
-                set_initial(
-                    cells,
-                    i,
-                    counts[q.index()],
-                    (best, late_loss),
-                    in_check.contains(q),
-                );
+                set_initial(cells, i, counts[q.index()], exits, in_check.contains(q));
             }
         }
         report(DtzStep::Inited(len));
@@ -526,35 +518,30 @@ fn init_position(
         return Ok(false);
     };
     let mut inside: u16 = 0;
-    let mut best: Option<Dtz> = None;
-    let mut late_loss = false;
+    let mut exits = Exits::default();
     for m in pos.legal_moves().iter() {
         if m.leaves_slice() {
             // A zeroing move: 1 or 101 plies (a win or a loss), or a draw.
-            let v = succ.dtz_of(&pos.play(m))?.after_move(true);
-            late_loss |= v == Dtz::Loss(LATE);
-            best = Some(best.map_or(v, |b| b.max(v)));
+            exits.add(succ.dtz_of(&pos.play(m))?.after_move(true));
         } else {
             inside += 1;
         }
     }
-    set_initial(cells, i, inside, (best, late_loss), pos.is_check());
+    set_initial(cells, i, inside, exits, pos.is_check());
     Ok(true)
 }
 
 /// The legal captures of `pos` (a position of a slice, so without an en-passant square, whose
 /// pawns of the side to move are not on their seventh rank: [`line_pushes`] leaves those lines
-/// to [`init_position`]), by its men and its pawns, each valued as after the move: the best of
-/// them, and whether one loses in 101 plies.
-fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<(Option<Dtz>, bool), SolveError> {
+/// to [`init_position`]), by its men and its pawns, each valued as after the move.
+fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<Exits, SolveError> {
     let us = pos.turn;
     let them = us.other();
     let board = &pos.board;
     let occupied = board.occupied();
     let their_king = board.king_of(them).expect("a slice has both kings");
     let victims = board.by_color(them).without(their_king);
-    let mut best: Option<Dtz> = None;
-    let mut late_loss = false;
+    let mut exits = Exits::default();
     for from in board.by_color(us) {
         let piece = board.piece_at(from).expect("a man on each square of its colour");
         let targets = if piece.role == Role::Pawn {
@@ -580,19 +567,31 @@ fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<(Option<Dtz
             if after.attackers_to(king, them, after.board.occupied()).any() {
                 continue; // It leaves its king attacked: not a move.
             }
-            let v = succ.dtz_of(&after)?.after_move(true);
-            late_loss |= v == Dtz::Loss(LATE);
-            best = Some(best.map_or(v, |b| b.max(v)));
+            exits.add(succ.dtz_of(&after)?.after_move(true));
         }
     }
-    Ok((best, late_loss))
+    Ok(exits)
+}
+
+/// The exits of a position (its zeroing moves), each valued as after the move: the best of
+/// them (none if it has none), and whether one of them loses in 101 plies.
+#[derive(Clone, Copy, Default)]
+struct Exits {
+    best: Option<Dtz>,
+    late_loss: bool,
+}
+
+impl Exits {
+    fn add(&mut self, v: Dtz) {
+        self.late_loss |= v == Dtz::Loss(LATE);
+        self.best = Some(self.best.map_or(v, |b| b.max(v)));
+    }
 }
 
 /// The cell of legal position `i` before the passes, from its count of legal moves inside the
-/// slice, the best of its exits (none if it has none) and whether one of them loses in 101
-/// plies, and whether it is in check: final (no move inside: a mate, a stalemate, or its best
-/// exit), won in 1 by an exit, or undecided.
-fn set_initial(cells: &Cells, i: usize, inside: u16, (best, late_loss): (Option<Dtz>, bool), in_check: bool) {
+/// slice, its exits, and whether it is in check: final (no move inside: a mate, a stalemate, or
+/// its best exit), won in 1 by an exit, or undecided.
+fn set_initial(cells: &Cells, i: usize, inside: u16, Exits { best, late_loss }: Exits, in_check: bool) {
     if inside == 0 {
         match best {
             None if in_check => cells.decide(i, Dtz::Loss(0), 0, 0),
