@@ -17,10 +17,11 @@ use zermelo_chess::{Material, Position};
 use zermelo_coordinator::plan::{plan, MaterialPlan};
 use zermelo_storage::{write_table_with, Metric, SliceData, Table, TableMeta, WriteOptions};
 use zermelo_worker::solver::dtz50::{solve_slice_dtz50, DtzStep, DtzSuccessors};
-use zermelo_worker::solver::SolveError;
+use zermelo_worker::solver::{SliceValuesRef, SolveError};
 use zermelo_worker::tables::{
     read_cached_values, SliceMap, SuccessorCache, TableDir, TableError, ThreadCached,
 };
+use zermelo_worker::Successors as _;
 
 /// What a DTZ50 build did for one material.
 #[derive(Debug, serde::Serialize)]
@@ -246,6 +247,13 @@ impl DtzSuccessors for Successors<'_> {
         })?;
         out.copy_from_slice(run);
         Ok(true)
+    }
+
+    fn slice_values(&self, key: &SliceKey) -> Option<SliceValuesRef<'_>> {
+        if key.material == self.material {
+            return self.solved.get(key).map(|v| SliceValuesRef::Array(v));
+        }
+        self.others.slice_values(key)
     }
 
     fn known_draws(&self, _key: &SliceKey, first: u64, draws: &mut [bool]) -> Result<(), SolveError> {

@@ -34,15 +34,17 @@ use zermelo_chess::attacks::{attacks, pawn_attacks};
 use zermelo_chess::dtz::{Dtz, RULE_PLIES};
 use zermelo_chess::index::SliceIndexer;
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Bitboard, Move, Position, Role};
+use zermelo_chess::{Bitboard, Move, Position, Role, Square};
 
 use super::geometry::{kings, unmap_bb, Decoded, Geometry};
 use super::memory::{atomic_u16s, atomic_u64s, Deferred};
 use super::par::for_each_chunk;
-use super::pawn_exits::{ahead, beside};
+use super::pawn_exits::{ahead, beside, CaptureTarget, ExitSet, PawnExits};
 use super::reference::legal_position;
-use super::retrograde::{line_attacked, line_legal};
-use super::SolveError;
+use super::retrograde::{
+    capture_exits_with, line_attacked, line_exits_by_captures, line_legal, pawnless_target, CaptureExit,
+};
+use super::{SliceValuesRef, SolveError};
 
 /// DTZ50 values of positions outside the slice being solved.
 pub trait DtzSuccessors: Sync {
@@ -67,6 +69,14 @@ pub trait DtzSuccessors: Sync {
     fn solved_values(&self, key: &SliceKey, first: u64, out: &mut [u16]) -> Result<bool, SolveError> {
         let _ = (key, first, out);
         Ok(false)
+    }
+
+    /// The raw DTZ50 values (as [`DtzSuccessors::solved_values`]) of successor slice `key`,
+    /// readable by index: with every successor's, the captures and promotions of a line are
+    /// read by index arithmetic, without a position built ([`ByIndex`]). The default has none.
+    fn slice_values(&self, key: &SliceKey) -> Option<SliceValuesRef<'_>> {
+        let _ = key;
+        None
     }
 }
 
@@ -316,15 +326,18 @@ fn init_by_lines(
         Ok::<(), SolveError>(())
     })?;
     let ix = &g.ix;
+    let by_index = ByIndex::new(g, key, succ);
     for_each_chunk(n, CHUNK, threads, |range| {
         let len = range.len() as u64 - first_share(range.len());
         let mut pushes = Box::new(LinePushes {
             n: 0,
             ok: [Bitboard::EMPTY; MAX_PUSHES],
             values: [[NONE; 64]; MAX_PUSHES],
+            promotes: false,
+            promoted: [Exits::default(); 64],
         });
+        let mut by_captures = [Exits::default(); 64];
         for base in range.step_by(64) {
-            pushes.n = 0;
             let todo = Bitboard(line_mask(cells, base, |c| c == LEGAL));
             if todo.is_empty() {
                 continue;
@@ -333,9 +346,13 @@ fn init_by_lines(
                 .decode_line(base as u64, l)
                 .expect("a line with positions is placed");
             // Every move of a man but a capture stays inside; the pawns' moves are exits, read
-            // by lines where they are plain pushes into slices at hand.
-            let by_lines =
-                g.pawns[line.turn.index()].is_empty() || line_pushes(g, key, &line, succ, &mut pushes)?;
+            // by lines where they are plain pushes into slices at hand or plain promotions.
+            let pawn_exits = match &by_index {
+                Some(ByIndex::Pawns(pe)) => Some(&**pe),
+                _ => None,
+            };
+            let by_lines = g.pawns[line.turn.index()].is_empty()
+                || line_pushes(g, key, (&line, l), succ, pawn_exits, &mut pushes)?;
             if !by_lines {
                 for q in todo {
                     let legal = init_position(ix, cells, base + q.index(), succ)?;
@@ -344,15 +361,31 @@ fn init_by_lines(
                 continue;
             }
             let counts = inside_counts(g, cells, &line, l, todo);
-            let captures = line_captures(g, &line, l);
+            let (captures, by_pawns) = line_captures(g, &line, l);
             let (our_king, _) = kings(g, &line);
             let in_check = line_attacked(g, &line, l, our_king, line.turn.other());
+            // The captures by men, each once for the line, read by index where the slice's
+            // successors are at hand; those of a position where a pawn can take too are played
+            // on it with the pawn's.
+            let by_men = todo & captures & !by_pawns;
+            let read = match &by_index {
+                Some(b) if by_men.any() => {
+                    by_captures = [Exits::default(); 64];
+                    line_exits_by_captures(g, &line, l, by_men, &|v| b.target(v), &mut by_captures)?
+                }
+                _ => false,
+            };
             for q in todo {
                 let i = base + q.index();
                 let mut exits = Exits::default();
-                if captures.contains(q) {
+                if read && by_men.contains(q) {
+                    exits = by_captures[q.index()];
+                } else if captures.contains(q) {
                     let pos = ix.position(i as u64).expect("a legal index is a position");
                     exits = capture_exits(&pos, succ)?;
+                }
+                if pushes.promotes {
+                    exits.merge(&pushes.promoted[q.index()]);
                 }
                 for (ok, values) in pushes.ok[..pushes.n].iter().zip(&pushes.values) {
                     let raw = values[q.index()];
@@ -380,10 +413,14 @@ const MAX_PUSHES: usize = 16;
 /// The plain pawn pushes of a line's positions ([`line_pushes`]): for each, the squares of the
 /// line man where it is not in the pawn's way, and the raw DTZ50 values of the positions after
 /// it by square of the line man (0 where the push is not legal: the position after it is not).
+/// And if a pawn promotes (`promotes`), the exits of the plain promotions by square of the line
+/// man.
 struct LinePushes {
     n: usize,
     ok: [Bitboard; MAX_PUSHES],
     values: [[u16; 64]; MAX_PUSHES],
+    promotes: bool,
+    promoted: [Exits; 64],
 }
 
 /// The pushes of the side to move's pawns in line `line`, into `out`, for the 64 positions at
@@ -392,12 +429,15 @@ struct LinePushes {
 /// ([`DtzSuccessors::solved_values`]). `Ok(false)` where a pawn move is anything else for some
 /// position of the line: a pawn on its seventh rank (a promotion), a double push beside an enemy
 /// pawn (the position after it may have an en-passant capture), a push into a slice stored
-/// mirrored, or a slice not at hand. Captures by a pawn are left to the caller.
+/// mirrored, or a slice not at hand. Captures by a pawn are left to the caller. A plain
+/// promotion is read by index through `pawn_exits` ([`PawnExits::line_promotions`]) into
+/// `out.promoted`; without it, or where it was not worked out once, `Ok(false)` too.
 fn line_pushes(
     g: &Geometry,
     key: &SliceKey,
-    line: &Decoded,
+    (line, l): (&Decoded, usize),
     succ: &dyn DtzSuccessors,
+    pawn_exits: Option<&PawnExits<'_>>,
     out: &mut LinePushes,
 ) -> Result<bool, SolveError> {
     let us = line.turn;
@@ -406,13 +446,23 @@ fn line_pushes(
     let their_pawns = g.pawns[them.index()];
     let first = line.fields + them.index() as u64 * g.ix.per_side();
     out.n = 0;
+    if out.promotes {
+        out.promoted = [Exits::default(); 64];
+        out.promotes = false;
+    }
     for from in g.pawns[us.index()] {
         let one = ahead(us, from);
-        if one.relative_rank(us) == 7 {
-            return Ok(false);
-        }
         if occ.contains(one) {
             continue;
+        }
+        if one.relative_rank(us) == 7 {
+            match pawn_exits {
+                Some(pe) if pe.line_promotions(g, line, l, from, &mut out.promoted)? => {
+                    out.promotes = true;
+                    continue;
+                }
+                _ => return Ok(false),
+            }
         }
         let two = (from.relative_rank(us) == 1)
             .then(|| ahead(us, one))
@@ -446,8 +496,8 @@ fn line_pushes(
 
 /// The squares of line `line`'s man `l` ([`Geometry::decode_line`]) for which the side to move
 /// can take a man (or pawn) of the other side, legally or not: its men attack one (the king is
-/// none: the position would be illegal).
-fn line_captures(g: &Geometry, line: &Decoded, l: usize) -> Bitboard {
+/// none: the position would be illegal). And those for which a pawn of its can.
+fn line_captures(g: &Geometry, line: &Decoded, l: usize) -> (Bitboard, Bitboard) {
     let us = line.turn;
     let them = us.other();
     let sq = &line.squares;
@@ -458,16 +508,27 @@ fn line_captures(g: &Geometry, line: &Decoded, l: usize) -> Bitboard {
     for k in g.side(them).filter(|&k| k != l && !g.is_king(k)) {
         captures |= line_attacked(g, line, l, sq[k], us);
     }
+    // The other side's men and pawns but `l` and the king.
+    let mut fixed = g.pawns[them.index()];
+    for k in g.side(them).filter(|&k| k != l && !g.is_king(k)) {
+        fixed = fixed.with(sq[k]);
+    }
+    let mut by_pawns = Bitboard::EMPTY;
+    for p in g.pawns[us.index()] {
+        if (pawn_attacks(us, p) & fixed).any() {
+            by_pawns = Bitboard::ALL;
+        }
+    }
     if g.men[l].color == them {
         // `l` is a victim itself: wherever a man or a pawn of ours attacks it.
         for k in g.side(us) {
             captures |= attacks(g.men[k], sq[k], line.occupied);
         }
         for p in g.pawns[us.index()] {
-            captures |= pawn_attacks(us, p);
+            by_pawns |= pawn_attacks(us, p);
         }
     }
-    captures
+    (captures | by_pawns, by_pawns)
 }
 
 /// For the positions `at` of line `line` (squares of its man `l`): how many moves inside the
@@ -531,9 +592,9 @@ fn init_position(
     Ok(true)
 }
 
-/// The legal captures of `pos` (a position of a slice, so without an en-passant square, whose
-/// pawns of the side to move are not on their seventh rank: [`line_pushes`] leaves those lines
-/// to [`init_position`]), by its men and its pawns, each valued as after the move.
+/// The legal captures of `pos` (a position of a slice, so without an en-passant square), by its
+/// men and its pawns (a pawn that takes onto its last rank promotes, to each role), each valued
+/// as after the move.
 fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<Exits, SolveError> {
     let us = pos.turn;
     let them = us.other();
@@ -544,30 +605,32 @@ fn capture_exits(pos: &Position, succ: &dyn DtzSuccessors) -> Result<Exits, Solv
     let mut exits = Exits::default();
     for from in board.by_color(us) {
         let piece = board.piece_at(from).expect("a man on each square of its colour");
-        let targets = if piece.role == Role::Pawn {
-            debug_assert!(
-                from.relative_rank(us) < 6,
-                "a pawn that takes does not promote here"
-            );
+        let pawn = piece.role == Role::Pawn;
+        let targets = if pawn {
             pawn_attacks(us, from)
         } else {
             attacks(piece, from, occupied)
         };
+        let promotes = pawn && from.relative_rank(us) == 6;
         for to in targets & victims {
-            let m = Move {
-                role: piece.role,
-                from,
-                to,
-                capture: board.piece_at(to).map(|p| p.role),
-                promotion: None,
-                en_passant: false,
-            };
-            let after = pos.play(&m);
-            let king = after.board.king_of(us).expect("a slice has both kings");
-            if after.attackers_to(king, them, after.board.occupied()).any() {
-                continue; // It leaves its king attacked: not a move.
+            let roles = Role::PROMOTIONS.map(Some);
+            let promotions = if promotes { &roles[..] } else { &[None] };
+            for &promotion in promotions {
+                let m = Move {
+                    role: piece.role,
+                    from,
+                    to,
+                    capture: board.piece_at(to).map(|p| p.role),
+                    promotion,
+                    en_passant: false,
+                };
+                let after = pos.play(&m);
+                let king = after.board.king_of(us).expect("a slice has both kings");
+                if after.attackers_to(king, them, after.board.occupied()).any() {
+                    break; // It leaves its king attacked: not a move, whatever the role.
+                }
+                exits.add(succ.dtz_of(&after)?.after_move(true));
             }
-            exits.add(succ.dtz_of(&after)?.after_move(true));
         }
     }
     Ok(exits)
@@ -585,6 +648,57 @@ impl Exits {
     fn add(&mut self, v: Dtz) {
         self.late_loss |= v == Dtz::Loss(LATE);
         self.best = Some(self.best.map_or(v, |b| b.max(v)));
+    }
+
+    /// Adds the exits of `other`.
+    fn merge(&mut self, other: &Exits) {
+        if let Some(b) = other.best {
+            self.add(b);
+        }
+        self.late_loss |= other.late_loss;
+    }
+}
+
+impl ExitSet for Exits {
+    type Value = Dtz;
+    const DRAW: Dtz = Dtz::Draw;
+
+    #[inline]
+    fn decode(raw: u16) -> Option<Dtz> {
+        Dtz::from_raw(raw)
+    }
+
+    #[inline]
+    fn add_move_into(&mut self, v: Dtz) {
+        self.add(v.after_move(true));
+    }
+}
+
+/// Where a slice's captures by men and its plain promotions lead, worked out once for the
+/// slice from its successors' values by index ([`DtzSuccessors::slice_values`]), so that a line's
+/// exits are read by index arithmetic as the mate solver reads them: the capture exits of a
+/// pawnless slice, or the pawn exits of one with pawns.
+enum ByIndex<'a> {
+    Pawnless(Vec<Option<CaptureExit<'a>>>),
+    Pawns(Box<PawnExits<'a>>),
+}
+
+impl<'a> ByIndex<'a> {
+    /// `None` if a successor's values are not at hand by index.
+    fn new(g: &Geometry, key: &SliceKey, succ: &'a dyn DtzSuccessors) -> Option<ByIndex<'a>> {
+        let values = |s: &SliceKey| succ.slice_values(s);
+        if g.pawnless {
+            capture_exits_with(g, key, &values).map(ByIndex::Pawnless)
+        } else {
+            PawnExits::with_values(g, key, &values).map(|pe| ByIndex::Pawns(Box::new(pe)))
+        }
+    }
+
+    fn target(&self, victim: Result<usize, Square>) -> CaptureTarget<'_, 'a> {
+        match self {
+            ByIndex::Pawnless(captures) => pawnless_target(captures, victim),
+            ByIndex::Pawns(pe) => pe.capture_target(victim),
+        }
     }
 }
 
@@ -710,28 +824,72 @@ fn mark(cells: &Cells, p: usize, d: u16, of_loss: bool) {
 #[cfg(test)]
 mod tests {
     use std::collections::hash_map::DefaultHasher;
+    use std::collections::HashMap;
     use std::hash::{Hash, Hasher};
 
     use zermelo_chess::index::locate;
 
+    use super::super::IndexedValues;
     use super::*;
 
-    /// Successors of random classes, a function of the position: wins and losses within the
-    /// rule and past it (cursed, blessed), and draws, so that exits decide at 1 and at 101.
-    struct RandomClasses;
+    /// Successors of random classes, a function of where a position is stored (its slice and
+    /// index, and its en-passant square): wins and losses within the rule and past it (cursed,
+    /// blessed), and draws, so that exits decide at 1 and at 101. With `by_index`, the slices
+    /// a slice's moves lead into are readable by index too ([`DtzSuccessors::slice_values`]),
+    /// the same classes. `calls` counts the positions valued one by one.
+    struct RandomClasses {
+        by_index: HashMap<SliceKey, Classes>,
+        calls: AtomicU64,
+    }
+
+    /// The classes of one slice by index, worked out when read.
+    struct Classes(SliceKey);
+
+    impl IndexedValues for Classes {
+        fn get(&self, index: u64) -> Result<u16, SolveError> {
+            Ok(class(&self.0, index, None).raw())
+        }
+    }
+
+    fn class(key: &SliceKey, index: u64, ep: Option<Square>) -> Dtz {
+        let mut h = DefaultHasher::new();
+        (key.raw(), index, ep).hash(&mut h);
+        let r = h.finish();
+        let n = (r >> 8) as u16 % 100 + 1;
+        match r % 5 {
+            0 => Dtz::Win(n),
+            1 => Dtz::Win(n + RULE_PLIES),
+            2 => Dtz::Draw,
+            3 => Dtz::Loss(n + RULE_PLIES),
+            _ => Dtz::Loss(n),
+        }
+    }
+
+    impl RandomClasses {
+        /// Every position valued one by one.
+        fn positions() -> RandomClasses {
+            RandomClasses {
+                by_index: HashMap::new(),
+                calls: AtomicU64::new(0),
+            }
+        }
+
+        /// The successors of slice `key` readable by index as well.
+        fn by_index(key: &SliceKey) -> RandomClasses {
+            let by_index = key.successors().into_iter().map(|s| (s, Classes(s))).collect();
+            RandomClasses {
+                by_index,
+                calls: AtomicU64::new(0),
+            }
+        }
+    }
 
     impl DtzSuccessors for RandomClasses {
         fn dtz_of(&self, pos: &Position) -> Result<Dtz, SolveError> {
-            let mut h = DefaultHasher::new();
-            pos.hash(&mut h);
-            let r = h.finish();
-            let n = (r >> 8) as u16 % 100 + 1;
-            Ok(match r % 5 {
-                0 => Dtz::Win(n),
-                1 => Dtz::Win(n + RULE_PLIES),
-                2 => Dtz::Draw,
-                3 => Dtz::Loss(n + RULE_PLIES),
-                _ => Dtz::Loss(n),
+            self.calls.fetch_add(1, Relaxed);
+            Ok(match locate(pos) {
+                Some(loc) => class(&loc.slice, loc.index, pos.ep_square),
+                None => Dtz::Draw, // Only the kings are left.
             })
         }
 
@@ -740,12 +898,18 @@ mod tests {
         fn solved_values(&self, key: &SliceKey, first: u64, out: &mut [u16]) -> Result<bool, SolveError> {
             let ix = SliceIndexer::new(*key);
             for (k, v) in out.iter_mut().enumerate() {
-                *v = match legal_position(&ix, first as usize + k) {
-                    Some(pos) => self.dtz_of(&pos)?.raw(),
+                let i = first + k as u64;
+                *v = match legal_position(&ix, i as usize) {
+                    Some(_) => class(key, i, None).raw(),
                     None => NONE,
                 };
             }
             Ok(true)
+        }
+
+        fn slice_values(&self, key: &SliceKey) -> Option<SliceValuesRef<'_>> {
+            let c = self.by_index.get(key)?;
+            Some(SliceValuesRef::Indexed(c))
         }
     }
 
@@ -828,12 +992,31 @@ mod tests {
 
     /// Against the forward derivation, on slices whose exits are of random classes (so that
     /// cursed wins and blessed losses come by exits, and through the moves inside): a pawn
-    /// slice of KRvKP and pawnless KBvKN, on 1 and 2 threads.
+    /// slice of KRvKP and pawnless KBvKN, on 1 and 2 threads; and each with its successors read
+    /// by index as well, with two slices whose pawns promote (KPvK's, where the only capture
+    /// leaves the kings, and KRvKP's, where a promotion may take the rook).
     #[test]
     fn agrees_with_a_forward_derivation_when_exits_are_cursed_or_blessed() {
         let krkp = SliceKey::all_of("KRvKP".parse().unwrap());
-        for key in [krkp[krkp.len() / 2], SliceKey::pawnless("KBvKN".parse().unwrap())] {
-            let want = forward(&key, &RandomClasses);
+        let promoting = |material: &str, rank: u8| {
+            let keys = SliceKey::all_of(material.parse().unwrap());
+            *keys
+                .iter()
+                .find(|k| {
+                    (k.white_pawns | k.black_pawns)
+                        .into_iter()
+                        .any(|s| s.rank() == rank)
+                })
+                .expect("a slice with a pawn on that rank")
+        };
+        let keys = [
+            krkp[krkp.len() / 2],
+            SliceKey::pawnless("KBvKN".parse().unwrap()),
+            promoting("KPvK", 6),
+            promoting("KRvKP", 1),
+        ];
+        for (k, key) in keys.into_iter().enumerate() {
+            let want = forward(&key, &RandomClasses::positions());
             let late =
                 |v: &u16| matches!(Dtz::from_raw(*v), Some(Dtz::Win(e) | Dtz::Loss(e)) if e > RULE_PLIES);
             let cursed = want.iter().filter(|v| late(v)).count();
@@ -842,17 +1025,30 @@ mod tests {
                 "{key}: only {cursed} cursed wins or blessed losses"
             );
             for threads in [1, 2] {
-                let got = solve_slice_dtz50(&key, &RandomClasses, threads, &|_| {}).unwrap();
-                let diff = got.iter().zip(&want).position(|(a, b)| a != b);
-                assert!(
-                    diff.is_none(),
-                    "{key} on {threads} threads: first difference at {diff:?}: {:?}",
-                    diff.map(|i| (
-                        Dtz::from_raw(got[i]),
-                        Dtz::from_raw(want[i]),
-                        SliceIndexer::new(key).position(i as u64)
-                    ))
-                );
+                // The first two slices by positions as well (the source without values by index).
+                let sources = [RandomClasses::by_index(&key), RandomClasses::positions()];
+                for succ in &sources[..if k < 2 { 2 } else { 1 }] {
+                    let got = solve_slice_dtz50(&key, succ, threads, &|_| {}).unwrap();
+                    let diff = got.iter().zip(&want).position(|(a, b)| a != b);
+                    assert!(
+                        diff.is_none(),
+                        "{key} on {threads} threads, by index {}: first difference at {diff:?}: {:?}",
+                        !succ.by_index.is_empty(),
+                        diff.map(|i| (
+                            Dtz::from_raw(got[i]),
+                            Dtz::from_raw(want[i]),
+                            SliceIndexer::new(key).position(i as u64)
+                        ))
+                    );
+                }
+                // By index, most exits are read without a position valued one by one.
+                let (by_index, positions) = (sources[0].calls.load(Relaxed), sources[1].calls.load(Relaxed));
+                if k < 2 {
+                    assert!(
+                        by_index * 2 < positions,
+                        "{key}: {by_index} positions valued one by one with values by index, {positions} without"
+                    );
+                }
             }
         }
     }

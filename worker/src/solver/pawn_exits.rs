@@ -39,6 +39,35 @@ impl Exits {
     }
 }
 
+/// The exits of a position as read by index from successor slices, whatever their values mean:
+/// mates ([`Exits`]) or DTZ50 (`dtz50::Exits`). The arithmetic that finds where a position
+/// after a move is stored is the same for both; only what a stored value is read as differs.
+pub(super) trait ExitSet: Copy + Default {
+    /// A successor's value, for the side to move there.
+    type Value: Copy;
+    /// The value of a position with only the kings left.
+    const DRAW: Self::Value;
+    /// The value of a raw stored one; `None` if it is not one (a corrupt successor).
+    fn decode(raw: u16) -> Option<Self::Value>;
+    /// Adds the move into a position whose value is `v` (for the side to move there).
+    fn add_move_into(&mut self, v: Self::Value);
+}
+
+impl ExitSet for Exits {
+    type Value = Value;
+    const DRAW: Value = Value::Draw;
+
+    #[inline]
+    fn decode(raw: u16) -> Option<Value> {
+        Value::from_raw(raw)
+    }
+
+    #[inline]
+    fn add_move_into(&mut self, v: Value) {
+        self.add(v.after_move());
+    }
+}
+
 /// The successor slices of a slice with pawns, with their values as arrays.
 pub(super) struct PawnExits<'a> {
     material: Material,
@@ -154,9 +183,9 @@ impl CaptureMap {
     }
 
     /// The value, for the side to move after it, of the capture by man `k` of `d` on `to`, read
-    /// from the successor's `values` (indexer `six`).
+    /// from the successor's `values` (indexer `six`) as `E` reads them.
     #[inline]
-    pub(super) fn value(
+    pub(super) fn value<E: ExitSet>(
         &self,
         g: &Geometry,
         d: &Decoded,
@@ -164,13 +193,13 @@ impl CaptureMap {
         to: Square,
         values: SliceValuesRef<'_>,
         six: &SliceIndexer,
-    ) -> Result<Value, SolveError> {
+    ) -> Result<E::Value, SolveError> {
         let mut sq = [Square::A1; 8];
         for j in (0..g.n).filter(|&j| j != self.captured) {
             sq[self.to_successor[j]] = self.orient(if j == k { to } else { d.squares[j] });
         }
         let turn = if self.flip { d.turn } else { d.turn.other() };
-        value_in(values, six, &mut sq[..self.men], turn)
+        value_in::<E>(values, six, &mut sq[..self.men], turn)
     }
 
     /// A square of this slice as the successor stores it (colours swapped, files mirrored).
@@ -184,14 +213,14 @@ impl CaptureMap {
     /// not read), `turn` to move before it, and man `var` (not a king) on each square of `qs` in
     /// turn. Calls `f(q, value)` for each ([`values_along`]).
     #[inline]
-    pub(super) fn values_along(
+    pub(super) fn values_along<E: ExitSet>(
         &self,
         g: &Geometry,
         (squares, turn): (&[Square; 8], Color),
         var: usize,
         qs: Bitboard,
         (values, six): (SliceValuesRef<'_>, &SliceIndexer),
-        f: impl FnMut(Square, Value),
+        f: impl FnMut(Square, E::Value),
     ) -> Result<(), SolveError> {
         debug_assert!(!g.is_king(var) && var != self.captured);
         let mut sq = [Square::A1; 8];
@@ -200,7 +229,7 @@ impl CaptureMap {
         }
         let turn = if self.flip { turn } else { turn.other() };
         let at = (&sq, self.men, self.to_successor[var], turn);
-        values_along((values, six), at, |q| self.orient(q), qs, f)
+        values_along::<E>((values, six), at, |q| self.orient(q), qs, f)
     }
 }
 
@@ -211,12 +240,12 @@ impl CaptureMap {
 /// The kings, hence a pawnless successor's symmetry, are the same for every `q`: the index is
 /// worked out once, and for each `q` only the rank of the man's group of like men changes.
 #[inline]
-fn values_along(
+fn values_along<E: ExitSet>(
     (values, six): (SliceValuesRef<'_>, &SliceIndexer),
     (sq, n, slot, turn): (&[Square; 8], usize, usize, Color),
     orient: impl Fn(Square) -> Square,
     qs: Bitboard,
-    mut f: impl FnMut(Square, Value),
+    mut f: impl FnMut(Square, E::Value),
 ) -> Result<(), SolveError> {
     debug_assert!(slot != 0 && slot != six.black_king());
     let mut sq = *sq;
@@ -247,7 +276,7 @@ fn values_along(
     }
     values.get_many(&indices[..m], &mut raw[..m])?;
     for (k, q) in qs.into_iter().enumerate() {
-        let v = Value::from_raw(raw[k]).ok_or_else(|| SolveError::BadSuccessor {
+        let v = E::decode(raw[k]).ok_or_else(|| SolveError::BadSuccessor {
             slice: *six.key(),
             index: indices[k],
         })?;
@@ -404,6 +433,16 @@ impl<'a> PawnExits<'a> {
     /// `None` if the slice is pawnless (see the capture exits) or a successor's values are not
     /// available as an array (exits are then looked at through positions).
     pub(super) fn new(g: &Geometry, key: &SliceKey, succ: &'a dyn Successors) -> Option<PawnExits<'a>> {
+        PawnExits::with_values(g, key, &|s| succ.slice_values(s))
+    }
+
+    /// [`PawnExits::new`] with the successors' values from `values` (any metric: what they
+    /// mean is the reader's, [`ExitSet`]).
+    pub(super) fn with_values(
+        g: &Geometry,
+        key: &SliceKey,
+        values: &dyn Fn(&SliceKey) -> Option<SliceValuesRef<'a>>,
+    ) -> Option<PawnExits<'a>> {
         if g.pawnless {
             return None;
         }
@@ -412,7 +451,7 @@ impl<'a> PawnExits<'a> {
             if successors.iter().any(|(k, _, _)| *k == s) {
                 continue;
             }
-            let values = succ.slice_values(&s)?;
+            let values = values(&s)?;
             successors.push((s, values, SliceIndexer::new(s)));
         }
         let mut pushes = Vec::new();
@@ -514,7 +553,7 @@ impl<'a> PawnExits<'a> {
     ) -> Option<Result<Value, SolveError>> {
         let c = self.captures[m].as_ref()?;
         let (_, values, six) = &self.successors[c.at];
-        Some(c.map.value(g, d, k, to, *values, six))
+        Some(c.map.value::<Exits>(g, d, k, to, *values, six))
     }
 
     /// Where the capture by a man of man `m` (`Ok`) or of the pawn on a square (`Err`) leads.
@@ -583,7 +622,7 @@ impl<'a> PawnExits<'a> {
                 }
                 if captured.is_none() {
                     if let CaptureTarget::Read(values, six, map) = self.capture_target(Err(to)) {
-                        exits.add(map.value(g, d, k, to, values, six)?.after_move());
+                        exits.add(map.value::<Exits>(g, d, k, to, values, six)?.after_move());
                         continue;
                     }
                 }
@@ -735,24 +774,8 @@ impl<'a> PawnExits<'a> {
                 continue;
             }
             if one.relative_rank(us) == 7 {
-                // A plain promotion: the new man on `one`, each role through its target.
-                let plain = self.promotions.iter().filter(|p| p.0 == from);
-                if plain.clone().count() != Role::PROMOTIONS.len() {
+                if !self.line_promotions(g, line, l, from, &mut out.promoted)? {
                     return Ok(false);
-                }
-                let ok = !occ & !Bitboard::EMPTY.with(one) & safe(occ.without(from).with(one));
-                for (_, _, t) in plain {
-                    let (at, turn) = t.place(sq[..g.n].iter().copied().chain([one]), them);
-                    let (_, values, six) = &self.successors[t.at];
-                    let along = (&at, t.n, t.slots[l], turn);
-                    let promoted = &mut out.promoted;
-                    values_along(
-                        (*values, six),
-                        along,
-                        |q| t.orient(q),
-                        ok,
-                        |q, v| promoted[q.index()].add(v.after_move()),
-                    )?;
                 }
                 out.promotes = true;
                 continue;
@@ -776,6 +799,47 @@ impl<'a> PawnExits<'a> {
                 out.pushes[k] = (ok, slice, first);
                 out.n += 1;
             }
+        }
+        Ok(true)
+    }
+
+    /// The plain promotions (no capture) of the pawn on `from` (the side to move's, on its
+    /// seventh rank, the square ahead of it empty) in the line `line` (line man `l`), for the
+    /// line's 64 positions at once: each role's exit added to `out` by square of `l` where the
+    /// promotion is legal (`l` not on the square promoted on, and the king safe after it). The
+    /// positions after one differ only in the square of `l`, read by index arithmetic
+    /// ([`values_along`]). `Ok(false)`, `out` untouched, if they were not worked out once.
+    pub(super) fn line_promotions<E: ExitSet>(
+        &self,
+        g: &Geometry,
+        line: &Decoded,
+        l: usize,
+        from: Square,
+        out: &mut [E; 64],
+    ) -> Result<bool, SolveError> {
+        let plain = self.promotions.iter().filter(|p| p.0 == from);
+        if plain.clone().count() != Role::PROMOTIONS.len() {
+            return Ok(false);
+        }
+        let (us, them) = (line.turn, line.turn.other());
+        let (sq, occ) = (&line.squares, line.occupied);
+        let one = ahead(us, from);
+        debug_assert!(one.relative_rank(us) == 7 && !occ.contains(one));
+        let our_king = sq[if us == Color::White { 0 } else { g.black_king }];
+        let after = occ.without(from).with(one);
+        let safe = g.line_king_safe(l, line, our_king, after, g.pawns[them.index()], NO_MAN);
+        let ok = !occ & !Bitboard::EMPTY.with(one) & safe;
+        for (_, _, t) in plain {
+            let (at, turn) = t.place(sq[..g.n].iter().copied().chain([one]), them);
+            let (_, values, six) = &self.successors[t.at];
+            let along = (&at, t.n, t.slots[l], turn);
+            values_along::<E>(
+                (*values, six),
+                along,
+                |q| t.orient(q),
+                ok,
+                |q, v| out[q.index()].add_move_into(v),
+            )?;
         }
         Ok(true)
     }
@@ -873,7 +937,7 @@ impl<'a> PawnExits<'a> {
     ) -> Result<Value, SolveError> {
         let (mut sq, turn) = t.place(squares, turn);
         let (_, values, six) = &self.successors[t.at];
-        value_in(*values, six, &mut sq[..t.n], turn)
+        value_in::<Exits>(*values, six, &mut sq[..t.n], turn)
     }
 
     /// The value, after the move, of the pawn move `from`-`to` of `d`, through a `Position`
@@ -909,12 +973,12 @@ impl After {
 /// The value stored in a successor slice (its `values` and indexer `six`) for the men on `sq`
 /// (in the successor's men order and orientation) with `turn` to move. A pawnless successor's
 /// placement is brought into table form first.
-pub(super) fn value_in(
+pub(super) fn value_in<E: ExitSet>(
     values: SliceValuesRef<'_>,
     six: &SliceIndexer,
     sq: &mut [Square],
     turn: Color,
-) -> Result<Value, SolveError> {
+) -> Result<E::Value, SolveError> {
     if six.is_pawnless() {
         let sym = pawnless_symmetry(sq[0], sq[six.black_king()]);
         if sym != 0 {
@@ -927,7 +991,7 @@ pub(super) fn value_in(
     let index = six
         .index_of(sq, turn)
         .expect("the kings of a legal position are apart");
-    Value::from_raw(values.get(index)?).ok_or_else(|| SolveError::BadSuccessor {
+    E::decode(values.get(index)?).ok_or_else(|| SolveError::BadSuccessor {
         slice: *six.key(),
         index,
     })

@@ -75,7 +75,7 @@ use super::memory::{
 };
 use super::paging::{Paging, Reach};
 use super::par::{for_each_chunk, for_each_chunk_on};
-use super::pawn_exits::{CaptureMap, CaptureTarget, Exits, LinePushes, PawnExits};
+use super::pawn_exits::{CaptureMap, CaptureTarget, ExitSet, Exits, LinePushes, PawnExits};
 use super::split::{Own, Whole, POST_LINES};
 use super::stage::Stage;
 use super::state::{
@@ -87,10 +87,26 @@ use super::{SliceValuesRef, SolveError, Successors};
 
 /// Where a capture of one man of a pawnless slice leads: the successor slice and how this
 /// slice's men map onto its men.
-struct CaptureExit<'a> {
+pub(super) struct CaptureExit<'a> {
     /// The successor's values, indexer and how the men go there; `None` when only the kings
     /// remain (a draw).
     target: Option<(SliceValuesRef<'a>, SliceIndexer, CaptureMap)>,
+}
+
+/// Where the capture of `victim` leads in a pawnless slice whose capture exits are `captures`
+/// ([`capture_exits`]), for [`line_exits_by_captures`]: a man (`Ok`; never a king) or a pawn
+/// (`Err`: a pawnless slice has none).
+pub(super) fn pawnless_target<'s, 'a>(
+    captures: &'s [Option<CaptureExit<'a>>],
+    victim: Result<usize, Square>,
+) -> CaptureTarget<'s, 'a> {
+    match victim {
+        Ok(m) => match &captures[m].as_ref().expect("a man that is not a king").target {
+            None => CaptureTarget::Draw,
+            Some((values, six, map)) => CaptureTarget::Read(*values, six, map),
+        },
+        Err(_) => CaptureTarget::Unknown,
+    }
 }
 
 /// The exits by capture of every man of a pawnless slice that is not a king (indexed like
@@ -100,6 +116,16 @@ fn capture_exits<'a>(
     g: &Geometry,
     key: &SliceKey,
     succ: &'a dyn Successors,
+) -> Option<Vec<Option<CaptureExit<'a>>>> {
+    capture_exits_with(g, key, &|s| succ.slice_values(s))
+}
+
+/// [`capture_exits`] with the successors' values from `values` (any metric: what they mean is
+/// the reader's, [`ExitSet`]).
+pub(super) fn capture_exits_with<'a>(
+    g: &Geometry,
+    key: &SliceKey,
+    values: &dyn Fn(&SliceKey) -> Option<SliceValuesRef<'a>>,
 ) -> Option<Vec<Option<CaptureExit<'a>>>> {
     if !g.pawnless {
         return None;
@@ -116,7 +142,7 @@ fn capture_exits<'a>(
         let mut target = None;
         if !rest.is_bare_kings() {
             let skey = SliceKey::pawnless(stored);
-            let values = succ.slice_values(&skey)?;
+            let values = values(&skey)?;
             let six = SliceIndexer::new(skey);
             let map = CaptureMap::new(g, m, flip, false, six.men());
             target = Some((values, six, map));
@@ -1424,13 +1450,7 @@ fn init_line<S: InitTarget>(
     };
     let by_lines = match (&ctx.captures, &ctx.pawn_exits) {
         (Some(captures), _) => {
-            let target = |victim: Result<usize, Square>| match victim {
-                Ok(m) => match &captures[m].as_ref().expect("a man that is not a king").target {
-                    None => CaptureTarget::Draw,
-                    Some((values, six, map)) => CaptureTarget::Read(*values, six, map),
-                },
-                Err(_) => CaptureTarget::Unknown,
-            };
+            let target = |victim| pawnless_target(captures, victim);
             // Every capture of a pawnless slice is worked out once (no pawns: never `Unknown`),
             // but a line that was not is looked at position by position all the same.
             let all = line_exits_by_captures(g, &line, l, todo, &target, &mut exits)?;
@@ -1710,13 +1730,13 @@ fn set_undecided<S: InitTarget>(
 ///
 /// `Ok(false)` (and `out` partly added to) when a capture's target is not worked out once: the
 /// caller looks at the positions one by one.
-fn line_exits_by_captures<'s, 'a: 's>(
+pub(super) fn line_exits_by_captures<'s, 'a: 's, E: ExitSet>(
     g: &Geometry,
     line: &Decoded,
     l: usize,
     qs: Bitboard,
     target: &impl Fn(Result<usize, Square>) -> CaptureTarget<'s, 'a>,
-    out: &mut [Exits; 64],
+    out: &mut [E; 64],
 ) -> Result<bool, SolveError> {
     if qs.is_empty() {
         return Ok(true);
@@ -1728,9 +1748,9 @@ fn line_exits_by_captures<'s, 'a: 's>(
     let l_ours = g.side(us).contains(&l);
     let their_pawns = g.pawns[them.index()];
     let shields = |king, occupied, skip, pawns| g.line_king_safe(l, line, king, occupied, pawns, skip);
-    // Adds `v` (after the move) to the exits of the squares of `at`.
-    let add_all = |out: &mut [Exits; 64], at: Bitboard, v: Value| {
-        at.into_iter().for_each(|q| out[q.index()].add(v.after_move()))
+    // Adds the move into `v` to the exits of the squares of `at`.
+    let add_all = |out: &mut [E; 64], at: Bitboard, v: E::Value| {
+        at.into_iter().for_each(|q| out[q.index()].add_move_into(v))
     };
     let men = g.side(them).filter(|&m| m != l && !g.is_king(m)).map(Ok);
     for victim in men.chain(their_pawns.into_iter().map(Err)) {
@@ -1758,11 +1778,11 @@ fn line_exits_by_captures<'s, 'a: 's>(
                 CaptureTarget::Read(values, six, map) => {
                     let mut after = *sq;
                     after[k] = to;
-                    map.values_along(g, (&after, us), l, ok, (*values, six), |q, v| {
-                        out[q.index()].add(v.after_move())
+                    map.values_along::<E>(g, (&after, us), l, ok, (*values, six), |q, v| {
+                        out[q.index()].add_move_into(v)
                     })?;
                 }
-                _ => add_all(out, ok, Value::Draw),
+                _ => add_all(out, ok, E::DRAW),
             }
         }
         // By `l`, from every square that attacks `to`, onto the same position.
@@ -1774,9 +1794,9 @@ fn line_exits_by_captures<'s, 'a: 's>(
             let v = match &target {
                 CaptureTarget::Read(values, six, map) => {
                     let d = g.line_position(line, l, from.first().expect("not empty"));
-                    map.value(g, &d, l, to, *values, six)?
+                    map.value::<E>(g, &d, l, to, *values, six)?
                 }
-                _ => Value::Draw,
+                _ => E::DRAW,
             };
             add_all(out, from, v);
         }
@@ -1808,17 +1828,17 @@ fn line_exits_by_captures<'s, 'a: 's>(
             }
             match &target {
                 CaptureTarget::Read(values, six, map) if !g.is_king(k) => {
-                    map.values_along(g, (sq, us), k, ok, (*values, six), |q, v| {
-                        out[q.index()].add(v.after_move())
+                    map.values_along::<E>(g, (sq, us), k, ok, (*values, six), |q, v| {
+                        out[q.index()].add_move_into(v)
                     })?;
                 }
                 CaptureTarget::Read(values, six, map) => {
                     for q in ok {
                         let d = g.line_position(line, l, q);
-                        out[q.index()].add(map.value(g, &d, k, q, *values, six)?.after_move());
+                        out[q.index()].add_move_into(map.value::<E>(g, &d, k, q, *values, six)?);
                     }
                 }
-                _ => add_all(out, ok, Value::Draw),
+                _ => add_all(out, ok, E::DRAW),
             }
         }
     }
@@ -1866,7 +1886,7 @@ fn exits_by_captures(
                 .expect("a man that is not a king has a capture exit");
             let v = match &exit.target {
                 None => Value::Draw,
-                Some((values, six, map)) => map.value(g, d, k, to, *values, six)?,
+                Some((values, six, map)) => map.value::<Exits>(g, d, k, to, *values, six)?,
             }
             .after_move();
             exits.add(v);
