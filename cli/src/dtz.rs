@@ -92,12 +92,15 @@ pub const WDL50_ZSTD_LEVEL: i32 = 9;
 
 /// The WDL50 table (`.zwl`) of the DTZ50 table at `dtz_path`: the first of `wdl`'s directories
 /// that has a complete one of the same slices, else written from it into the first directory
-/// (the others are only read, as for every table): its path and bytes.
+/// (the others are only read, as for every table): its path and bytes. `solved` holds the DTZ50
+/// table's values by slice when they are still in memory (just built): read from there, not
+/// decompressed again from the file.
 fn wdl50_beside(
     dtz_path: &std::path::Path,
     wdl: &TableDir,
     material: &Material,
     threads: usize,
+    solved: Option<&HashMap<SliceKey, Vec<u16>>>,
 ) -> Result<(PathBuf, u64), DtzError> {
     let dtz = Table::open_pread(dtz_path).map_err(|source| DtzError::Write {
         path: dtz_path.to_owned(),
@@ -117,7 +120,18 @@ fn wdl50_beside(
         return Ok((found, bytes));
     }
     let path = wdl.write_path_of(material);
-    let summary = write_wdl50(&dtz, &path, threads).map_err(|source| DtzError::Write {
+    let written = match solved {
+        None => write_wdl50(&dtz, &path, threads),
+        Some(solved) => {
+            let by_raw: HashMap<_, &Vec<u16>> = solved.iter().map(|(k, v)| (k.raw(), v)).collect();
+            write_wdl50_with(&dtz, &path, threads, |s, start, out| {
+                let values = &by_raw[&dtz.slices()[s].key][start as usize..][..out.len()];
+                out.copy_from_slice(values);
+                Ok(())
+            })
+        }
+    };
+    let summary = written.map_err(|source| DtzError::Write {
         path: path.clone(),
         source,
     })?;
@@ -132,6 +146,20 @@ pub fn write_wdl50(
     dtz: &Table,
     path: &std::path::Path,
     threads: usize,
+) -> Result<zermelo_storage::TableSummary, zermelo_storage::StorageError> {
+    write_wdl50_with(dtz, path, threads, |s, start, out| {
+        out.copy_from_slice(&dtz.read_range(s, start, out.len() as u64)?);
+        Ok(())
+    })
+}
+
+/// [`write_wdl50`] with the values of `dtz`'s slices read by `read(slice, first, out)`
+/// (`out.len()` of them from index `first` of the slice's values).
+fn write_wdl50_with(
+    dtz: &Table,
+    path: &std::path::Path,
+    threads: usize,
+    mut read: impl FnMut(usize, u64, &mut [u16]) -> Result<(), zermelo_storage::StorageError>,
 ) -> Result<zermelo_storage::TableSummary, zermelo_storage::StorageError> {
     let meta = TableMeta {
         metric: Metric::Wdl50,
@@ -154,9 +182,11 @@ pub fn write_wdl50(
         writer.begin_slice(entry.key, entry.count)?;
         let mut start = 0;
         let mut before = Dtz::Draw.wdl50_code();
+        let mut values = Vec::new();
         while start < entry.count {
             let n = CHUNK.min(entry.count - start);
-            let mut values = dtz.read_range(s, start, n)?;
+            values.resize(n as usize, 0);
+            read(s, start, &mut values)?;
             for v in &mut values {
                 *v = Dtz::from_raw(*v).map_or(before, Dtz::wdl50_code);
                 before = *v;
@@ -357,7 +387,7 @@ pub fn build_dtz50(
         let positions = mp.positions;
         let slices = mp.slice_count();
         if built_already {
-            let (wdl_file, wdl_bytes) = wdl50_beside(&path, &wdl, &material, threads)?;
+            let (wdl_file, wdl_bytes) = wdl50_beside(&path, &wdl, &material, threads, None)?;
             let built = DtzBuilt {
                 material: material.to_string(),
                 built: false,
@@ -421,8 +451,8 @@ pub fn build_dtz50(
         })?;
         tables.forget(&material);
         drop(data);
+        let (wdl_file, wdl_bytes) = wdl50_beside(&path, &wdl, &material, threads, Some(&solved))?;
         drop(solved);
-        let (wdl_file, wdl_bytes) = wdl50_beside(&path, &wdl, &material, threads)?;
         let built = DtzBuilt {
             material: material.to_string(),
             built: true,
