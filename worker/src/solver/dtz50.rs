@@ -214,7 +214,9 @@ pub fn solve_slice_dtz50(
 
     debug!(slice = %key, seconds = start.elapsed().as_secs_f64(), "DTZ50 of a slice: exits looked at");
 
-    // 2. Passes, one per distance, while a frontier or a late decision is left.
+    // 2. Passes, one per distance, while a frontier or a late decision is left. Where the
+    // lowest field is a lone man, a frontier word is a line of 64 positions, un-moved at once.
+    let line_man = g.line_man();
     let mut d: u16 = 0;
     loop {
         report(DtzStep::Pass(d));
@@ -240,6 +242,10 @@ pub fn solve_slice_dtz50(
                     let mut bits = frontier[w].swap(0, Relaxed);
                     if bits != 0 && !any.load(Relaxed) {
                         any.store(true, Relaxed);
+                    }
+                    if let Some(l) = line_man {
+                        propagate_line(&g, l, &cells, w, bits, &mut queues);
+                        continue;
                     }
                     while bits != 0 {
                         let i = w * 64 + bits.trailing_zeros() as usize;
@@ -779,6 +785,49 @@ fn propagate(g: &Geometry, cells: &Cells, j: usize, marks: &mut Marks<'_>) {
             });
         }
         Dtz::Draw => unreachable!("a frontier position is won or lost"),
+    }
+}
+
+/// [`propagate`] for the positions of frontier word `w` (the bits of `bits`), a line of 64
+/// positions that differ only in the square of the lone man `l`: the losses' predecessors and
+/// the wins', each once per move into them, found for the line at once
+/// ([`Geometry::for_each_unmove_line_counted`]).
+fn propagate_line(g: &Geometry, l: usize, cells: &Cells, w: usize, bits: u64, marks: &mut Marks<'_>) {
+    let base = w * 64;
+    let (mut losses, mut wins) = (0u64, 0u64);
+    let mut rest = bits;
+    while rest != 0 {
+        let k = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        match Dtz::from_raw(cells.cells[base + k].load(Relaxed)) {
+            Some(Dtz::Loss(_)) => losses |= 1 << k,
+            Some(Dtz::Win(_)) => wins |= 1 << k,
+            _ => unreachable!("a frontier position is won or lost"),
+        }
+    }
+    let line = g
+        .decode_line(base as u64, l)
+        .expect("a line with positions is placed");
+    let d = marks.d;
+    if losses != 0 {
+        let q = &mut marks.of_losses;
+        g.for_each_unmove_line_counted(l, &line, Bitboard(losses), |p, squares| {
+            for s in squares {
+                q.push(&cells.cells, (p + s.u8() as u64) as usize, &mut |p| {
+                    mark(cells, p, d, true)
+                });
+            }
+        });
+    }
+    if wins != 0 {
+        let q = &mut marks.of_wins;
+        g.for_each_unmove_line_counted(l, &line, Bitboard(wins), |p, squares| {
+            for s in squares {
+                q.push(&cells.cells, (p + s.u8() as u64) as usize, &mut |p| {
+                    mark(cells, p, d, false)
+                });
+            }
+        });
     }
 }
 

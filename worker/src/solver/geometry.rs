@@ -429,6 +429,31 @@ impl Geometry {
         l: usize,
         d: &Decoded,
         from: Bitboard,
+        f: impl FnMut(u64, Bitboard),
+    ) {
+        self.unmove_line::<false>(l, d, from, f);
+    }
+
+    /// [`Geometry::for_each_unmove_line`], each predecessor given once per move into a position
+    /// of `from`, as [`Geometry::for_each_unmove`] gives it (a count of moves needs them all):
+    /// where `l` moved, a square it came from is given once for each square of `from` it
+    /// attacks.
+    pub(super) fn for_each_unmove_line_counted(
+        &self,
+        l: usize,
+        d: &Decoded,
+        from: Bitboard,
+        f: impl FnMut(u64, Bitboard),
+    ) {
+        self.unmove_line::<true>(l, d, from, f);
+    }
+
+    #[inline(always)]
+    fn unmove_line<const COUNTED: bool>(
+        &self,
+        l: usize,
+        d: &Decoded,
+        from: Bitboard,
         mut f: impl FnMut(u64, Bitboard),
     ) {
         let mover = d.turn.other();
@@ -439,6 +464,17 @@ impl Geometry {
         }
         let line_of = |turn: Color| d.fields + turn.index() as u64 * self.per_side;
         for k in self.side(mover) {
+            if k == l && COUNTED {
+                // `l` moved, inside its own line: to each square of `from` from any empty
+                // square it attacks from there.
+                for q in from {
+                    let before = attacks(self.men[l], q, occ) & !occ;
+                    if before.any() {
+                        f(line_of(mover), before);
+                    }
+                }
+                continue;
+            }
             if k == l {
                 // `l` moved, inside its own line: from any empty square it attacks.
                 let before = attacks_from_set(self.men[l], from, occ) & !occ;
@@ -750,6 +786,24 @@ mod tests {
                     assert_eq!(
                         by_line, by_index,
                         "{key}: un-moves of line {line_base} from {from:?}"
+                    );
+                    // Un-moves counted: each once per move, as a list.
+                    let mut by_line = Vec::new();
+                    g.for_each_unmove_line_counted(l, &d, from, |p, squares| {
+                        by_line.extend(squares.into_iter().map(|q| p + q.u8() as u64));
+                    });
+                    let mut by_index = Vec::new();
+                    for q in from {
+                        let j = line_base + q.u8() as u64;
+                        if let Some(dj) = g.decode(j) {
+                            g.for_each_unmove(j, &dj, |p| by_index.push(p));
+                        }
+                    }
+                    by_line.sort_unstable();
+                    by_index.sort_unstable();
+                    assert_eq!(
+                        by_line, by_index,
+                        "{key}: un-moves counted of line {line_base} from {from:?}"
                     );
                     // Moves.
                     let at = from & !d.occupied;
