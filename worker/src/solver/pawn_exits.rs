@@ -543,17 +543,17 @@ impl<'a> PawnExits<'a> {
     /// The value after man `k` of `d` takes man `m` on `to` (the pawns unchanged), read through
     /// the capture's precomputed successor; `None` if it has none (see `captures`).
     #[inline]
-    fn man_capture(
+    fn man_capture<E: ExitSet>(
         &self,
         g: &Geometry,
         d: &Decoded,
         k: usize,
         m: usize,
         to: Square,
-    ) -> Option<Result<Value, SolveError>> {
+    ) -> Option<Result<E::Value, SolveError>> {
         let c = self.captures[m].as_ref()?;
         let (_, values, six) = &self.successors[c.at];
-        Some(c.map.value::<Exits>(g, d, k, to, *values, six))
+        Some(c.map.value::<E>(g, d, k, to, *values, six))
     }
 
     /// Where the capture by a man of man `m` (`Ok`) or of the pawn on a square (`Err`) leads.
@@ -594,7 +594,12 @@ impl<'a> PawnExits<'a> {
     }
 
     /// The captures by men (king included) of the legal position `d`, added to `exits`.
-    fn man_capture_exits(&self, g: &Geometry, d: &Decoded, exits: &mut Exits) -> Result<(), SolveError> {
+    pub(super) fn man_capture_exits<E: ExitSet>(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        exits: &mut E,
+    ) -> Result<(), SolveError> {
         let (us, them, our_king, their_pawns, victims) = sides(g, d);
         let man_at = |sq: Square| g.side(them).find(|&j| d.squares[j] == sq);
         let safe = |king, occupied, pawns, captured| king_safe(g, d, king, occupied, pawns, captured);
@@ -616,19 +621,19 @@ impl<'a> PawnExits<'a> {
                 if !safe(king, occupied, pawns, captured) {
                     continue;
                 }
-                if let Some(v) = captured.and_then(|m| self.man_capture(g, d, k, m, to)) {
-                    exits.add(v?.after_move());
+                if let Some(v) = captured.and_then(|m| self.man_capture::<E>(g, d, k, m, to)) {
+                    exits.add_move_into(v?);
                     continue;
                 }
                 if captured.is_none() {
                     if let CaptureTarget::Read(values, six, map) = self.capture_target(Err(to)) {
-                        exits.add(map.value::<Exits>(g, d, k, to, values, six)?.after_move());
+                        exits.add_move_into(map.value::<E>(g, d, k, to, values, six)?);
                         continue;
                     }
                 }
                 let mut after = self.after(g, d, material, captured, Some((k, to)));
                 after.pawns[them.index()] = pawns;
-                exits.add(self.value(after)?.after_move());
+                exits.add_move_into(self.value::<E>(after)?);
             }
         }
         Ok(())
@@ -643,9 +648,26 @@ impl<'a> PawnExits<'a> {
         succ: &dyn Successors,
         exits: &mut Exits,
     ) -> Result<(), SolveError> {
+        let mut ep = |from, to| Ok(Some(self.by_position(g, d, from, to, succ)?));
+        let whole = self.pawn_move_exits_with(g, d, &mut ep, exits)?;
+        debug_assert!(whole, "the mates' source values every position");
+        Ok(())
+    }
+
+    /// [`PawnExits::pawn_move_exits`] for exits of any metric: `ep(from, to)` values the
+    /// position after the double push `from`-`to` beside an enemy pawn (it may have an
+    /// en-passant capture), for the side to move there; `Ok(false)`, `exits` partly added to,
+    /// where it gives none.
+    pub(super) fn pawn_move_exits_with<E: ExitSet>(
+        &self,
+        g: &Geometry,
+        d: &Decoded,
+        ep: &mut dyn FnMut(Square, Square) -> Result<Option<E::Value>, SolveError>,
+        exits: &mut E,
+    ) -> Result<bool, SolveError> {
         let our_pawns = g.pawns[d.turn.index()];
         if our_pawns.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let (us, them, our_king, their_pawns, victims) = sides(g, d);
         let man_at = |sq: Square| g.side(them).find(|&j| d.squares[j] == sq);
@@ -685,7 +707,10 @@ impl<'a> PawnExits<'a> {
                 }
                 if double && (pawns & beside(to)).any() {
                     // An enemy pawn beside it may take en passant: ask the source.
-                    exits.add(self.by_position(g, d, from, to, succ)?);
+                    match ep(from, to)? {
+                        Some(v) => exits.add_move_into(v),
+                        None => return Ok(false),
+                    }
                     continue;
                 }
                 if captured.is_none() && pawns == their_pawns {
@@ -693,9 +718,9 @@ impl<'a> PawnExits<'a> {
                         self.pushes.iter().find(|p| p.0 == from && p.1 == to)
                     {
                         let index = d.fields + them.index() as u64 * self.per_side;
-                        let v = Value::from_raw(values.get(index)?)
+                        let v = E::decode(values.get(index)?)
                             .ok_or_else(|| SolveError::BadSuccessor { slice, index })?;
-                        exits.add(v.after_move());
+                        exits.add_move_into(v);
                         continue;
                     }
                 }
@@ -705,7 +730,7 @@ impl<'a> PawnExits<'a> {
                     if plain.clone().count() == Role::PROMOTIONS.len() {
                         for (_, _, t) in plain {
                             let squares = d.squares[..g.n].iter().copied().chain([to]);
-                            exits.add(self.read(t, squares, them)?.after_move());
+                            exits.add_move_into(self.read::<E>(t, squares, them)?);
                         }
                         continue;
                     }
@@ -717,17 +742,17 @@ impl<'a> PawnExits<'a> {
                         after.add(Piece::new(us, role), to);
                         after.pawns[us.index()] = our_pawns.without(from);
                         after.pawns[them.index()] = pawns;
-                        exits.add(self.value(after)?.after_move());
+                        exits.add_move_into(self.value::<E>(after)?);
                     }
                 } else {
                     let mut after = self.after(g, d, material, captured, None);
                     after.pawns[us.index()] = our_pawns.without(from).with(to);
                     after.pawns[them.index()] = pawns;
-                    exits.add(self.value(after)?.after_move());
+                    exits.add_move_into(self.value::<E>(after)?);
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The plain pushes of the side to move in the line `line` ([`Geometry::decode_line`],
@@ -874,11 +899,11 @@ impl<'a> PawnExits<'a> {
     }
 
     /// The value for the side to move of a position after a move out of the slice.
-    fn value(&self, a: After) -> Result<Value, SolveError> {
+    fn value<E: ExitSet>(&self, a: After) -> Result<E::Value, SolveError> {
         let men = a.men[..a.n].iter().map(|&(p, _)| p);
         match self.target(a.material, a.pawns, men)? {
-            None => Ok(Value::Draw),
-            Some(t) => self.read(&t, a.men[..a.n].iter().map(|&(_, s)| s), a.turn),
+            None => Ok(E::DRAW),
+            Some(t) => self.read::<E>(&t, a.men[..a.n].iter().map(|&(_, s)| s), a.turn),
         }
     }
 
@@ -929,19 +954,19 @@ impl<'a> PawnExits<'a> {
     /// The value for `turn` to move of the position with the men of `t` on `squares` (in the
     /// same order), read from its successor.
     #[inline]
-    fn read(
+    fn read<E: ExitSet>(
         &self,
         t: &Target,
         squares: impl Iterator<Item = Square>,
         turn: Color,
-    ) -> Result<Value, SolveError> {
+    ) -> Result<E::Value, SolveError> {
         let (mut sq, turn) = t.place(squares, turn);
         let (_, values, six) = &self.successors[t.at];
-        value_in::<Exits>(*values, six, &mut sq[..t.n], turn)
+        value_in::<E>(*values, six, &mut sq[..t.n], turn)
     }
 
-    /// The value, after the move, of the pawn move `from`-`to` of `d`, through a `Position`
-    /// and the successor source (which resolves en passant).
+    /// The value, for the side to move after it, of the pawn move `from`-`to` of `d`, through a
+    /// `Position` and the successor source (which resolves en passant).
     fn by_position(
         &self,
         g: &Geometry,
@@ -959,7 +984,7 @@ impl<'a> PawnExits<'a> {
             .find(|m| m.from == from && m.to == to)
             .copied()
             .expect("a legal double push is a legal move");
-        Ok(succ.value_of(&pos.play(&m))?.after_move())
+        succ.value_of(&pos.play(&m))
     }
 }
 

@@ -1848,12 +1848,12 @@ pub(super) fn line_exits_by_captures<'s, 'a: 's, E: ExitSet>(
 /// The exits of a position of a pawnless slice (in check or not): its legal captures, played
 /// on the placement and read by index from the successor slices.
 #[inline]
-fn exits_by_captures(
+pub(super) fn exits_by_captures<E: ExitSet>(
     g: &Geometry,
     d: &Decoded,
     our_king: Square,
     captures: &[Option<CaptureExit<'_>>],
-) -> Result<Exits, SolveError> {
+) -> Result<E, SolveError> {
     let us = d.turn;
     let them = us.other();
     // True if, with the men of `them` but `skip` on their squares and `occupied`, our king on
@@ -1863,7 +1863,7 @@ fn exits_by_captures(
             .filter(|&j| j != skip)
             .any(|j| attacks(g.men[j], d.squares[j], occupied).contains(king))
     };
-    let mut exits = Exits::default();
+    let mut exits = E::default();
     let mut victims = Bitboard::EMPTY;
     for j in g.side(them).filter(|&j| !g.is_king(j)) {
         victims = victims.with(d.squares[j]);
@@ -1885,11 +1885,10 @@ fn exits_by_captures(
                 .as_ref()
                 .expect("a man that is not a king has a capture exit");
             let v = match &exit.target {
-                None => Value::Draw,
-                Some((values, six, map)) => map.value::<Exits>(g, d, k, to, *values, six)?,
-            }
-            .after_move();
-            exits.add(v);
+                None => E::DRAW,
+                Some((values, six, map)) => map.value::<E>(g, d, k, to, *values, six)?,
+            };
+            exits.add_move_into(v);
         }
     }
     Ok(exits)
