@@ -838,7 +838,7 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
 
 /// [`is_complete`] of every material of `plan`, in plan order, the tables checked on `threads`
 /// threads at once, the largest first (checking a table hashes every byte of it).
-fn complete_tables(tables: &TableDir, plan: &Plan, threads: usize) -> Vec<bool> {
+pub(crate) fn complete_tables(tables: &TableDir, plan: &Plan, threads: usize) -> Vec<bool> {
     let mut order: Vec<usize> = (0..plan.materials.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(plan.materials[i].positions));
     let complete: Vec<AtomicBool> = plan.materials.iter().map(|_| AtomicBool::new(false)).collect();

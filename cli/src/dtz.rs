@@ -23,6 +23,8 @@ use zermelo_worker::tables::{
 };
 use zermelo_worker::Successors as _;
 
+use crate::build::{complete_tables, is_complete};
+
 /// What a DTZ50 build did for one material.
 #[derive(Debug, serde::Serialize)]
 pub struct DtzBuilt {
@@ -109,7 +111,7 @@ fn wdl50_beside(
     let found = wdl.path_of(material);
     let complete = Table::open_pread(&found).is_ok_and(|t| {
         t.meta().metric == Metric::Wdl50
-            && t.verify_checksum().is_ok()
+            && t.verify_file_hash().is_ok()
             && t.slices()
                 .iter()
                 .map(|e| (e.key, e.count))
@@ -306,7 +308,7 @@ impl DtzSuccessors for Successors<'_> {
 fn mates_of(dirs: &[PathBuf], material: &Material) -> Option<Arc<Table>> {
     let mates = TableDir::from_list(dirs).pread();
     let table = mates.table(material).ok()?;
-    match table.verify_checksum() {
+    match table.verify_file_hash() {
         Ok(()) => Some(table),
         Err(e) => {
             tracing::warn!(%material, error = %e, "the table of mates is damaged: not used for the DTZ50 build");
@@ -315,19 +317,13 @@ fn mates_of(dirs: &[PathBuf], material: &Material) -> Option<Arc<Table>> {
     }
 }
 
-/// Whether the DTZ50 table of `material` is complete in `tables`: it opens (header, tables and
-/// footer checked) and every byte hashes as written. A damaged one is built again.
-fn complete(tables: &TableDir, material: &Material) -> bool {
-    tables.table(material).is_ok_and(|t| t.verify_checksum().is_ok())
-}
-
 /// Checks the DTZ50 build of `targets` (the materials whose tables are not complete in `dirs`)
 /// against the memory `budget`, before any work.
 pub fn check_budget(targets: &[Material], dirs: &[PathBuf], budget: u64) -> Result<(), DtzError> {
     let tables = TableDir::dtz50(dirs);
     let plan = plan(targets);
     let to_build: Vec<&MaterialPlan> = (plan.materials.iter())
-        .filter(|mp| !complete(&tables, &mp.material))
+        .filter(|mp| !is_complete(&tables, mp))
         .collect();
     check_plan(&to_build, budget)
 }
@@ -367,10 +363,8 @@ pub fn build_dtz50(
     let tables = TableDir::dtz50(dirs);
     let wdl = tables.wdl50_view();
     let plan = plan(targets);
-    // Each table's bytes hashed once: whether it is complete.
-    let built_already: Vec<bool> = (plan.materials.iter())
-        .map(|mp| complete(&tables, &mp.material))
-        .collect();
+    // Each table's bytes hashed once, on every thread: whether it is complete.
+    let built_already = complete_tables(&tables, &plan, threads);
     let to_build: Vec<&MaterialPlan> = (plan.materials.iter())
         .zip(&built_already)
         .filter(|(_, &b)| !b)
