@@ -19,9 +19,11 @@
 //!
 //! About 2.25 bytes per index: a 16-bit cell each, which becomes the value in place, and two
 //! bitmaps. The passes cost an un-move generation per decided position, by the mate solver's
-//! index arithmetic ([`Geometry`]); the exits and counts are found a line of 64 positions at a
-//! time where the lowest field is a lone man, else position by position. It needs no table of
-//! mates; only where its caller gives the draws of the slice's table of mates
+//! index arithmetic ([`Geometry`]), a line of 64 positions at a time where the lowest field is
+//! a lone man; the exits (read by index from the successors' values where they are at hand, as
+//! the mate solver reads them) and the counts are found a line at a time there too, else
+//! position by position. It needs no table of mates; only where its caller gives the draws of
+//! the slice's table of mates
 //! ([`DtzSuccessors::known_draws`]) are those set without a move generated (a draw ignoring the
 //! rule is a draw under it). Its values are checked by `verify`, and against Syzygy's tables
 //! (see `docs/dtz50.md`).
@@ -283,11 +285,14 @@ const LEGAL: u16 = UNDECIDED;
 /// position not known drawn, a line at a time: its moves inside the slice (the moves of its men
 /// but captures) are counted off the cells (a move's target is legal where its cell is not 0),
 /// a move of one man at a time ([`Geometry::for_each_move_line`]); its pawns' pushes are read
-/// for the whole line from the slices they lead into ([`line_pushes`]); and only a position
-/// with something to take is built, for its captures alone ([`capture_exits`]). A line whose
-/// pawn moves are more than plain pushes into slices at hand (a promotion, a double push beside
-/// an enemy pawn, a push into a mirrored slice) is looked at move by move ([`init_position`]).
-/// KQRvKR's init on 2 threads: 11.6 s move by move, 5.5 s so; KRPvKR's DTZ50 build 53 s to 47 s.
+/// for the whole line from the slices they lead into, and its plain promotions by index
+/// ([`line_pushes`]); its captures by men are read by index for the whole line where the
+/// successors are at hand ([`line_exits_by_captures`], [`ByIndex`]), else, and where a pawn can
+/// take, the position is built for its captures alone ([`capture_exits`]). A line whose pawn
+/// moves are more than plain pushes and promotions into slices at hand (a double push beside an
+/// enemy pawn, a push into a mirrored slice) is looked at move by move ([`init_position`]).
+/// KQRvKR's init on 2 threads: 11.6 s move by move, 5.5 s so; KRPvKR's DTZ50 build 53 s to 47 s
+/// (and to 28 s with the captures and promotions by index, and the passes by lines).
 fn init_by_lines(
     g: &Geometry,
     l: usize,
