@@ -279,6 +279,38 @@ pub fn solve_slice_dtz50(
 /// inside left to count: such a position is final from the start).
 const LEGAL: u16 = UNDECIDED;
 
+/// The indices of a chunk of the init, and the progress told for them: a quarter in the first
+/// sweep, the rest in the second (KRNvKNN's first takes a minute or so: not a bar standing
+/// still).
+const CHUNK: usize = 1 << 12;
+
+fn first_share(len: usize) -> u64 {
+    len as u64 / 4
+}
+
+/// The first sweep of the init: each legal index's cell set to [`LEGAL`], or to a draw where
+/// the table of mates has one; `legal(range, f)` calls `f` with each legal index of `range`.
+fn mark_legal(
+    cells: &Cells,
+    key: &SliceKey,
+    succ: &dyn DtzSuccessors,
+    threads: usize,
+    report: &(dyn Fn(DtzStep) + Sync),
+    legal: &(dyn Fn(std::ops::Range<usize>, &mut dyn FnMut(usize)) + Sync),
+) -> Result<(), SolveError> {
+    for_each_chunk(cells.cells.len(), CHUNK, threads, |range| {
+        report(DtzStep::Inited(first_share(range.len())));
+        let mut draws = vec![false; range.len()];
+        succ.known_draws(key, range.start as u64, &mut draws)?;
+        let first = range.start;
+        legal(range, &mut |i| {
+            let code = if draws[i - first] { Dtz::Draw.raw() } else { LEGAL };
+            cells.cells[i].store(code, Relaxed);
+        });
+        Ok::<(), SolveError>(())
+    })
+}
+
 /// Step 1 of [`solve_slice_dtz50`] for a slice whose lowest field is a lone man `l` (lines of 64
 /// indices differ only in its square), in two sweeps. First each legal index's cell is set (to
 /// [`LEGAL`], or to a draw where the table of mates has one), a line at a time. Then each
@@ -303,27 +335,14 @@ fn init_by_lines(
     report: &(dyn Fn(DtzStep) + Sync),
 ) -> Result<(), SolveError> {
     let n = cells.cells.len();
-    const CHUNK: usize = 1 << 12;
-    // The progress told: a quarter of a chunk's indices in the first sweep, the rest in the
-    // second (KRNvKNN's first takes a minute or so: not a bar standing still).
-    let first_share = |len: usize| len as u64 / 4;
-    for_each_chunk(n, CHUNK, threads, |range| {
-        report(DtzStep::Inited(first_share(range.len())));
-        let mut draws = vec![false; range.len()];
-        succ.known_draws(key, range.start as u64, &mut draws)?;
-        for base in range.clone().step_by(64) {
-            for q in line_legal(g, base, l) {
-                let i = base + q.index();
-                let code = if draws[i - range.start] {
-                    Dtz::Draw.raw()
-                } else {
-                    LEGAL
-                };
-                cells.cells[i].store(code, Relaxed);
-            }
+    let legal = |range: std::ops::Range<usize>, f: &mut dyn FnMut(usize)| {
+        for base in range.step_by(64) {
+            line_legal(g, base, l)
+                .into_iter()
+                .for_each(|q| f(base + q.index()));
         }
-        Ok::<(), SolveError>(())
-    })?;
+    };
+    mark_legal(cells, key, succ, threads, report, &legal)?;
     let ix = &g.ix;
     let by_index = ByIndex::new(g, key, succ);
     for_each_chunk(n, CHUNK, threads, |range| {
@@ -422,28 +441,17 @@ fn init_by_positions(
     report: &(dyn Fn(DtzStep) + Sync),
 ) -> Result<(), SolveError> {
     let n = cells.cells.len();
-    const CHUNK: usize = 1 << 12;
-    let first_share = |len: usize| len as u64 / 4;
-    for_each_chunk(n, CHUNK, threads, |range| {
-        report(DtzStep::Inited(first_share(range.len())));
-        let mut draws = vec![false; range.len()];
-        succ.known_draws(key, range.start as u64, &mut draws)?;
-        for i in range.clone() {
-            let Some(d) = g.decode(i as u64) else {
-                continue;
-            };
-            if g.attacked(&d, kings(g, &d).1, d.turn) {
-                continue; // The side not to move is in check.
+    let legal = |range: std::ops::Range<usize>, f: &mut dyn FnMut(usize)| {
+        for i in range {
+            // Placed, and the side not to move not in check.
+            if g.decode(i as u64)
+                .is_some_and(|d| !g.attacked(&d, kings(g, &d).1, d.turn))
+            {
+                f(i);
             }
-            let code = if draws[i - range.start] {
-                Dtz::Draw.raw()
-            } else {
-                LEGAL
-            };
-            cells.cells[i].store(code, Relaxed);
         }
-        Ok::<(), SolveError>(())
-    })?;
+    };
+    mark_legal(cells, key, succ, threads, report, &legal)?;
     let by_index = ByIndex::new(g, key, succ);
     for_each_chunk(n, CHUNK, threads, |range| {
         let len = range.len() as u64 - first_share(range.len());
