@@ -288,6 +288,9 @@ fn first_share(len: usize) -> u64 {
     len as u64 / 4
 }
 
+/// Calls its second argument with each legal index of its first ([`mark_legal`]).
+type LegalIn<'a> = dyn Fn(std::ops::Range<usize>, &mut dyn FnMut(usize)) + Sync + 'a;
+
 /// The first sweep of the init: each legal index's cell set to [`LEGAL`], or to a draw where
 /// the table of mates has one; `legal(range, f)` calls `f` with each legal index of `range`.
 fn mark_legal(
@@ -296,7 +299,7 @@ fn mark_legal(
     succ: &dyn DtzSuccessors,
     threads: usize,
     report: &(dyn Fn(DtzStep) + Sync),
-    legal: &(dyn Fn(std::ops::Range<usize>, &mut dyn FnMut(usize)) + Sync),
+    legal: &LegalIn<'_>,
 ) -> Result<(), SolveError> {
     for_each_chunk(cells.cells.len(), CHUNK, threads, |range| {
         report(DtzStep::Inited(first_share(range.len())));
