@@ -977,7 +977,9 @@ mod tests {
         calls: AtomicU64,
     }
 
-    /// The classes of one slice by index, worked out when read.
+    /// The classes of one slice by index, worked out when read. An index that is no legal
+    /// position reads a class too (not 0): a solver that read one through a wrong index
+    /// arithmetic would then differ from the forward derivation, not stop.
     struct Classes(SliceKey);
 
     impl IndexedValues for Classes {
