@@ -875,7 +875,7 @@ fn solve_material(
         mp,
         options,
         fit,
-        cache: SuccessorCache::new(cache_bytes),
+        cache: SuccessorCache::new(cache_bytes, options.threads),
         meta: TableMeta {
             material: mp.material.to_string(),
             metric: Metric::Dtm,

@@ -400,7 +400,7 @@ pub fn build_dtz50(
         let mut solved: HashMap<SliceKey, Vec<u16>> = HashMap::new();
         // What the budget leaves beside the material's values, for whole successor slices.
         let spare = budget.saturating_sub(plan_need(&mp));
-        let cache = SuccessorCache::new(spare.min(crate::build::SLICE_CACHE_BYTES));
+        let cache = SuccessorCache::new(spare.min(crate::build::SLICE_CACHE_BYTES), threads);
         let mates = mates_of(dirs, &material);
         info!(%material, draws_from_mates = mates.is_some(), "DTZ50 build of a material begins");
         for key in mp.slices() {

@@ -304,32 +304,42 @@ impl Table {
 
     /// All values of slice `slice`. Checks every block's checksum and the slice's content hash.
     pub fn read_slice(&self, slice: usize) -> Result<Vec<u16>, StorageError> {
+        self.read_slice_on(slice, 1)
+    }
+
+    /// [`read_slice`](Table::read_slice) on up to `threads` threads: a round of blocks at a
+    /// time ([`MAX_RESERVE_VALUES`] values), cut into runs of about equal length, each
+    /// decompressed by a thread of its own (the calling thread takes the first), then hashed.
+    /// The same values and checks whatever `threads` is.
+    pub fn read_slice_on(&self, slice: usize, threads: usize) -> Result<Vec<u16>, StorageError> {
+        self.read_slice_in_rounds(slice, threads, MAX_RESERVE_VALUES)
+    }
+
+    /// [`read_slice_on`](Table::read_slice_on) with rounds of at least a block and at most
+    /// `round_values` values.
+    fn read_slice_in_rounds(
+        &self,
+        slice: usize,
+        threads: usize,
+        round_values: u64,
+    ) -> Result<Vec<u16>, StorageError> {
         let entry = self.slice_entry(slice)?;
+        let (first, end) = (entry.first, entry.first + entry.count);
         let bv = u64::from(self.header.block_values);
-        let end = entry.first + entry.count;
-        let mut out = Vec::with_capacity(entry.count.min(MAX_RESERVE_VALUES) as usize);
-        let mut dctx = None;
-        let mut at = entry.first;
-        while at < end {
-            let block = at / bv;
-            let block_start = block * bv;
-            let block_len = self.header.block_len(block);
-            let lo = (at - block_start) as usize;
-            let hi = (end - block_start).min(block_len) as usize;
-            if lo == 0 && hi as u64 == block_len {
-                // The slice covers the whole block: nobody else needs it, keep it out of the cache.
-                let dctx = match &mut dctx {
-                    Some(d) => d,
-                    None => dctx.insert(self.decompressor()?),
-                };
-                out.extend_from_slice(&self.decode_block(block, dctx)?);
-            } else {
-                out.extend_from_slice(&self.cached_block(block)?[lo..hi]);
-            }
-            at = block_start + hi as u64;
-        }
+        let round = (round_values / bv).max(1) * bv;
         let mut hasher = self.header.slice_hasher(entry.key, entry.count);
-        hasher.update(&out);
+        let mut out = Vec::with_capacity(entry.count.min(MAX_RESERVE_VALUES) as usize);
+        let mut at = first;
+        while at < end {
+            // Up to the end of a round's blocks: grown a round at a time as the blocks decode,
+            // so a lying count costs nothing before the blocks are checked.
+            let to = (at / bv * bv + round).min(end);
+            let start = out.len();
+            out.resize(start + (to - at) as usize, 0);
+            self.decode_runs(at, to, &mut out[start..], threads)?;
+            hasher.update(&out[start..]);
+            at = to;
+        }
         if hasher.finalize() != entry.hash {
             return Err(self.corrupt(format!(
                 "slice {slice} (key {}) content hash mismatch",
@@ -337,6 +347,71 @@ impl Table {
             )));
         }
         Ok(out)
+    }
+
+    /// The values at indices `from..to` into `out` (as long), cut on block boundaries into up
+    /// to `threads` runs, one per thread, the calling thread taking the first.
+    fn decode_runs(&self, from: u64, to: u64, out: &mut [u16], threads: usize) -> Result<(), StorageError> {
+        let bv = u64::from(self.header.block_values);
+        let blocks = to.div_ceil(bv) - from / bv;
+        let runs = (threads.max(1) as u64).min(blocks);
+        if runs <= 1 {
+            return self.decode_run(from, to, out);
+        }
+        let cut = |r: u64| match r {
+            0 => from,
+            r if r == runs => to,
+            r => (from / bv + blocks * r / runs) * bv,
+        };
+        let mut rest = out;
+        let mut parts = Vec::with_capacity(runs as usize);
+        for r in 0..runs {
+            let (a, b) = (cut(r), cut(r + 1));
+            let (part, after) = std::mem::take(&mut rest).split_at_mut((b - a) as usize);
+            parts.push((a, b, part));
+            rest = after;
+        }
+        let mut parts = parts.into_iter();
+        let (a, b, own) = parts.next().expect("at least two runs");
+        std::thread::scope(|scope| {
+            let others: Vec<_> = parts
+                .map(|(a, b, part)| scope.spawn(move || self.decode_run(a, b, part)))
+                .collect();
+            let mine = self.decode_run(a, b, own);
+            for other in others {
+                other.join().expect("a thread reading a slice panicked")?;
+            }
+            mine
+        })
+    }
+
+    /// The values at indices `from..to` of the table into `out` (as long): whole blocks
+    /// decompressed here, a block's part through the block cache.
+    fn decode_run(&self, from: u64, to: u64, out: &mut [u16]) -> Result<(), StorageError> {
+        let bv = u64::from(self.header.block_values);
+        let (mut dctx, mut scratch, mut values) = (None, BlockScratch::default(), Vec::new());
+        let mut at = from;
+        while at < to {
+            let block = at / bv;
+            let block_start = block * bv;
+            let block_len = self.header.block_len(block);
+            let lo = (at - block_start) as usize;
+            let hi = (to - block_start).min(block_len) as usize;
+            let into = &mut out[(at - from) as usize..(block_start + hi as u64 - from) as usize];
+            if lo == 0 && hi as u64 == block_len {
+                // The run covers the whole block: nobody else needs it, keep it out of the cache.
+                let dctx = match &mut dctx {
+                    Some(d) => d,
+                    None => dctx.insert(self.decompressor()?),
+                };
+                self.decode_block_into(block, dctx, &mut scratch, &mut values)?;
+                into.copy_from_slice(&values);
+            } else {
+                into.copy_from_slice(&self.cached_block(block)?[lo..hi]);
+            }
+            at = block_start + hi as u64;
+        }
+        Ok(())
     }
 
     /// Calls `f` with the values of slice `slice` in order, a block at a time, holding one
@@ -669,6 +744,56 @@ impl BlockCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_reads_the_same_on_any_threads_in_any_rounds() {
+        use crate::{write_table_with, Metric, SliceData, WriteOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("KRPvKR.zmt");
+        let meta = TableMeta {
+            material: "KRPvKR".to_owned(),
+            metric: Metric::Dtm,
+            index_layout: 7,
+        };
+        // Slices that begin and end inside blocks of 16 values, over many blocks.
+        let values: Vec<Vec<u16>> = [5usize, 1000, 333, 1]
+            .iter()
+            .enumerate()
+            .map(|(s, &n)| (0..n).map(|i| ((i * 7919 + s * 31) % 1021) as u16).collect())
+            .collect();
+        let slices: Vec<SliceData<'_>> = (values.iter().enumerate())
+            .map(|(s, v)| SliceData {
+                key: [s as u64 + 1, 0],
+                values: v,
+            })
+            .collect();
+        let options = WriteOptions {
+            block_values: 16,
+            ..WriteOptions::default()
+        };
+        write_table_with(&path, &meta, &slices, &options).unwrap();
+        let table = Table::open(&path).unwrap();
+        for (s, v) in values.iter().enumerate() {
+            for threads in [1, 2, 3, 8, 100] {
+                for round in [1, 16, 40, 48, 1 << 20] {
+                    let read = table.read_slice_in_rounds(s, threads, round).unwrap();
+                    assert_eq!(&read, v, "slice {s}, {threads} threads, rounds of {round}");
+                }
+            }
+        }
+        // A damaged block is found whichever thread reads it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let block = table.blocks[30];
+        bytes[(block.offset + u64::from(block.len) / 2) as usize] ^= 0x10;
+        std::fs::write(&path, bytes).unwrap();
+        let table = Table::open(&path).unwrap();
+        for threads in [1, 2, 3, 8] {
+            for round in [16, 48, 1 << 20] {
+                let e = table.read_slice_in_rounds(1, threads, round).unwrap_err();
+                assert!(e.is_corruption(), "{threads} threads, rounds of {round}: {e}");
+            }
+        }
+    }
 
     #[test]
     fn cache_evicts_the_least_recently_used_block() {

@@ -620,6 +620,8 @@ impl Successors for SliceMap {
 /// its budget.
 pub struct SuccessorCache {
     capacity: u64,
+    /// Threads a slice read whole is decompressed on.
+    threads: usize,
     state: Mutex<CacheState>,
 }
 
@@ -635,10 +637,13 @@ struct CacheState {
 const WHOLE_PUSH_BYTES: u64 = 16 << 20;
 
 impl SuccessorCache {
-    /// A cache of up to `capacity` bytes of values.
-    pub fn new(capacity: u64) -> SuccessorCache {
+    /// A cache of up to `capacity` bytes of values, each slice read whole decompressed on up to
+    /// `threads` threads (a build's first slices wait for their successors with every thread
+    /// idle; later reads are short and rare).
+    pub fn new(capacity: u64, threads: usize) -> SuccessorCache {
         SuccessorCache {
             capacity,
+            threads,
             state: Mutex::new(CacheState::default()),
         }
     }
@@ -750,7 +755,7 @@ impl SuccessorCache {
             st.slices.remove(&k);
             st.bytes -= freed;
         }
-        let values = Whole::of(table.read_slice(i)?, code);
+        let values = Whole::of(table.read_slice_on(i, self.threads)?, code);
         st.bytes += values.bytes();
         st.slices.insert(*key, (values.clone(), now));
         Ok(Some(values))
