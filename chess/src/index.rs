@@ -23,6 +23,28 @@ use crate::types::{Bitboard, Color, Piece, Role, Square};
 /// The layout version written into table files.
 pub const INDEX_LAYOUT: u32 = 3;
 
+/// The index layout of a packed table (`zermelo pack`): layout 3 with the positions of one side
+/// to move only, `turn`'s, each at its index less `turn * per_side` (so a slice holds
+/// `per_side` values). The other side's values are found by a search of one ply.
+pub const fn packed_layout(turn: Color) -> u32 {
+    INDEX_LAYOUT | (1 + turn.index() as u32) << 8
+}
+
+/// The sides to move a table of index layout `layout` holds: `Some(None)` both (layout 3),
+/// `Some(Some(turn))` only `turn`'s ([`packed_layout`]); `None` for a layout this build does
+/// not read.
+pub const fn stored_turn(layout: u32) -> Option<Option<Color>> {
+    if layout == INDEX_LAYOUT {
+        Some(None)
+    } else if layout == packed_layout(Color::White) {
+        Some(Some(Color::White))
+    } else if layout == packed_layout(Color::Black) {
+        Some(Some(Color::Black))
+    } else {
+        None
+    }
+}
+
 /// Most like men in one group an index can rank: a side's 2 rooks (or knights, bishops) and 8
 /// promoted ones. Tables stop long before; [`locate`] still names the slice of such a position.
 pub const MAX_GROUP: usize = 10;

@@ -340,6 +340,7 @@ pub fn build_in(
     limit_arenas(threads);
     let tables = TableDir::new(dir).with_more(more.to_vec()).pread();
     let plan: Plan = plan(targets);
+    refuse_packed(&tables, &plan)?;
     let complete = complete_tables(&tables, &plan, threads);
     // Per material: how its slices are solved, and the bytes of its cache of whole successor
     // slices (what the budget leaves, up to SLICE_CACHE_BYTES).
@@ -834,6 +835,22 @@ pub fn is_complete(tables: &TableDir, mp: &MaterialPlan) -> bool {
     expected.sort();
     let found: Vec<[u64; 2]> = table.slices().iter().map(|s| s.key).collect();
     found == expected && table.verify_file_hash().is_ok()
+}
+
+/// An error if a table of `plan` in `tables` is packed (`zermelo pack`, one side to move): a
+/// build reads and writes full tables, and would otherwise take it for an incomplete one and
+/// write the full table over it.
+pub(crate) fn refuse_packed(tables: &TableDir, plan: &Plan) -> Result<(), TableError> {
+    for mp in &plan.materials {
+        if let Ok(table) = tables.table_to_probe(&mp.material) {
+            if table.meta().index_layout != INDEX_LAYOUT {
+                return Err(TableError::Packed {
+                    path: tables.path_of(&mp.material),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`is_complete`] of every material of `plan`, in plan order, the tables checked on `threads`

@@ -86,6 +86,8 @@ pub enum DtzError {
         path: PathBuf,
         source: zermelo_storage::StorageError,
     },
+    #[error(transparent)]
+    Table(#[from] TableError),
 }
 
 /// The zstd level of WDL50 tables: five classes compress far better with more effort, and the
@@ -363,6 +365,7 @@ pub fn build_dtz50(
     let tables = TableDir::dtz50(dirs);
     let wdl = tables.wdl50_view();
     let plan = plan(targets);
+    crate::build::refuse_packed(&tables, &plan)?;
     // Each table's bytes hashed once, on every thread: whether it is complete.
     let built_already = complete_tables(&tables, &plan, threads);
     let to_build: Vec<&MaterialPlan> = (plan.materials.iter())

@@ -19,6 +19,7 @@ mod failure;
 pub mod lichess;
 pub mod materials;
 pub mod memory;
+pub mod pack;
 pub mod partial;
 pub mod probe;
 pub mod progress;

@@ -72,6 +72,8 @@ enum Command {
     Stats(commands::stats::Args),
     #[command(display_order = 3)]
     Materials(commands::materials::Args),
+    #[command(display_order = 4)]
+    Pack(commands::pack::Args),
     #[command(display_order = 5)]
     Serve(commands::serve::Args),
     #[command(display_order = 4)]
@@ -317,6 +319,7 @@ fn run(command: Command, show_bar: bool) -> Result<u8, Failure> {
         Command::Probe(args) => commands::probe::run(args, show_bar),
         Command::Stats(args) => commands::stats::run(args, show_bar),
         Command::Materials(args) => commands::materials::run(args, show_bar),
+        Command::Pack(args) => commands::pack::run(args, show_bar),
         Command::Serve(args) => commands::serve::run(args, show_bar),
         Command::Verify(args) => commands::verify::run(args, show_bar),
         Command::Bench(args) => commands::bench::run(args, show_bar),

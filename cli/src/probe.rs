@@ -280,6 +280,7 @@ impl ProbeFailure {
                     | TableError::IllegalValue { .. }
                     | TableError::WrongTable { .. }
                     | TableError::WrongLayout { .. }
+                    | TableError::Packed { .. }
                     | TableError::MissingSlice { .. }
                     | TableError::NotExact { .. }
                     | TableError::NotAdjudicated { .. }

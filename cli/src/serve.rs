@@ -407,7 +407,7 @@ async fn standard_squares(
         let pawns = squares::pawns_of(pos).map_err(ProbeFailure::Input)?;
         let material = Material::of(&pos.board).normalized().0;
         // Only from a table already built: the server does not solve on request.
-        app.tables.table(&material)?;
+        app.tables.table_to_probe(&material)?;
         let src = ThreadCached(&app.tables);
         let mut failed = None;
         let values = squares::slice_values(&pawns, |p| {

@@ -16,6 +16,7 @@ mod dtz;
 mod kpk;
 mod materials;
 mod memory;
+mod pack;
 mod probe_json;
 mod resume;
 mod serve;

@@ -166,6 +166,10 @@ pub enum VerifyError {
     /// A table uses a position index this verifier does not know.
     #[error("table {} has index layout {found}, this verifier reads layout {}", file.display(), LAYOUT)]
     WrongLayout { file: PathBuf, found: u32 },
+    /// A packed table (layout 3 with one side to move, `storage/FORMAT.md`): the verifier
+    /// re-derives every value of a full table only.
+    #[error("table {} is packed (one side to move, index layout {found:#x}): verify the full table it was packed from", file.display())]
+    Packed { file: PathBuf, found: u32 },
     /// A table's header names another material than its file name, or a non-normalized one.
     #[error("table {} holds material {found:?}, expected {expected:?}", file.display())]
     WrongMaterial {
@@ -446,6 +450,12 @@ fn open_in(dirs: &[&Path], file_name: &str) -> Result<(Table, PathBuf), VerifyEr
 /// material than `name`.
 fn check_layout_and_material(table: &Table, file: PathBuf, name: &str) -> Result<(), VerifyError> {
     let meta = table.meta();
+    if meta.index_layout == LAYOUT | 1 << 8 || meta.index_layout == LAYOUT | 2 << 8 {
+        return Err(VerifyError::Packed {
+            file,
+            found: meta.index_layout,
+        });
+    }
     if meta.index_layout != LAYOUT {
         return Err(VerifyError::WrongLayout {
             file,

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use zermelo_chess::dtz::wdl50_of_code;
-use zermelo_chess::index::{Location, INDEX_LAYOUT};
+use zermelo_chess::index::{stored_turn, Location, SliceIndexer, INDEX_LAYOUT};
 use zermelo_chess::probe::{self, DtzSource, ValueSource, Wdl50Source};
 use zermelo_chess::slice::SliceKey;
-use zermelo_chess::{Dtz, Material, Position, Value};
+use zermelo_chess::{Color, Dtz, Material, Position, Value};
 use zermelo_storage::{Metric, StorageError, Table, ValueReader};
 
 use crate::solver::{CodedValues, IndexedValues, SliceValuesRef, SolveError, Successors};
@@ -28,6 +28,11 @@ pub enum TableError {
     },
     #[error("table file {path} uses index layout {found}; this build reads layout {INDEX_LAYOUT}")]
     WrongLayout { path: PathBuf, found: u32 },
+    #[error(
+        "table file {path} is packed (`zermelo pack`: one side to move only): it answers probes, \
+         but building, `verify` and `stats` need the full table"
+    )]
+    Packed { path: PathBuf },
     #[error("table file {path} holds adjudicated values (not exact); it is never served as an exact table")]
     NotExact { path: PathBuf },
     #[error("table file {path} holds exact values where adjudicated ones were expected")]
@@ -159,7 +164,7 @@ impl TableDir {
     }
 
     /// The directories searched, in order: the first, then the others.
-    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+    pub fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
         std::iter::once(&self.dir).chain(&self.more)
     }
 
@@ -194,16 +199,16 @@ impl TableDir {
 
     /// The DTZ50 tables of the same directories.
     pub fn dtz50_view(&self) -> TableDir {
-        self.view(Metric::Dtz50)
+        self.view_of(Metric::Dtz50)
     }
 
     /// The WDL50 tables (`.zwl` files) of the same directories.
     pub fn wdl50_view(&self) -> TableDir {
-        self.view(Metric::Wdl50)
+        self.view_of(Metric::Wdl50)
     }
 
     /// The tables of `metric` in the same directories.
-    fn view(&self, metric: Metric) -> TableDir {
+    pub fn view_of(&self, metric: Metric) -> TableDir {
         TableDir {
             dir: self.dir.clone(),
             more: self.more.clone(),
@@ -238,8 +243,21 @@ impl TableDir {
         self.dir.join(metric_file_name(material, self.metric))
     }
 
-    /// The table of a material, checked to be that material's and of this index layout.
+    /// The table of a material, checked to be that material's and of this index layout, with
+    /// both sides to move (not packed): what a build, `verify` and `stats` read.
     pub fn table(&self, material: &Material) -> Result<Arc<Table>, TableError> {
+        let table = self.table_to_probe(material)?;
+        if table.meta().index_layout != INDEX_LAYOUT {
+            return Err(TableError::Packed {
+                path: self.path_of(material),
+            });
+        }
+        Ok(table)
+    }
+
+    /// The table of a material, checked to be that material's, of this index layout or packed
+    /// from it (one side to move only, [`stored_turn`]): what a probe reads.
+    pub fn table_to_probe(&self, material: &Material) -> Result<Arc<Table>, TableError> {
         if let Some(t) = self.open.read().unwrap_or_else(|e| e.into_inner()).get(material) {
             return Ok(t.clone());
         }
@@ -270,7 +288,7 @@ impl TableDir {
                 Metric::Wdl50 => TableError::NotWdl { path },
             });
         }
-        if table.meta().index_layout != INDEX_LAYOUT {
+        if stored_turn(table.meta().index_layout).is_none() {
             return Err(TableError::WrongLayout {
                 path,
                 found: table.meta().index_layout,
@@ -312,7 +330,12 @@ impl ValueSource for TableDir {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        located(self, loc, Table::value, Value::from_raw)
+        match located(self, loc, Table::value, Value::from_raw)? {
+            Some(v) => Ok(v),
+            None => searched(loc, Value::Loss(0), Value::Draw, |pos, m| {
+                Ok(probe::value(&pos.play(m), self)?.after_move())
+            }),
+        }
     }
 }
 
@@ -320,7 +343,12 @@ impl DtzSource for TableDir {
     type Error = TableError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
-        located(self, loc, Table::value, Dtz::from_raw)
+        match located(self, loc, Table::value, Dtz::from_raw)? {
+            Some(v) => Ok(v),
+            None => searched(loc, Dtz::Loss(0), Dtz::Draw, |pos, m| {
+                Ok(probe::dtz(&pos.play(m), self)?.after_move(m.leaves_slice()))
+            }),
+        }
     }
 }
 
@@ -328,40 +356,96 @@ impl Wdl50Source for TableDir {
     type Error = TableError;
 
     fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
-        located(self, loc, Table::value, wdl50_of_code)
+        located(self, loc, Table::value, wdl50_of_code)?.ok_or_else(|| packed_error(self, loc))
     }
 }
 
 /// The value at `loc` in its material's table of `dir`: the raw value read by `read` (table,
 /// slice, index), decoded by `decode`; a raw value it does not take (an illegal mark) is an
-/// error of the table.
+/// error of the table. `None` if the table is packed and holds the other side to move.
 fn located<T>(
     dir: &TableDir,
     loc: &Location,
     read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
     decode: impl FnOnce(u16) -> Option<T>,
-) -> Result<T, TableError> {
-    let raw = located_raw(dir, loc, read)?;
-    decode(raw).ok_or(TableError::IllegalValue {
+) -> Result<Option<T>, TableError> {
+    let Some(raw) = located_raw(dir, loc, read)? else {
+        return Ok(None);
+    };
+    let value = decode(raw).ok_or(TableError::IllegalValue {
         slice: loc.slice,
         index: loc.index,
-    })
+    })?;
+    Ok(Some(value))
 }
 
-/// The raw value at `loc` in its material's table of `dir`, read by `read`.
+/// The raw value at `loc` in its material's table of `dir`, read by `read`; `None` if the
+/// table is packed and holds the other side to move.
 fn located_raw(
     dir: &TableDir,
     loc: &Location,
     read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
-) -> Result<u16, TableError> {
-    let table = dir.table(&loc.slice.material)?;
+) -> Result<Option<u16>, TableError> {
+    let table = dir.table_to_probe(&loc.slice.material)?;
     let i = table
         .find_slice(loc.slice.raw())
         .ok_or(TableError::MissingSlice {
             material: loc.slice.material,
             slice: loc.slice,
         })?;
-    Ok(read(&table, i, loc.index)?)
+    let mut index = loc.index;
+    if let Some(Some(kept)) = stored_turn(table.meta().index_layout) {
+        let per_side = SliceIndexer::new(loc.slice).per_side();
+        let turn = if index < per_side {
+            Color::White
+        } else {
+            Color::Black
+        };
+        if turn != kept {
+            return Ok(None);
+        }
+        index -= turn.index() as u64 * per_side;
+    }
+    Ok(Some(read(&table, i, index)?))
+}
+
+/// The value at `loc`, a position a packed table does not hold (the other side to move), by a
+/// search of one ply: the best of `after(position, move)` over its legal moves, each read from
+/// the tables (a move inside the material leads to the side the table holds); `mated` or
+/// `stalemate` if it has none.
+fn searched<V: Ord>(
+    loc: &Location,
+    mated: V,
+    stalemate: V,
+    after: impl Fn(&Position, &zermelo_chess::Move) -> Result<V, TableError>,
+) -> Result<V, TableError> {
+    let illegal = TableError::IllegalValue {
+        slice: loc.slice,
+        index: loc.index,
+    };
+    let pos = SliceIndexer::new(loc.slice).position(loc.index).ok_or(illegal)?;
+    if pos.validate().is_err() {
+        return Err(TableError::IllegalValue {
+            slice: loc.slice,
+            index: loc.index,
+        });
+    }
+    let mut best = None;
+    for m in pos.legal_moves().iter() {
+        let v = after(&pos, m)?;
+        if best.as_ref().is_none_or(|b| v > *b) {
+            best = Some(v);
+        }
+    }
+    Ok(best.unwrap_or(if pos.is_check() { mated } else { stalemate }))
+}
+
+/// The error of a WDL50 table packed to one side (`zermelo pack` never writes one: a class
+/// is not found from the classes one ply on).
+fn packed_error(dir: &TableDir, loc: &Location) -> TableError {
+    TableError::Packed {
+        path: dir.path_of(&loc.slice.material),
+    }
 }
 
 /// A [`TableDir`] read through each thread's own cache of decompressed blocks ([`READER`]):
@@ -373,7 +457,12 @@ impl ValueSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        located(self.0, loc, read_cached, Value::from_raw)
+        match located(self.0, loc, read_cached, Value::from_raw)? {
+            Some(v) => Ok(v),
+            None => searched(loc, Value::Loss(0), Value::Draw, |pos, m| {
+                Ok(probe::value(&pos.play(m), self)?.after_move())
+            }),
+        }
     }
 }
 
@@ -381,7 +470,12 @@ impl DtzSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
-        located(self.0, loc, read_cached, Dtz::from_raw)
+        match located(self.0, loc, read_cached, Dtz::from_raw)? {
+            Some(v) => Ok(v),
+            None => searched(loc, Dtz::Loss(0), Dtz::Draw, |pos, m| {
+                Ok(probe::dtz(&pos.play(m), self)?.after_move(m.leaves_slice()))
+            }),
+        }
     }
 }
 
@@ -389,7 +483,7 @@ impl Wdl50Source for ThreadCached<'_> {
     type Error = TableError;
 
     fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
-        located(self.0, loc, read_cached, wdl50_of_code)
+        located(self.0, loc, read_cached, wdl50_of_code)?.ok_or_else(|| packed_error(self.0, loc))
     }
 }
 

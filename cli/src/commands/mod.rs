@@ -8,6 +8,7 @@ pub(crate) mod coordinator;
 pub(crate) mod dtz;
 pub(crate) mod man;
 pub(crate) mod materials;
+pub(crate) mod pack;
 pub(crate) mod probe;
 pub(crate) mod serve;
 pub(crate) mod solve;

@@ -1,0 +1,352 @@
+//! `zermelo pack`: tables to download, each holding one side to move.
+//!
+//! A packed table (index layout [`packed_layout`]) holds the values of one side to move, the
+//! side whose values compress smaller, with every illegal index given the value before it (a
+//! prober tests legality itself). A position of the other side is answered by a search of one
+//! ply ([`TableDir`]'s probes): each of its moves inside the material leads to the side the
+//! table holds, and a capture or a promotion to a smaller table. Mates (`.zmt`) and DTZ50
+//! (`.zdz`) are packed; the WDL50 table (`.zwl`, both sides) is copied as it is, since a DTZ50
+//! search reads the class after a zeroing move from it and a class is not found from the
+//! classes one ply on.
+//!
+//! Builds, `verify` and `stats` read full tables only ([`TableDir::table`] refuses a packed
+//! one); probes read either.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use tracing::info;
+use zermelo_chess::index::{packed_layout, Location, SliceIndexer};
+use zermelo_chess::probe::{DtzSource, ValueSource};
+use zermelo_chess::slice::SliceKey;
+use zermelo_chess::{Color, Dtz, Material, Value};
+use zermelo_storage::{Metric, StorageError, Table, TableMeta, TableWriter, WriteOptions};
+use zermelo_worker::tables::{metric_file_name, TableDir, TableError};
+
+/// The zstd level of a packed table's blocks: packing is done once for many downloads, so a
+/// slower level than a build's is worth it (KQRvKR's mates, White to move: 17.1 MB at level 1,
+/// 14.4 MB at 9).
+pub const PACK_ZSTD_LEVEL: i32 = 9;
+
+/// What `pack` did with one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct PackedFile {
+    pub material: String,
+    /// `dtm`, `dtz50` or `wdl50`.
+    pub metric: &'static str,
+    pub file: PathBuf,
+    /// The side to move the file holds: `white`, `black`, or `both` (a WDL50 table, copied).
+    pub side: &'static str,
+    /// Bytes of the full table it was packed from.
+    pub full_bytes: u64,
+    pub bytes: u64,
+    /// Bytes the other side would have taken (not kept).
+    pub other_side_bytes: Option<u64>,
+    /// Positions of the side not held, each searched through the packed tables and compared
+    /// with the full table.
+    pub checked: u64,
+    pub seconds: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("{0}")]
+    Io(String),
+    #[error(
+        "{material}: position {index} of slice {slice} is {full} in the full table but the packed \
+         tables answer {packed}; nothing of it is kept"
+    )]
+    Mismatch {
+        material: Material,
+        slice: SliceKey,
+        index: u64,
+        full: String,
+        packed: String,
+    },
+}
+
+/// How `pack` runs.
+#[derive(Clone, Copy, Debug)]
+pub struct PackOptions {
+    /// zstd level of the packed blocks.
+    pub level: i32,
+    /// Threads compressing blocks and reading slices (the bytes do not depend on it).
+    pub threads: usize,
+    /// Positions of the side not held to search and compare with the full table, per file.
+    pub check: u64,
+}
+
+/// Packs the mates, DTZ50 and WDL50 tables of `material` found in `full` (the tables of
+/// `metric` views of it) into `out`, which must be another directory. A file is written under a
+/// temporary name, checked, and renamed: a failure leaves nothing half-written. `progress` is
+/// called with (values read so far, values of the material's files).
+pub fn pack_material(
+    full: &TableDir,
+    out: &Path,
+    material: &Material,
+    options: PackOptions,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Vec<PackedFile>, PackError> {
+    let views = [(Metric::Dtm, "dtm"), (Metric::Dtz50, "dtz50")]
+        .map(|(m, name)| (full.view_of(m), m, name))
+        .into_iter()
+        .filter(|(dir, _, _)| dir.has(material))
+        .collect::<Vec<_>>();
+    let wdl = full.wdl50_view();
+    if views.is_empty() && !wdl.has(material) {
+        return Err(TableError::Missing {
+            material: *material,
+            dir: full.search_list(),
+        }
+        .into());
+    }
+    let mut tables = Vec::new();
+    for (dir, metric, name) in &views {
+        tables.push((dir.table(material)?, *metric, *name));
+    }
+    let total: u64 = tables.iter().map(|(t, _, _)| t.positions()).sum();
+    let mut done = 0u64;
+    let mut out_files = Vec::new();
+    for (table, metric, name) in tables {
+        let start = Instant::now();
+        let (file, side, bytes, other) = pack_table(&table, out, material, metric, options, &|d| {
+            progress(done + d, total)
+        })?;
+        done += table.positions();
+        let checked = check_packed(full, out, &table, material, metric, options.check)?;
+        let packed = PackedFile {
+            material: material.to_string(),
+            metric: name,
+            file,
+            side: if side == Color::White { "white" } else { "black" },
+            full_bytes: table.file_len(),
+            bytes,
+            other_side_bytes: Some(other),
+            checked,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        info!(
+            material = %material,
+            metric = name,
+            side = packed.side,
+            bytes,
+            full_bytes = packed.full_bytes,
+            checked,
+            "table packed"
+        );
+        out_files.push(packed);
+    }
+    if wdl.has(material) {
+        let start = Instant::now();
+        let table = wdl.table(material)?;
+        table.verify_file_hash()?;
+        let from = wdl.path_of(material);
+        let to = out.join(metric_file_name(material, Metric::Wdl50));
+        copy_atomically(&from, &to)?;
+        out_files.push(PackedFile {
+            material: material.to_string(),
+            metric: "wdl50",
+            file: to,
+            side: "both",
+            full_bytes: table.file_len(),
+            bytes: table.file_len(),
+            other_side_bytes: None,
+            checked: 0,
+            seconds: start.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(out_files)
+}
+
+/// Writes both sides of `table` packed beside `out`'s file for it and keeps the smaller:
+/// returns its path, side, bytes, and the bytes of the other.
+fn pack_table(
+    table: &Table,
+    out: &Path,
+    material: &Material,
+    metric: Metric,
+    options: PackOptions,
+    progress: &dyn Fn(u64),
+) -> Result<(PathBuf, Color, u64, u64), PackError> {
+    let name = metric_file_name(material, metric);
+    let sides = [Color::White, Color::Black];
+    let temps = sides.map(|side| out.join(format!(".{name}.{side:?}.packing")));
+    let write = WriteOptions {
+        zstd_level: options.level,
+        threads: options.threads.max(1),
+        ..WriteOptions::default()
+    };
+    let mut writers = Vec::with_capacity(2);
+    for (side, temp) in sides.iter().zip(&temps) {
+        let meta = TableMeta {
+            index_layout: packed_layout(*side),
+            ..table.meta().clone()
+        };
+        writers.push(TableWriter::create(
+            temp,
+            &meta,
+            table.slices().len() as u64,
+            table.positions() / 2,
+            &write,
+        )?);
+    }
+    let mut read = 0u64;
+    for (i, entry) in table.slices().iter().enumerate() {
+        if entry.count % 2 != 0 {
+            return Err(StorageError::InvalidInput(format!(
+                "{name}: slice {i} has an odd count of values ({}): not both sides to move",
+                entry.count
+            ))
+            .into());
+        }
+        let per_side = entry.count / 2;
+        for w in &mut writers {
+            w.begin_slice(entry.key, per_side)?;
+        }
+        // Each illegal index given the value before it (of its side; a draw first).
+        let mut last = [zermelo_chess::value::DRAW; 2];
+        let mut at = 0u64;
+        let mut pushed: Result<(), StorageError> = Ok(());
+        let mut filled = Vec::new();
+        table.stream_slice(i, |values| {
+            let mut values = values;
+            while !values.is_empty() && pushed.is_ok() {
+                let side = usize::from(at >= per_side);
+                let take = if side == 0 {
+                    (per_side - at).min(values.len() as u64) as usize
+                } else {
+                    values.len()
+                };
+                filled.clear();
+                filled.extend(values[..take].iter().map(|&v| {
+                    if v != zermelo_chess::value::ILLEGAL {
+                        last[side] = v;
+                    }
+                    last[side]
+                }));
+                pushed = writers[side].push_values(&filled);
+                values = &values[take..];
+                at += take as u64;
+            }
+        })?;
+        pushed?;
+        for w in &mut writers {
+            w.end_slice()?;
+        }
+        read += entry.count;
+        progress(read);
+    }
+    let mut bytes = [0u64; 2];
+    for (k, w) in writers.into_iter().enumerate() {
+        bytes[k] = w.finish()?.bytes;
+    }
+    let keep = usize::from(bytes[1] < bytes[0]);
+    let path = out.join(&name);
+    std::fs::rename(&temps[keep], &path)
+        .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temps[keep].display())))?;
+    let _ = std::fs::remove_file(&temps[1 - keep]);
+    Ok((path, sides[keep], bytes[keep], bytes[1 - keep]))
+}
+
+/// Searches `count` positions of the side `out`'s packed table of `material` does not hold
+/// (spread evenly over the legal ones of the full `table`, the same whatever the run) through
+/// the packed tables (`out` first, then `full`'s directories), and compares each with the full
+/// table. On a difference the packed file is removed. Returns how many were compared.
+fn check_packed(
+    full: &TableDir,
+    out: &Path,
+    table: &Table,
+    material: &Material,
+    metric: Metric,
+    count: u64,
+) -> Result<u64, PackError> {
+    if count == 0 {
+        return Ok(0);
+    }
+    let mut dirs = vec![out.to_path_buf()];
+    dirs.extend(full.dirs().cloned());
+    let packed = TableDir::from_list(&dirs).view_of(metric);
+    let path = packed.path_of(material);
+    let kept = match zermelo_chess::index::stored_turn(packed.table_to_probe(material)?.meta().index_layout) {
+        Some(Some(side)) => side,
+        _ => return Err(PackError::Io(format!("{} is not packed", path.display()))),
+    };
+    let dropped = kept.other();
+    let total: u64 = table.positions() / 2;
+    let step = (total / count).max(1);
+    let mut checked = 0u64;
+    let plan = zermelo_coordinator::plan::plan(&[*material]);
+    let keys: HashMap<[u64; 2], SliceKey> = (plan.materials.iter())
+        .filter(|mp| mp.material == *material)
+        .flat_map(|mp| mp.slices())
+        .map(|k| (k.raw(), *k))
+        .collect();
+    // Each slice's share of the evenly spread sample, read a value at a time.
+    let mut offset = 0u64;
+    for (i, entry) in table.slices().iter().enumerate() {
+        let per_side = entry.count / 2;
+        let key = match keys.get(&entry.key) {
+            Some(k) if SliceIndexer::new(*k).per_side() == per_side => *k,
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                return Err(PackError::Io(format!(
+                    "{}: slice {i} is no slice of {material} (or not of its size)",
+                    table.path().unwrap_or(Path::new("?")).display()
+                )));
+            }
+        };
+        let mut j = (step - offset % step) % step;
+        while j < per_side && checked < count {
+            let index = j + dropped.index() as u64 * per_side;
+            let raw = table.value(i, index)?;
+            j += step;
+            if raw == zermelo_chess::value::ILLEGAL {
+                continue;
+            }
+            let loc = Location { slice: key, index };
+            let (want, got) = match metric {
+                Metric::Dtz50 => {
+                    let got = packed.dtz_at(&loc)?;
+                    (Dtz::from_raw(raw).map(|v| format!("{v:?}")), format!("{got:?}"))
+                }
+                _ => {
+                    let got = packed.value_at(&loc)?;
+                    (Value::from_raw(raw).map(|v| format!("{v:?}")), format!("{got:?}"))
+                }
+            };
+            let want = want.unwrap_or_else(|| format!("raw {raw}"));
+            if want != got {
+                let _ = std::fs::remove_file(&path);
+                return Err(PackError::Mismatch {
+                    material: *material,
+                    slice: key,
+                    index,
+                    full: want,
+                    packed: got,
+                });
+            }
+            checked += 1;
+        }
+        offset += per_side;
+    }
+    Ok(checked)
+}
+
+/// Copies `from` to `to` under a temporary name, then renames it.
+fn copy_atomically(from: &Path, to: &Path) -> Result<(), PackError> {
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = to.with_file_name(format!(".{name}.packing"));
+    std::fs::copy(from, &temp).map_err(|e| PackError::Io(format!("cannot copy {}: {e}", from.display())))?;
+    std::fs::rename(&temp, to)
+        .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temp.display())))?;
+    Ok(())
+}
