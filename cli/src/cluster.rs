@@ -656,6 +656,13 @@ pub fn cluster(
     (parts, logs): (Parts, Option<&Path>),
     bar: Option<ProgressBar>,
 ) -> Result<u8, Failure> {
+    // Packed tables (`zermelo pack`) are for probes: the job would write full ones over them.
+    let parsed: Vec<Material> = (materials.iter())
+        .filter_map(|m| Material::parse_table(m, crate::MAX_MEN).ok())
+        .collect();
+    let dir = zermelo_worker::tables::TableDir::new(tables);
+    crate::build::refuse_packed(&dir, &zermelo_coordinator::plan::plan(&parsed))
+        .map_err(|e| Failure::input(e.to_string()))?;
     let done = run_cluster(
         workers,
         materials,

@@ -5,9 +5,10 @@
 //! prober tests legality itself). A position of the other side is answered by a search of one
 //! ply ([`TableDir`]'s probes): each of its moves inside the material leads to the side the
 //! table holds, and a capture or a promotion to a smaller table. Mates (`.zmt`) and DTZ50
-//! (`.zdz`) are packed; the WDL50 table (`.zwl`, both sides) is copied as it is, since a DTZ50
-//! search reads the class after a zeroing move from it and a class is not found from the
-//! classes one ply on.
+//! (`.zdz`) are packed so. The WDL50 table (`.zwl`) keeps both sides, written again at the
+//! pack's level and block size: a WDL-only probe reads that file alone, and a class is not
+//! found from the classes one ply on (a loss in 100 plies and one in 99 are both losses under
+//! the rule, but a win by a quiet move into them is cursed in one case only).
 //!
 //! Builds, `verify` and `stats` read full tables only ([`TableDir::table`] refuses a packed
 //! one); probes read either.
@@ -76,6 +77,9 @@ pub enum PackError {
 pub struct PackOptions {
     /// zstd level of the packed blocks.
     pub level: i32,
+    /// Values per block of the packed files (larger blocks compress better; a probe then
+    /// decompresses more).
+    pub block_values: u32,
     /// Threads compressing blocks and reading slices (the bytes do not depend on it).
     pub threads: usize,
     /// Positions of the side not held to search and compare with the full table, per file.
@@ -145,17 +149,21 @@ pub fn pack_material(
     if wdl.has(material) {
         let start = Instant::now();
         let table = wdl.table(material)?;
-        table.verify_file_hash()?;
-        let from = wdl.path_of(material);
         let to = out.join(metric_file_name(material, Metric::Wdl50));
-        copy_atomically(&from, &to)?;
+        let write = WriteOptions {
+            zstd_level: options.level,
+            block_values: options.block_values,
+            threads: options.threads.max(1),
+            ..WriteOptions::default()
+        };
+        let bytes = recompress(&table, &to, &write)?;
         out_files.push(PackedFile {
             material: material.to_string(),
             metric: "wdl50",
             file: to,
             side: "both",
             full_bytes: table.file_len(),
-            bytes: table.file_len(),
+            bytes,
             other_side_bytes: None,
             checked: 0,
             seconds: start.elapsed().as_secs_f64(),
@@ -164,8 +172,10 @@ pub fn pack_material(
     Ok(out_files)
 }
 
-/// Writes both sides of `table` packed beside `out`'s file for it and keeps the smaller:
-/// returns its path, side, bytes, and the bytes of the other.
+/// Packs `table` into `out`: both sides written at zstd level 1 to see which is smaller (the
+/// order holds at every level measured), then that side at the options' level and block size.
+/// Returns the packed file's path, side and bytes, and the bytes of the other side at the
+/// same level (a fair estimate: the two sides' ratio at level 1).
 fn pack_table(
     table: &Table,
     out: &Path,
@@ -175,45 +185,77 @@ fn pack_table(
     progress: &dyn Fn(u64),
 ) -> Result<(PathBuf, Color, u64, u64), PackError> {
     let name = metric_file_name(material, metric);
-    let sides = [Color::White, Color::Black];
-    let temps = sides.map(|side| out.join(format!(".{name}.{side:?}.packing")));
-    let write = WriteOptions {
-        zstd_level: options.level,
+    let temp = |side: Color| out.join(format!(".{name}.{side:?}.packing"));
+    let quick = WriteOptions {
+        zstd_level: 1,
         threads: options.threads.max(1),
+        durable: false,
         ..WriteOptions::default()
     };
-    let mut writers = Vec::with_capacity(2);
-    for (side, temp) in sides.iter().zip(&temps) {
+    let sides = [Color::White, Color::Black];
+    let fast = write_sides(table, &sides.map(|s| (s, temp(s))), &quick, &|d| progress(d / 2))?;
+    for side in sides {
+        let _ = std::fs::remove_file(temp(side));
+    }
+    let keep = usize::from(fast[1] < fast[0]);
+    let path = out.join(&name);
+    let bytes = if options.level == 1 && options.block_values == quick.block_values {
+        write_sides(table, &[(sides[keep], temp(sides[keep]))], &quick, &|_| ())?[0]
+    } else {
+        let write = WriteOptions {
+            zstd_level: options.level,
+            block_values: options.block_values,
+            threads: options.threads.max(1),
+            ..WriteOptions::default()
+        };
+        let half = table.positions() / 2;
+        write_sides(table, &[(sides[keep], temp(sides[keep]))], &write, &|d| {
+            progress(half + d / 2)
+        })?[0]
+    };
+    std::fs::rename(temp(sides[keep]), &path)
+        .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temp(sides[keep]).display())))?;
+    let other = (bytes as f64 * fast[1 - keep] as f64 / fast[keep].max(1) as f64) as u64;
+    Ok((path, sides[keep], bytes, other))
+}
+
+/// Writes the values of `table` for each side to move of `sides` to its path (layout
+/// [`packed_layout`] of the side), each illegal index given the value before it (of its side;
+/// a draw first), in one pass over the table. Returns each file's bytes. `progress` is called
+/// with the values read.
+fn write_sides(
+    table: &Table,
+    sides: &[(Color, PathBuf)],
+    write: &WriteOptions,
+    progress: &dyn Fn(u64),
+) -> Result<Vec<u64>, PackError> {
+    let mut writers = Vec::with_capacity(sides.len());
+    for (side, path) in sides {
         let meta = TableMeta {
             index_layout: packed_layout(*side),
             ..table.meta().clone()
         };
-        writers.push(TableWriter::create(
-            temp,
-            &meta,
-            table.slices().len() as u64,
-            table.positions() / 2,
-            &write,
-        )?);
+        let slices = table.slices().len() as u64;
+        writers.push((
+            *side,
+            TableWriter::create(path, &meta, slices, table.positions() / 2, write)?,
+        ));
     }
     let mut read = 0u64;
     for (i, entry) in table.slices().iter().enumerate() {
         if entry.count % 2 != 0 {
             return Err(StorageError::InvalidInput(format!(
-                "{name}: slice {i} has an odd count of values ({}): not both sides to move",
+                "slice {i} has an odd count of values ({}): not both sides to move",
                 entry.count
             ))
             .into());
         }
         let per_side = entry.count / 2;
-        for w in &mut writers {
+        for (_, w) in &mut writers {
             w.begin_slice(entry.key, per_side)?;
         }
-        // Each illegal index given the value before it (of its side; a draw first).
         let mut last = [zermelo_chess::value::DRAW; 2];
-        let mut at = 0u64;
-        let mut pushed: Result<(), StorageError> = Ok(());
-        let mut filled = Vec::new();
+        let (mut at, mut pushed, mut filled) = (0u64, Ok(()), Vec::new());
         table.stream_slice(i, |values| {
             let mut values = values;
             while !values.is_empty() && pushed.is_ok() {
@@ -223,35 +265,60 @@ fn pack_table(
                 } else {
                     values.len()
                 };
-                filled.clear();
-                filled.extend(values[..take].iter().map(|&v| {
-                    if v != zermelo_chess::value::ILLEGAL {
-                        last[side] = v;
-                    }
-                    last[side]
-                }));
-                pushed = writers[side].push_values(&filled);
+                if let Some((_, w)) = writers.iter_mut().find(|(s, _)| s.index() == side) {
+                    filled.clear();
+                    filled.extend(values[..take].iter().map(|&v| {
+                        if v != zermelo_chess::value::ILLEGAL {
+                            last[side] = v;
+                        }
+                        last[side]
+                    }));
+                    pushed = w.push_values(&filled);
+                }
                 values = &values[take..];
                 at += take as u64;
             }
         })?;
         pushed?;
-        for w in &mut writers {
+        for (_, w) in &mut writers {
             w.end_slice()?;
         }
         read += entry.count;
         progress(read);
     }
-    let mut bytes = [0u64; 2];
-    for (k, w) in writers.into_iter().enumerate() {
-        bytes[k] = w.finish()?.bytes;
+    let mut bytes = Vec::with_capacity(writers.len());
+    for (_, w) in writers {
+        bytes.push(w.finish()?.bytes);
     }
-    let keep = usize::from(bytes[1] < bytes[0]);
-    let path = out.join(&name);
-    std::fs::rename(&temps[keep], &path)
-        .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temps[keep].display())))?;
-    let _ = std::fs::remove_file(&temps[1 - keep]);
-    Ok((path, sides[keep], bytes[keep], bytes[1 - keep]))
+    Ok(bytes)
+}
+
+/// Writes the values of `table` again at `write`'s level and block size into `path`: the same
+/// values and slices (so the same content hashes), other compressed bytes.
+fn recompress(table: &Table, path: &Path, write: &WriteOptions) -> Result<u64, PackError> {
+    let temp = path.with_file_name(format!(
+        ".{}.packing",
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let slices = table.slices().len() as u64;
+    let mut w = TableWriter::create(&temp, table.meta(), slices, table.positions(), write)?;
+    for (i, entry) in table.slices().iter().enumerate() {
+        w.begin_slice(entry.key, entry.count)?;
+        let mut pushed = Ok(());
+        table.stream_slice(i, |values| {
+            if pushed.is_ok() {
+                pushed = w.push_values(values);
+            }
+        })?;
+        pushed?;
+        w.end_slice()?;
+    }
+    let bytes = w.finish()?.bytes;
+    std::fs::rename(&temp, path)
+        .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temp.display())))?;
+    Ok(bytes)
 }
 
 /// Searches `count` positions of the side `out`'s packed table of `material` does not hold
@@ -336,17 +403,4 @@ fn check_packed(
         offset += per_side;
     }
     Ok(checked)
-}
-
-/// Copies `from` to `to` under a temporary name, then renames it.
-fn copy_atomically(from: &Path, to: &Path) -> Result<(), PackError> {
-    let name = to
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = to.with_file_name(format!(".{name}.packing"));
-    std::fs::copy(from, &temp).map_err(|e| PackError::Io(format!("cannot copy {}: {e}", from.display())))?;
-    std::fs::rename(&temp, to)
-        .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temp.display())))?;
-    Ok(())
 }

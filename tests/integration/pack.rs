@@ -140,7 +140,7 @@ fn packed_tables_answer_as_the_full_ones() {
     assert_eq!(probe(out.path(), &ep), probe(full.path(), &ep));
 }
 
-/// Builds, `verify` and `stats` need the full tables: a packed one is refused with a line that
+/// Builds (`solve`, `dtz`, `cluster`), `verify` and `stats` need the full tables: a packed one is refused with a line that
 /// says so, never read as if it held both sides. `--out` may not be a tables directory.
 #[test]
 fn packed_tables_are_refused_where_full_ones_are_needed() {
@@ -154,6 +154,8 @@ fn packed_tables_are_refused_where_full_ones_are_needed() {
         vec!["verify", "--dtz50", "--tables", o, "KRvK"],
         vec!["stats", "--tables", o, "KRvK"],
         vec!["solve", "KRRvK", "--tables", o],
+        vec!["dtz", "KRRvK", "--tables", o],
+        vec!["cluster", "KRRvK", "--tables", o, "--workers", "1"],
     ] {
         let r = run(&args);
         assert!(!r.status.success(), "{args:?} succeeded on packed tables");

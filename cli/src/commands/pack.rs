@@ -11,10 +11,15 @@ use zermelo_cli::pack::{pack_material, PackOptions, PACK_ZSTD_LEVEL};
 /// whose values compress smaller (illegal positions given the value before them), at a slower
 /// zstd level. `probe`, `serve` and Python answer a position of the other side by a search of
 /// one ply over the packed tables: the same answers, each of those a few table reads slower.
-/// The WDL50 table (KRPvKR.zwl) is copied as it is. Builds, `verify` and `stats` need the full
-/// tables and refuse packed ones. Each packed file is checked before it is kept: positions of
-/// the side it drops, spread over the table, are searched through the packed tables and
-/// compared with the full one. Prints a JSON line per file.
+/// The WDL50 table (KRPvKR.zwl) keeps both sides, at the same level. Builds, `verify` and
+/// `stats` need the full tables and refuse packed ones. Each packed file is checked before it
+/// is kept: positions of the side it drops, spread over the table, are searched through the
+/// packed tables and compared with the full one. Prints a JSON line per file.
+///
+/// The smallest files: --level 19, about 15 times as long to pack (KRPvKR's three files: 137 MB
+/// at level 9, 101 MB at 19, against chesstb's 104 MB of WDL and DTM; see docs/dtz50.md); a
+/// probe reads them as fast. --block-values 1048576 saves a little more (89 MB), but a probe
+/// then decompresses 2 MB a block.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     /// Materials such as KQRvKR (any order and case); the materials they convert into are
@@ -27,10 +32,14 @@ pub(crate) struct Args {
     /// Directory the packed tables are written to (created if missing); not one of --tables.
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
-    /// zstd level of the packed blocks (1 to 22).
+    /// zstd level of the packed blocks (1 to 22; 19 for the smallest files).
     #[arg(long, value_name = "N", default_value_t = PACK_ZSTD_LEVEL,
           value_parser = clap::value_parser!(i32).range(1..=22))]
     pub(crate) level: i32,
+    /// Values per block of the packed files (1 to 1048576).
+    #[arg(long, value_name = "N", default_value_t = zermelo_storage::DEFAULT_BLOCK_VALUES,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(zermelo_storage::MAX_BLOCK_VALUES)))]
+    pub(crate) block_values: u32,
     /// Positions of the dropped side searched and compared with the full table, per file
     /// (0: none).
     #[arg(long, value_name = "N", default_value_t = 2000)]
@@ -46,6 +55,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
         tables,
         out,
         level,
+        block_values,
         check,
         threads: t,
     } = args;
@@ -68,6 +78,7 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
     let progress = Progress::new(show_bar, "pack");
     let options = PackOptions {
         level,
+        block_values,
         threads,
         check,
     };
