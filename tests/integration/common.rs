@@ -88,9 +88,13 @@ pub fn tables_with(materials: &[&str]) -> PathBuf {
 pub fn probe(dir: &Path, fens: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec!["probe", "--tables", dir.to_str().unwrap()];
     args.extend_from_slice(fens);
-    let o = run(&args);
-    assert_ok(&o);
-    stdout(&o)
+    json_lines(&run(&args))
+}
+
+/// Checks a run went well and returns its stdout's lines, each parsed as JSON.
+pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    assert_ok(o);
+    stdout(o)
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
         .collect()

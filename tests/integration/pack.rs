@@ -31,12 +31,7 @@ fn pack(full: &Path, out: &Path, materials: &[&str]) -> Vec<serde_json::Value> {
         out.to_str().unwrap(),
     ];
     args.extend_from_slice(materials);
-    let o = run(&args);
-    assert_ok(&o);
-    stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
+    json_lines(&run(&args))
 }
 
 /// A random legal position with the men `men` (FEN letters; pawns off the back ranks), either

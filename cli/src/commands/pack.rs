@@ -73,7 +73,8 @@ pub(crate) fn run(args: Args, show_bar: bool) -> Result<u8, Failure> {
             out.display()
         )));
     }
-    let full = tables.table_dir();
+    // Read with positioned reads: the full tables stay in the page cache, not the process.
+    let full = tables.table_dir().pread();
     let plan = zermelo_coordinator::plan::plan(&materials);
     let progress = Progress::new(show_bar, "pack");
     let options = PackOptions {
