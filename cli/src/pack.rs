@@ -43,7 +43,8 @@ pub struct PackedFile {
     /// Bytes of the full table it was packed from.
     pub full_bytes: u64,
     pub bytes: u64,
-    /// Bytes the other side would have taken (not kept).
+    /// Bytes the other side would have taken (not kept), estimated: the kept side's bytes times
+    /// the ratio of the two at zstd level 1.
     pub other_side_bytes: Option<u64>,
     /// Positions of the side not held, each searched through the packed tables and compared
     /// with the full table.
@@ -88,8 +89,9 @@ pub struct PackOptions {
 
 /// Packs the mates, DTZ50 and WDL50 tables of `material` found in `full` (the tables of
 /// `metric` views of it) into `out`, which must be another directory. A file is written under a
-/// temporary name, checked, and renamed: a failure leaves nothing half-written. `progress` is
-/// called with (values read so far, values of the material's files).
+/// temporary name and renamed once whole, then checked ([`check_packed`]: a difference removes
+/// it); a failure leaves no temporary file. `progress` is called with (values read so far,
+/// values of the material's mates and DTZ50 tables).
 pub fn pack_material(
     full: &TableDir,
     out: &Path,
@@ -193,14 +195,18 @@ fn pack_table(
         ..WriteOptions::default()
     };
     let sides = [Color::White, Color::Black];
-    let fast = write_sides(table, &sides.map(|s| (s, temp(s))), &quick, &|d| progress(d / 2))?;
-    for side in sides {
-        let _ = std::fs::remove_file(temp(side));
-    }
+    let remove_temps = || {
+        for side in sides {
+            let _ = std::fs::remove_file(temp(side));
+        }
+    };
+    let fast = write_sides(table, &sides.map(|s| (s, temp(s))), &quick, &|d| progress(d / 2));
+    remove_temps();
+    let fast = fast?;
     let keep = usize::from(fast[1] < fast[0]);
     let path = out.join(&name);
     let bytes = if options.level == 1 && options.block_values == quick.block_values {
-        write_sides(table, &[(sides[keep], temp(sides[keep]))], &quick, &|_| ())?[0]
+        write_sides(table, &[(sides[keep], temp(sides[keep]))], &quick, &|_| ())
     } else {
         let write = WriteOptions {
             zstd_level: options.level,
@@ -211,7 +217,14 @@ fn pack_table(
         let half = table.positions() / 2;
         write_sides(table, &[(sides[keep], temp(sides[keep]))], &write, &|d| {
             progress(half + d / 2)
-        })?[0]
+        })
+    };
+    let bytes = match bytes {
+        Ok(b) => b[0],
+        Err(e) => {
+            remove_temps();
+            return Err(e);
+        }
     };
     std::fs::rename(temp(sides[keep]), &path)
         .map_err(|e| PackError::Io(format!("cannot rename {}: {e}", temp(sides[keep]).display())))?;

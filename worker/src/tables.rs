@@ -330,12 +330,7 @@ impl ValueSource for TableDir {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        match located(self, loc, Table::value, Value::from_raw)? {
-            Some(v) => Ok(v),
-            None => searched(loc, Value::Loss(0), Value::Draw, |pos, m| {
-                Ok(probe::value(&pos.play(m), self)?.after_move())
-            }),
-        }
+        value_in(self, self, loc, Table::value)
     }
 }
 
@@ -343,12 +338,7 @@ impl DtzSource for TableDir {
     type Error = TableError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
-        match located(self, loc, Table::value, Dtz::from_raw)? {
-            Some(v) => Ok(v),
-            None => searched(loc, Dtz::Loss(0), Dtz::Draw, |pos, m| {
-                Ok(probe::dtz(&pos.play(m), self)?.after_move(m.leaves_slice()))
-            }),
-        }
+        dtz_in(self, self, loc, Table::value)
     }
 }
 
@@ -357,6 +347,37 @@ impl Wdl50Source for TableDir {
 
     fn wdl50_at(&self, loc: &Location) -> Result<i8, TableError> {
         located(self, loc, Table::value, wdl50_of_code)?.ok_or_else(|| packed_error(self, loc))
+    }
+}
+
+/// The mate value at `loc`, read from `dir`'s table by `read`, or where a packed table holds the
+/// other side to move, searched with the moves' values read from `src`.
+fn value_in<S: ValueSource<Error = TableError> + ?Sized>(
+    src: &S,
+    dir: &TableDir,
+    loc: &Location,
+    read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
+) -> Result<Value, TableError> {
+    match located(dir, loc, read, Value::from_raw)? {
+        Some(v) => Ok(v),
+        None => searched(loc, Value::Loss(0), Value::Draw, |pos, m| {
+            Ok(probe::value(&pos.play(m), src)?.after_move())
+        }),
+    }
+}
+
+/// [`value_in`] for DTZ50: a zeroing move counts by the class after it.
+fn dtz_in<S: DtzSource<Error = TableError> + ?Sized>(
+    src: &S,
+    dir: &TableDir,
+    loc: &Location,
+    read: impl FnOnce(&Table, usize, u64) -> Result<u16, StorageError>,
+) -> Result<Dtz, TableError> {
+    match located(dir, loc, read, Dtz::from_raw)? {
+        Some(v) => Ok(v),
+        None => searched(loc, Dtz::Loss(0), Dtz::Draw, |pos, m| {
+            Ok(probe::dtz(&pos.play(m), src)?.after_move(m.leaves_slice()))
+        }),
     }
 }
 
@@ -457,12 +478,7 @@ impl ValueSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn value_at(&self, loc: &Location) -> Result<Value, TableError> {
-        match located(self.0, loc, read_cached, Value::from_raw)? {
-            Some(v) => Ok(v),
-            None => searched(loc, Value::Loss(0), Value::Draw, |pos, m| {
-                Ok(probe::value(&pos.play(m), self)?.after_move())
-            }),
-        }
+        value_in(self, self.0, loc, read_cached)
     }
 }
 
@@ -470,12 +486,7 @@ impl DtzSource for ThreadCached<'_> {
     type Error = TableError;
 
     fn dtz_at(&self, loc: &Location) -> Result<Dtz, TableError> {
-        match located(self.0, loc, read_cached, Dtz::from_raw)? {
-            Some(v) => Ok(v),
-            None => searched(loc, Dtz::Loss(0), Dtz::Draw, |pos, m| {
-                Ok(probe::dtz(&pos.play(m), self)?.after_move(m.leaves_slice()))
-            }),
-        }
+        dtz_in(self, self.0, loc, read_cached)
     }
 }
 
