@@ -116,7 +116,14 @@ pub fn pack_material(
     for (dir, metric, name) in &views {
         tables.push((dir.table(material)?, *metric, *name));
     }
-    let total: u64 = tables.iter().map(|(t, _, _)| t.positions()).sum();
+    let wdl_table = if wdl.has(material) {
+        Some(wdl.table(material)?)
+    } else {
+        None
+    };
+    let total: u64 = (tables.iter().map(|(t, _, _)| t.positions()))
+        .chain(wdl_table.iter().map(|t| t.positions()))
+        .sum();
     let mut done = 0u64;
     let mut out_files = Vec::new();
     for (table, metric, name) in tables {
@@ -148,9 +155,8 @@ pub fn pack_material(
         );
         out_files.push(packed);
     }
-    if wdl.has(material) {
+    if let Some(table) = wdl_table {
         let start = Instant::now();
-        let table = wdl.table(material)?;
         let to = out.join(metric_file_name(material, Metric::Wdl50));
         let write = WriteOptions {
             zstd_level: options.level,
@@ -158,7 +164,7 @@ pub fn pack_material(
             threads: options.threads.max(1),
             ..WriteOptions::default()
         };
-        let bytes = recompress(&table, &to, &write)?;
+        let bytes = recompress(&table, &to, &write, &|d| progress(done + d, total))?;
         out_files.push(PackedFile {
             material: material.to_string(),
             metric: "wdl50",
@@ -307,8 +313,14 @@ fn write_sides(
 }
 
 /// Writes the values of `table` again at `write`'s level and block size into `path`: the same
-/// values and slices (so the same content hashes), other compressed bytes.
-fn recompress(table: &Table, path: &Path, write: &WriteOptions) -> Result<u64, PackError> {
+/// values and slices (so the same content hashes), other compressed bytes. `progress` is called
+/// with the values written.
+fn recompress(
+    table: &Table,
+    path: &Path,
+    write: &WriteOptions,
+    progress: &dyn Fn(u64),
+) -> Result<u64, PackError> {
     let temp = path.with_file_name(format!(
         ".{}.packing",
         path.file_name()
@@ -327,6 +339,7 @@ fn recompress(table: &Table, path: &Path, write: &WriteOptions) -> Result<u64, P
         })?;
         pushed?;
         w.end_slice()?;
+        progress(entry.first_value() + entry.count);
     }
     let bytes = w.finish()?.bytes;
     std::fs::rename(&temp, path)
