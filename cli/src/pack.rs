@@ -132,7 +132,14 @@ pub fn pack_material(
             progress(done + d, total)
         })?;
         done += table.positions();
-        let checked = check_packed(full, out, &table, material, metric, options.check)?;
+        // A file whose check fails, or cannot be made, is not kept.
+        let checked = match check_packed(full, out, &table, material, metric, options.check) {
+            Ok(checked) => checked,
+            Err(e) => {
+                let _ = std::fs::remove_file(&file);
+                return Err(e);
+            }
+        };
         let packed = PackedFile {
             material: material.to_string(),
             metric: name,
@@ -350,7 +357,7 @@ fn recompress(
 /// Searches `count` positions of the side `out`'s packed table of `material` does not hold
 /// (spread evenly over the legal ones of the full `table`, the same whatever the run) through
 /// the packed tables (`out` first, then `full`'s directories), and compares each with the full
-/// table. On a difference the packed file is removed. Returns how many were compared.
+/// table: an error at the first difference. Returns how many were compared.
 fn check_packed(
     full: &TableDir,
     out: &Path,
@@ -387,7 +394,6 @@ fn check_packed(
         let key = match keys.get(&entry.key) {
             Some(k) if SliceIndexer::new(*k).per_side() == per_side => *k,
             _ => {
-                let _ = std::fs::remove_file(&path);
                 return Err(PackError::Io(format!(
                     "{}: slice {i} is no slice of {material} (or not of its size)",
                     table.path().unwrap_or(Path::new("?")).display()
@@ -415,7 +421,6 @@ fn check_packed(
             };
             let want = want.unwrap_or_else(|| format!("raw {raw}"));
             if want != got {
-                let _ = std::fs::remove_file(&path);
                 return Err(PackError::Mismatch {
                     material: *material,
                     slice: key,
