@@ -4,47 +4,7 @@
 use std::path::Path;
 
 use crate::common::*;
-use zermelo_chess::Position;
 use zermelo_cli::materials::SplitMix;
-
-/// `count` random legal positions with the men of `white` and `black` (e.g. "KRP", "KP"),
-/// either side to move; pawns on ranks 2 to 7.
-fn random_positions(rng: &mut SplitMix, white: &str, black: &str, count: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    while out.len() < count {
-        let mut board = [None::<char>; 64];
-        let mut ok = true;
-        let men = white
-            .chars()
-            .map(|c| c.to_ascii_uppercase())
-            .chain(black.chars().map(|c| c.to_ascii_lowercase()));
-        for c in men {
-            let sq = loop {
-                let sq = rng.below(64) as usize;
-                if board[sq].is_none() {
-                    break sq;
-                }
-            };
-            if c.eq_ignore_ascii_case(&'p') && !(8..56).contains(&sq) {
-                ok = false;
-            }
-            board[sq] = Some(c);
-        }
-        if !ok {
-            continue;
-        }
-        let mut fen = placement(&board);
-        fen += if rng.below(2) == 0 {
-            " w - - 0 1"
-        } else {
-            " b - - 0 1"
-        };
-        if Position::from_fen(&fen).is_ok() {
-            out.push(fen);
-        }
-    }
-    out
-}
 
 fn analyse(dir: &Path, extra: &[&str], fens: &[String]) -> (Vec<serde_json::Value>, String) {
     let mut args = vec!["analyse", "--tables", dir.to_str().unwrap()];

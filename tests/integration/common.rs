@@ -4,6 +4,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use zermelo_chess::Position;
+use zermelo_cli::materials::SplitMix;
+
 /// The `zermelo` binary built by cargo for these tests.
 pub fn zermelo() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_zermelo"));
@@ -154,4 +157,43 @@ pub fn placement(board: &[Option<char>; 64]) -> String {
         }
     }
     fen
+}
+
+/// `count` random legal positions with the men of `white` and `black` (e.g. "KRP", "KP"),
+/// either side to move; pawns on ranks 2 to 7.
+pub fn random_positions(rng: &mut SplitMix, white: &str, black: &str, count: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    while out.len() < count {
+        let mut board = [None::<char>; 64];
+        let mut ok = true;
+        let men = white
+            .chars()
+            .map(|c| c.to_ascii_uppercase())
+            .chain(black.chars().map(|c| c.to_ascii_lowercase()));
+        for c in men {
+            let sq = loop {
+                let sq = rng.below(64) as usize;
+                if board[sq].is_none() {
+                    break sq;
+                }
+            };
+            if c.eq_ignore_ascii_case(&'p') && !(8..56).contains(&sq) {
+                ok = false;
+            }
+            board[sq] = Some(c);
+        }
+        if !ok {
+            continue;
+        }
+        let mut fen = placement(&board);
+        fen += if rng.below(2) == 0 {
+            " w - - 0 1"
+        } else {
+            " b - - 0 1"
+        };
+        if Position::from_fen(&fen).is_ok() {
+            out.push(fen);
+        }
+    }
+    out
 }

@@ -440,17 +440,12 @@ fn searched<V: Ord>(
     stalemate: V,
     after: impl Fn(&Position, &zermelo_chess::Move) -> Result<V, TableError>,
 ) -> Result<V, TableError> {
-    let illegal = TableError::IllegalValue {
-        slice: loc.slice,
-        index: loc.index,
-    };
-    let pos = SliceIndexer::new(loc.slice).position(loc.index).ok_or(illegal)?;
-    if pos.validate().is_err() {
-        return Err(TableError::IllegalValue {
+    let pos = (SliceIndexer::new(loc.slice).position(loc.index))
+        .filter(|pos| pos.validate().is_ok())
+        .ok_or(TableError::IllegalValue {
             slice: loc.slice,
             index: loc.index,
-        });
-    }
+        })?;
     let mut best = None;
     for m in pos.legal_moves().iter() {
         let v = after(&pos, m)?;
