@@ -1660,6 +1660,7 @@ fn set_by_captures<S: InitTarget>(
 
 /// Sets a legal position of a slice with pawns from its exits at init, and whether it has a
 /// move inside the slice (`inside`; asked only when its exits lose or it has none).
+#[inline(always)]
 fn set_by_exits<S: InitTarget>(
     ctx: &Context<'_>,
     st: &S,
@@ -1683,6 +1684,7 @@ fn set_by_exits<S: InitTarget>(
 }
 
 /// Sets a position decided at init (no move inside the slice that could change it).
+#[inline(always)]
 fn set_decided<S: InitTarget>(st: &S, i: usize, v: Value) -> Result<(), SolveError> {
     match v {
         Value::Draw => st.set(i, S_DRAW),
@@ -1692,7 +1694,7 @@ fn set_decided<S: InitTarget>(st: &S, i: usize, v: Value) -> Result<(), SolveErr
 }
 
 /// Sets the state of a position with a move inside the slice from its exits.
-#[inline]
+#[inline(always)]
 fn set_undecided<S: InitTarget>(
     ctx: &Context<'_>,
     st: &S,
