@@ -87,6 +87,18 @@ pub struct PackOptions {
     pub check: u64,
 }
 
+impl PackOptions {
+    /// How the packed files are written: at the pack's level and block size.
+    fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            zstd_level: self.level,
+            block_values: self.block_values,
+            threads: self.threads.max(1),
+            ..WriteOptions::default()
+        }
+    }
+}
+
 /// Packs the mates, DTZ50 and WDL50 tables of `material` found in `full` (the tables of
 /// `metric` views of it) into `out`, which must be another directory. A file is written under a
 /// temporary name and renamed once whole, then checked ([`check_packed`]: a difference removes
@@ -165,13 +177,9 @@ pub fn pack_material(
     if let Some(table) = wdl_table {
         let start = Instant::now();
         let to = out.join(metric_file_name(material, Metric::Wdl50));
-        let write = WriteOptions {
-            zstd_level: options.level,
-            block_values: options.block_values,
-            threads: options.threads.max(1),
-            ..WriteOptions::default()
-        };
-        let bytes = recompress(&table, &to, &write, &|d| progress(done + d, total))?;
+        let bytes = recompress(&table, &to, &options.write_options(), &|d| {
+            progress(done + d, total)
+        })?;
         out_files.push(PackedFile {
             material: material.to_string(),
             metric: "wdl50",
@@ -218,20 +226,13 @@ fn pack_table(
     let fast = fast?;
     let keep = usize::from(fast[1] < fast[0]);
     let path = out.join(&name);
-    let bytes = if options.level == 1 && options.block_values == quick.block_values {
-        write_sides(table, &[(sides[keep], temp(sides[keep]))], &quick, &|_| ())
-    } else {
-        let write = WriteOptions {
-            zstd_level: options.level,
-            block_values: options.block_values,
-            threads: options.threads.max(1),
-            ..WriteOptions::default()
-        };
-        let half = table.positions() / 2;
-        write_sides(table, &[(sides[keep], temp(sides[keep]))], &write, &|d| {
-            progress(half + d / 2)
-        })
-    };
+    let half = table.positions() / 2;
+    let bytes = write_sides(
+        table,
+        &[(sides[keep], temp(sides[keep]))],
+        &options.write_options(),
+        &|d| progress(half + d / 2),
+    );
     let bytes = match bytes {
         Ok(b) => b[0],
         Err(e) => {
