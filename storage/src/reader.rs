@@ -115,7 +115,9 @@ impl ValueReader {
             let block = (first + indices[k]) / bv;
             let values = self.block(table, block)?;
             let base = block * bv;
-            while k < indices.len() && (first + indices[k]) / bv == block {
+            // The indices in this block, without a division each (a run of indices is mostly
+            // one block).
+            while k < indices.len() && (first + indices[k]).wrapping_sub(base) < bv {
                 out[k] = values[(first + indices[k] - base) as usize];
                 k += 1;
             }

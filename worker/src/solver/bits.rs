@@ -756,16 +756,13 @@ fn phase(
                 for g in groups {
                     bits.live[g / 64].fetch_and(!(1 << (g % 64)), Relaxed);
                     for w in bits.group_words(g, &(first / 64..end / 64)) {
-                        let mut m = bits.front[w].load(Relaxed);
+                        let m = bits.front[w].load(Relaxed);
                         if m == 0 {
                             continue;
                         }
                         bits.front[w].store(0, Relaxed);
                         count += u64::from(m.count_ones());
-                        while m != 0 {
-                            enc.push(w * 64 + m.trailing_zeros() as usize - first);
-                            m &= m - 1;
-                        }
+                        enc.push_word(w - first / 64, m);
                     }
                 }
                 frontier.fetch_add(count, Relaxed);

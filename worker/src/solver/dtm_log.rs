@@ -363,6 +363,22 @@ impl SegmentEncoder {
         }
     }
 
+    /// [`SegmentEncoder::push`] of the offsets `64 * w + k` for each bit `k` of `bits`, in
+    /// ascending order (`w` past every word pushed before): the same bytes. A bitmap takes the
+    /// word at once.
+    #[inline(always)]
+    pub(super) fn push_word(&mut self, w: usize, mut bits: u64) {
+        if let Some(words) = &mut self.raw {
+            debug_assert!(bits == 0 || 64 * w + 63 - (bits.leading_zeros() as usize) < self.len);
+            words[w] |= bits;
+            return;
+        }
+        while bits != 0 {
+            self.push(64 * w + bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+
     pub(super) fn finish(self) -> Vec<u8> {
         match self.raw {
             None => self.out,
@@ -419,6 +435,36 @@ pub(super) fn for_each_offset(bytes: &[u8], mut f: impl FnMut(usize)) -> bool {
         shift = 0;
     }
     shift == 0
+}
+
+/// Calls `f(w, bits)` for every word of 64 offsets of an encoded segment holding one, ascending:
+/// `bits` has bit `k` set for offset `64 * w + k`. What [`for_each_offset`] gives, a word at a
+/// time (a bitmap's words as they are), and false where it is.
+pub(super) fn for_each_word(bytes: &[u8], mut f: impl FnMut(usize, u64)) -> bool {
+    if bytes.first() == Some(&TAG_RAW) {
+        let rest = &bytes[1..];
+        for (w, chunk) in rest.chunks_exact(8).enumerate() {
+            let bits = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            if bits != 0 {
+                f(w, bits);
+            }
+        }
+        return rest.len() % 8 == 0;
+    }
+    let (mut word, mut bits) = (usize::MAX, 0u64);
+    let whole = for_each_offset(bytes, |o| {
+        if o / 64 != word {
+            if bits != 0 {
+                f(word, bits);
+            }
+            (word, bits) = (o / 64, 0);
+        }
+        bits |= 1 << (o % 64);
+    });
+    if bits != 0 {
+        f(word, bits);
+    }
+    whole
 }
 
 #[cfg(test)]
@@ -562,6 +608,33 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Pushed a word at a time, offsets encode to the bytes pushed one at a time give (as
+        /// gaps, and as a bitmap once dense: up to 3,000 offsets of 8,192), and come back a
+        /// word at a time as the words they make.
+        #[test]
+        fn words_encode_and_decode_as_offsets(mut offsets in proptest::collection::vec(0usize..SEG_INDICES, 0..3000)) {
+            offsets.sort_unstable();
+            offsets.dedup();
+            let mut words = std::collections::BTreeMap::<usize, u64>::new();
+            for &o in &offsets {
+                *words.entry(o / 64).or_default() |= 1 << (o % 64);
+            }
+            let (mut one, mut by_words) = (SegmentEncoder::new(SEG_INDICES), SegmentEncoder::new(SEG_INDICES));
+            for &o in &offsets {
+                one.push(o);
+            }
+            for (&w, &bits) in &words {
+                by_words.push_word(w, bits);
+            }
+            let bytes = one.finish();
+            proptest::prop_assert_eq!(&by_words.finish(), &bytes);
+            let mut back = Vec::new();
+            assert!(for_each_word(&bytes, |w, bits| back.push((w, bits))));
+            proptest::prop_assert_eq!(back, words.into_iter().collect::<Vec<_>>());
+        }
+    }
+
     /// A varint longer than a u64, and a raw bitmap cut inside a word, are malformed.
     #[test]
     fn malformed_encodings_are_told() {
@@ -572,5 +645,8 @@ mod tests {
         assert!(!for_each_offset(&[0, 0x80], |_| {}));
         assert!(!for_each_offset(&[TAG_RAW, 1, 2, 3], |_| {}));
         assert!(for_each_offset(&[], |_| {}));
+        assert!(!for_each_word(&[0, 0x80], |_, _| {}));
+        assert!(!for_each_word(&[TAG_RAW, 1, 2, 3], |_, _| {}));
+        assert!(for_each_word(&[], |_, _| {}));
     }
 }

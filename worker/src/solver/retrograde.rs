@@ -67,7 +67,7 @@ use zermelo_chess::value::{Value, DRAW, ILLEGAL, MAX_PLIES};
 use zermelo_chess::{Bitboard, Color, Square};
 
 use super::checkpoint::{self, Checkpoints, Progress};
-use super::dtm_log::{for_each_offset, DtmLog, SegmentEncoder, SEG_INDICES};
+use super::dtm_log::{for_each_offset, for_each_word, DtmLog, SegmentEncoder, SEG_INDICES};
 use super::geometry::{kings, unmap_bb, Decoded, Geometry, NO_MAN};
 use super::memory::{
     equal_mask, for_each_equal, for_each_equal_block, prefetch, release_bytes, Deferred, DeferredLines,
@@ -599,11 +599,7 @@ pub(super) fn scan_frontier(
                     if joined == 0 {
                         return;
                     }
-                    let mut m = joined;
-                    while m != 0 {
-                        enc.push(b - first + m.trailing_zeros() as usize);
-                        m &= m - 1;
-                    }
+                    enc.push_word((b - first) / 64, joined);
                     if now == S_WON && line_man.is_some() {
                         st.set_won_bits(b, joined);
                     }
@@ -1092,21 +1088,9 @@ pub(super) fn unmove_lines(
         #[allow(clippy::redundant_closure)]
         g.for_each_unmove_line(l, &d, Bitboard(from), |p, squares| f(p, squares));
     };
-    let (mut base, mut from) = (usize::MAX, 0u64);
-    let whole = for_each_offset(encoded, |o| {
-        let j = first + o;
-        if j & !63 != base {
-            if from != 0 {
-                unmove(base, from);
-            }
-            (base, from) = (j & !63, 0);
-        }
-        from |= 1 << (j & 63);
-    });
+    debug_assert!(first.is_multiple_of(64));
+    let whole = for_each_word(encoded, |w, from| unmove(first + 64 * w, from));
     debug_assert!(whole, "this log's segments are well formed");
-    if from != 0 {
-        unmove(base, from);
-    }
 }
 
 /// True if the slice has pawns and one of them can promote (it stands on its 7th rank).
