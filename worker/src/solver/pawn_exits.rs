@@ -269,9 +269,17 @@ fn values_along<E: ExitSet>(
         - field.stride * group_rank(&sq[group.clone()]);
     let (mut indices, mut raw) = ([0u64; 64], [0u16; 64]);
     let mut m = 0;
+    // A man alone in its group (most are) is ranked by its square: no call for each `q`.
+    let alone = field.len == 1;
     for q in qs {
-        sq[slot] = t[orient(q).index()];
-        indices[m] = others + field.stride * group_rank(&sq[group.clone()]);
+        let s = t[orient(q).index()];
+        let rank = if alone {
+            s.u8() as u64
+        } else {
+            sq[slot] = s;
+            group_rank(&sq[group.clone()])
+        };
+        indices[m] = others + field.stride * rank;
         m += 1;
     }
     values.get_many(&indices[..m], &mut raw[..m])?;
