@@ -1289,7 +1289,7 @@ pub(super) fn exits(ctx: &Context<'_>, d: &Decoded) -> Result<Exits, SolveError>
     let g = ctx.g;
     let (our_king, _) = kings(g, d);
     if let Some(pe) = &ctx.pawn_exits {
-        return Ok(pe.exits(g, d, ctx.succ)?.0);
+        return pe.exits_only(g, d, ctx.succ);
     }
     match &ctx.captures {
         Some(captures) => exits_by_captures(g, d, our_king, captures),
