@@ -1061,9 +1061,20 @@ impl MaterialBuild<'_> {
         };
         // The slices of this material solved so far, each in its own file, opened when read (a
         // material may have tens of thousands of slices: more than a process may keep open).
-        let mut solved: HashSet<SliceKey> = HashSet::new();
+        let solved = Solved::default();
         let done = AtomicU64::new(0);
         let mut resumed = 0usize;
+        let table_of = |s: &SliceKey| {
+            if solved.has(s) {
+                Ok(Arc::new(Table::open_pread(&files.path(s))?))
+            } else {
+                self.tables.table(&s.material)
+            }
+        };
+        // Waves whose slices are solved one per thread, one after another, solved as one run:
+        // a thread takes the next slice as soon as the slices it reads are solved (a wave's
+        // slices need not wait for the whole wave before).
+        let mut run: Vec<SliceKey> = Vec::new();
         for wave in &self.mp.waves {
             if self.checkpoints.stopped() {
                 return Err(SolveError::Interrupted.into());
@@ -1076,21 +1087,21 @@ impl MaterialBuild<'_> {
                 (self.progress)(done.fetch_add(n, Relaxed) + n);
             }
             resumed += kept.len();
-            solved.extend(kept);
-            let table_of = |s: &SliceKey| {
-                if solved.contains(s) {
-                    Ok(Arc::new(Table::open_pread(&files.path(s))?))
-                } else {
-                    self.tables.table(&s.material)
-                }
-            };
-            if self.fit.together && init_together(&wave) {
+            solved.add(&kept);
+            let together = self.fit.together && init_together(&wave);
+            if !together && self.one_per_thread(&wave) {
+                run.extend(wave);
+                continue;
+            }
+            self.run_by_slice(&std::mem::take(&mut run), &files, &table_of, &done, &solved)?;
+            if together {
                 self.wave_together(&wave, &files, &table_of, &done)?;
             } else {
                 self.wave_by_slice(&wave, &files, &table_of, &done)?;
             }
-            solved.extend(wave);
+            solved.add(&wave);
         }
+        self.run_by_slice(&run, &files, &table_of, &done, &solved)?;
         if resumed > 0 {
             info!(
                 slices = resumed,
@@ -1180,32 +1191,136 @@ impl MaterialBuild<'_> {
         table_of: &(dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError> + Sync),
         done: &AtomicU64,
     ) -> Result<(), BuildError> {
-        let progress = self.progress;
         for_each_slice(wave, self.options.threads, self.fit.by_slice, |key, threads| {
-            if self.checkpoints.stopped() {
-                return Err(SolveError::Interrupted.into());
+            self.slice_into_file(key, threads, files, table_of, done)
+        })
+    }
+
+    /// True if the slices of `wave` are solved one per thread at once ([`for_each_slice`]).
+    fn one_per_thread(&self, wave: &[SliceKey]) -> bool {
+        let threads = self.options.threads;
+        self.fit.by_slice && threads > 1 && wave.len() >= 2 * threads
+    }
+
+    /// The slices of `run` (waves in order, each solved one per thread at once) on every
+    /// thread, a slice a thread: each thread takes the next slice in order, waits until the
+    /// slices of `run` it reads (those of its material its pawn pushes lead to, in earlier
+    /// waves) are in `solved`, solves it and adds it. A slice waits only for slices taken before
+    /// it, which wait only for slices before them: the run ends. The same files as wave after
+    /// wave (KRPvKR on 2 threads: each wave waited for its slower thread, 0.4 s in all).
+    fn run_by_slice(
+        &self,
+        run: &[SliceKey],
+        files: &SliceFiles<'_>,
+        table_of: &(dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError> + Sync),
+        done: &AtomicU64,
+        solved: &Solved,
+    ) -> Result<(), BuildError> {
+        let in_run: HashSet<SliceKey> = run.iter().copied().collect();
+        let failed = AtomicBool::new(false);
+        for_each_chunk(run.len(), 1, self.options.threads, |range| {
+            for key in &run[range] {
+                let reads: Vec<SliceKey> = key
+                    .successors()
+                    .into_iter()
+                    .filter(|s| s.material == key.material && in_run.contains(s))
+                    .collect();
+                if !solved.wait_for(&reads, &failed) {
+                    return Ok(());
+                }
+                let one = self.slice_into_file(key, 1, files, table_of, done);
+                if one.is_err() {
+                    failed.store(true, Relaxed);
+                    solved.wake();
+                    return one;
+                }
+                solved.add(std::slice::from_ref(key));
             }
-            let successors = self.cache.successors_of(key, table_of)?;
-            let size = SliceIndexer::new(*key).size();
-            let mut writer = files.create(key)?;
-            let before = done.load(Relaxed);
-            // Slices too small to be worth a checkpoint are solved again after a stop.
-            let ckpt = (size >= SPILL_FROM as u64).then_some(&self.checkpoints);
-            solve_into_writer(
-                key,
-                &successors,
-                (threads, self.fit.changed_bits),
-                (ckpt, None),
-                &mut writer,
-                &|d| progress(before + d),
-            )?;
-            writer.finish()?;
-            self.checkpoints.remove(key);
-            drop(successors);
-            trim_arenas();
-            progress(done.fetch_add(size, Relaxed) + size);
             Ok::<(), BuildError>(())
         })
+    }
+
+    /// Slice `key` solved on `threads` threads into its file, with its checkpoints if it is
+    /// large enough to be worth them.
+    fn slice_into_file(
+        &self,
+        key: &SliceKey,
+        threads: usize,
+        files: &SliceFiles<'_>,
+        table_of: &(dyn Fn(&SliceKey) -> Result<Arc<Table>, TableError> + Sync),
+        done: &AtomicU64,
+    ) -> Result<(), BuildError> {
+        let progress = self.progress;
+        if self.checkpoints.stopped() {
+            return Err(SolveError::Interrupted.into());
+        }
+        let successors = self.cache.successors_of(key, table_of)?;
+        let size = SliceIndexer::new(*key).size();
+        let mut writer = files.create(key)?;
+        let before = done.load(Relaxed);
+        // Slices too small to be worth a checkpoint are solved again after a stop.
+        let ckpt = (size >= SPILL_FROM as u64).then_some(&self.checkpoints);
+        solve_into_writer(
+            key,
+            &successors,
+            (threads, self.fit.changed_bits),
+            (ckpt, None),
+            &mut writer,
+            &|d| progress(before + d),
+        )?;
+        writer.finish()?;
+        self.checkpoints.remove(key);
+        drop(successors);
+        trim_arenas();
+        progress(done.fetch_add(size, Relaxed) + size);
+        Ok(())
+    }
+}
+
+/// The slices of a material with pawns solved so far in its build (their files whole), and a
+/// wake-up for the threads waiting for some.
+#[derive(Default)]
+struct Solved {
+    keys: std::sync::Mutex<HashSet<SliceKey>>,
+    added: std::sync::Condvar,
+}
+
+impl Solved {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<SliceKey>> {
+        self.keys.lock().expect("solved slices lock")
+    }
+
+    fn has(&self, key: &SliceKey) -> bool {
+        self.lock().contains(key)
+    }
+
+    fn add(&self, keys: &[SliceKey]) {
+        self.lock().extend(keys.iter().copied());
+        self.added.notify_all();
+    }
+
+    fn wake(&self) {
+        let _held = self.lock();
+        self.added.notify_all();
+    }
+
+    /// Waits until every slice of `keys` is solved (true), or `failed` is set (false).
+    fn wait_for(&self, keys: &[SliceKey], failed: &AtomicBool) -> bool {
+        let mut held = self.lock();
+        loop {
+            if failed.load(Relaxed) {
+                return false;
+            }
+            if keys.iter().all(|k| held.contains(k)) {
+                return true;
+            }
+            // A timeout as well: a check now and then, whatever the wake-ups.
+            held = self
+                .added
+                .wait_timeout(held, Duration::from_millis(100))
+                .expect("solved slices lock")
+                .0;
+        }
     }
 }
 
