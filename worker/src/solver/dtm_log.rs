@@ -449,7 +449,7 @@ pub(super) fn for_each_word(bytes: &[u8], mut f: impl FnMut(usize, u64)) -> bool
                 f(w, bits);
             }
         }
-        return rest.len() % 8 == 0;
+        return rest.len().is_multiple_of(8);
     }
     let (mut word, mut bits) = (usize::MAX, 0u64);
     let whole = for_each_offset(bytes, |o| {
