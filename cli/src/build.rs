@@ -1228,12 +1228,14 @@ impl MaterialBuild<'_> {
                 if !solved.wait_for(&reads, &failed) {
                     return Ok(());
                 }
-                let one = self.slice_into_file(key, 1, files, table_of, done);
-                if one.is_err() {
-                    failed.store(true, Relaxed);
-                    solved.wake();
-                    return one;
-                }
+                // A slice that ends in an error (or a panic) wakes the threads waiting for it:
+                // they stop.
+                let unsolved = Unsolved {
+                    failed: &failed,
+                    solved,
+                };
+                self.slice_into_file(key, 1, files, table_of, done)?;
+                std::mem::forget(unsolved);
                 solved.add(std::slice::from_ref(key));
             }
             Ok::<(), BuildError>(())
@@ -1274,6 +1276,20 @@ impl MaterialBuild<'_> {
         trim_arenas();
         progress(done.fetch_add(size, Relaxed) + size);
         Ok(())
+    }
+}
+
+/// Dropped, a slice of [`MaterialBuild::run_by_slice`] that did not get solved: the run has
+/// failed, and the threads waiting for slices are told.
+struct Unsolved<'a> {
+    failed: &'a AtomicBool,
+    solved: &'a Solved,
+}
+
+impl Drop for Unsolved<'_> {
+    fn drop(&mut self) {
+        self.failed.store(true, Relaxed);
+        self.solved.wake();
     }
 }
 
