@@ -20,7 +20,7 @@ use zermelo_worker::solver::{
     PAGED_BYTES_PER_INDEX, SPILL_FROM,
 };
 use zermelo_worker::tables::{SliceMap, SuccessorCache, TableDir, TableError, READER_BYTES};
-use zermelo_worker::waves::for_each_slice;
+use zermelo_worker::waves::{for_each_slice, one_per_thread};
 use zermelo_worker::{
     bits_solvable, bits_state_bytes, init_together, solve_in_parts, solve_slice_bits, solve_slice_resumable,
     solve_slices_into, splittable, Checkpoints, Sink, SolveError,
@@ -1089,7 +1089,7 @@ impl MaterialBuild<'_> {
             resumed += kept.len();
             solved.add(&kept);
             let together = self.fit.together && init_together(&wave);
-            if !together && self.one_per_thread(&wave) {
+            if !together && one_per_thread(wave.len(), self.options.threads, self.fit.by_slice) {
                 run.extend(wave);
                 continue;
             }
@@ -1194,12 +1194,6 @@ impl MaterialBuild<'_> {
         for_each_slice(wave, self.options.threads, self.fit.by_slice, |key, threads| {
             self.slice_into_file(key, threads, files, table_of, done)
         })
-    }
-
-    /// True if the slices of `wave` are solved one per thread at once ([`for_each_slice`]).
-    fn one_per_thread(&self, wave: &[SliceKey]) -> bool {
-        let threads = self.options.threads;
-        self.fit.by_slice && threads > 1 && wave.len() >= 2 * threads
     }
 
     /// The slices of `run` (waves in order, each solved one per thread at once) on every

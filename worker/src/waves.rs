@@ -23,7 +23,7 @@ pub fn for_each_slice<E: Send>(
     by_slice: bool,
     solve: impl Fn(&SliceKey, usize) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
-    if by_slice && threads > 1 && wave.len() >= 2 * threads {
+    if one_per_thread(wave.len(), threads, by_slice) {
         for_each_chunk(wave.len(), 1, threads, |range| {
             for key in &wave[range] {
                 solve(key, 1)?;
@@ -36,6 +36,11 @@ pub fn for_each_slice<E: Send>(
         }
         Ok(())
     }
+}
+
+/// True if [`for_each_slice`] solves a wave of `slices` slices one per thread at once.
+pub fn one_per_thread(slices: usize, threads: usize, by_slice: bool) -> bool {
+    by_slice && threads > 1 && slices >= 2 * threads
 }
 
 /// Solves `waves` in order (the slices of a wave are independent; every successor is in `map`,
