@@ -1142,7 +1142,7 @@ impl MaterialBuild<'_> {
         let mut writers = Vec::with_capacity(wave.len());
         let mut successors = Vec::with_capacity(wave.len());
         for key in wave {
-            successors.push(self.cache.successors_of(key, table_of)?);
+            successors.push(self.cache.successors_inited_together(key, table_of)?);
             let mut writer = files.create(key)?;
             writer.begin_slice(key.raw(), SliceIndexer::new(*key).size())?;
             writers.push(writer);
