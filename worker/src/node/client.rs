@@ -1679,7 +1679,15 @@ fn solve_all_blocking(
         let solved = if compact {
             solve_slice_bits(key, memory, threads, paging, None, &mut sink)
         } else {
-            solve_slice_resumable(key, memory, (threads, changed_bits), None, paging, &mut sink)
+            solve_slice_resumable(
+                key,
+                memory,
+                (threads, changed_bits),
+                None,
+                paging,
+                None,
+                &mut sink,
+            )
         };
         match solved {
             Ok(()) => {}

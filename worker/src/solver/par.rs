@@ -24,6 +24,31 @@ pub fn for_each_chunk_on<E: Send>(
     threads: usize,
     f: impl Fn(usize, Range<usize>) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
+    chunks_then(n, chunk, threads, f, || {})
+}
+
+/// [`for_each_chunk`] where a thread that finds no chunk left to take lends itself to `lent`
+/// ([`Lent::lend`]) before it ends: the caller's `f` runs its items between [`Lent::begin`] and
+/// [`Lent::end`], on threads that grow as others run out.
+pub fn for_each_chunk_lending<E: Send>(
+    n: usize,
+    chunk: usize,
+    threads: usize,
+    lent: &Lent,
+    f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
+) -> Result<(), E> {
+    chunks_then(n, chunk, threads, |_, range| f(range), || lent.lend())
+}
+
+/// [`for_each_chunk_on`], with `then` called by each of several threads when it finds no chunk
+/// left.
+fn chunks_then<E: Send>(
+    n: usize,
+    chunk: usize,
+    threads: usize,
+    f: impl Fn(usize, Range<usize>) -> Result<(), E> + Sync,
+    then: impl Fn() + Sync,
+) -> Result<(), E> {
     let chunk = chunk.max(1);
     if threads <= 1 || n <= chunk {
         let mut start = 0;
@@ -38,13 +63,14 @@ pub fn for_each_chunk_on<E: Send>(
     let error: Mutex<Option<E>> = Mutex::new(None);
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (next, failed, error, f) = (&next, &failed, &error, &f);
+            let (next, failed, error, f, then) = (&next, &failed, &error, &f, &then);
             s.spawn(move || loop {
                 if failed.load(Ordering::Relaxed) {
                     return;
                 }
                 let start = next.fetch_add(chunk, Ordering::Relaxed);
                 if start >= n {
+                    then();
                     return;
                 }
                 if let Err(e) = f(t, start..(start + chunk).min(n)) {
@@ -60,5 +86,72 @@ pub fn for_each_chunk_on<E: Send>(
     match error.into_inner() {
         Ok(Some(e)) => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// The threads of a run of slices solved one per thread, lent to the slices still being solved
+/// as the run runs out of slices to take: each pass of such a slice runs on its own thread and
+/// its share of the lent ones (a slice's values do not depend on its threads). Without it, the
+/// last slice of a run was solved on one thread while the others waited (KRPvKR on 2 threads:
+/// 0.5 s of a thread).
+#[derive(Debug, Default)]
+pub struct Lent {
+    /// Threads of the run with no slice left to take.
+    idle: AtomicUsize,
+    /// Slices of the run being solved.
+    busy: AtomicUsize,
+}
+
+impl Lent {
+    /// A slice of the run is begun (until [`Lent::end`]).
+    pub fn begin(&self) {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A slice begun is solved (or failed).
+    pub fn end(&self) {
+        self.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A thread of the run has no slice left to take: lent from now on.
+    pub fn lend(&self) {
+        self.idle.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The threads a slice being solved on `own` threads runs its next pass on: its share of
+    /// the lent threads as well (so that the slices being solved never run on more threads than
+    /// the run has, the rest of a share rounded down).
+    pub fn threads(&self, own: usize) -> usize {
+        let busy = self.busy.load(Ordering::Relaxed).max(1);
+        own + self.idle.load(Ordering::Relaxed) / busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lent thread goes to the slices being solved, shared out rounded down; a thread that
+    /// runs out of chunks lends itself.
+    #[test]
+    fn lent_threads_are_shared_out() {
+        let lent = Lent::default();
+        lent.begin();
+        lent.begin();
+        assert_eq!(lent.threads(1), 1, "no thread lent yet");
+        lent.lend();
+        assert_eq!(lent.threads(1), 1, "one lent thread for two slices: none each");
+        lent.end();
+        assert_eq!(lent.threads(1), 2, "one lent thread for the one slice left");
+        lent.lend();
+        lent.lend();
+        assert_eq!(lent.threads(2), 5);
+        let run = Lent::default();
+        for_each_chunk_lending(3, 1, 4, &run, |_| Ok::<(), ()>(())).unwrap();
+        assert_eq!(
+            run.threads(1),
+            5,
+            "the four threads lent themselves as they ran out"
+        );
     }
 }

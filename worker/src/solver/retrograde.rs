@@ -74,7 +74,7 @@ use super::memory::{
     DeferredWords,
 };
 use super::paging::{Paging, Reach};
-use super::par::{for_each_chunk, for_each_chunk_on};
+use super::par::{for_each_chunk, for_each_chunk_lending, for_each_chunk_on, Lent};
 use super::pawn_exits::{CaptureMap, CaptureTarget, ExitSet, Exits, LinePushes, PawnExits};
 use super::split::{Own, Whole, POST_LINES};
 use super::stage::Stage;
@@ -177,7 +177,7 @@ pub fn solve_slice_into(
     changed_bits: bool,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
-    solve_slice_resumable(key, succ, (threads, changed_bits), None, None, sink)
+    solve_slice_resumable(key, succ, (threads, changed_bits), None, None, None, sink)
 }
 
 /// [`solve_slice_into`] with `checkpoints`: the slice's state is written to a checkpoint in
@@ -188,12 +188,16 @@ pub fn solve_slice_into(
 ///
 /// With `paging`, the slice's state is paged ([`super::paging`]): in files of its folder, at
 /// most its budget resident. The values are the same.
+///
+/// With `lent`, the slice is one of a run's ([`Lent`]): its passes run on `threads` threads and
+/// its share of those the run lends. The values are the same.
 pub fn solve_slice_resumable(
     key: &SliceKey,
     succ: &dyn Successors,
     (threads, changed_bits): (usize, bool),
     checkpoints: Option<&Checkpoints<'_>>,
     paging: Option<&Paging>,
+    lent: Option<&Lent>,
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = Geometry::new(key);
@@ -211,6 +215,7 @@ pub fn solve_slice_resumable(
                 );
                 let run = Run {
                     threads,
+                    lent,
                     start,
                     checkpoints,
                 };
@@ -237,7 +242,7 @@ pub fn solve_slice_resumable(
         st,
         (threads, changed_bits),
         (start, init_seconds),
-        checkpoints,
+        (checkpoints, lent),
         sink,
     )
 }
@@ -344,6 +349,8 @@ pub fn solve_slices_into(
         .zip(sinks)
         .map(|w| Mutex::new(Some(w)))
         .collect();
+    // One per thread: a thread with no slice left helps with the passes of the others'.
+    let lent = Lent::default();
     let solve = |j: usize| {
         let (st, sink) = work[j]
             .lock()
@@ -354,18 +361,21 @@ pub fn solve_slices_into(
         let started = now
             .checked_sub(std::time::Duration::from_secs_f64(init_seconds))
             .unwrap_or(now);
-        solve_initialised(
+        lent.begin();
+        let solved = solve_initialised(
             &contexts[j],
             st,
             (per_slice, changed_bits),
             (started, init_seconds),
-            None,
+            (None, Some(&lent)),
             sink,
-        )
+        );
+        lent.end();
+        solved
     };
     if parallel {
-        for_each_chunk(slices.len(), 1, threads, |range| {
-            range.into_iter().try_for_each(solve)
+        for_each_chunk_lending(slices.len(), 1, threads, &lent, |range| {
+            range.into_iter().try_for_each(&solve)
         })
     } else {
         (0..slices.len()).try_for_each(solve)
@@ -375,13 +385,14 @@ pub fn solve_slices_into(
 /// The rest of [`solve_slice_into`] once the slice's state is inited: the passes, on `threads`
 /// threads, and the values out into `sink`. `start` is when the slice's solving began, for its
 /// log (its init took `init_seconds`). With `checkpoints`, the log of plies is kept in their
-/// folder and checkpoints are written ([`Checkpoints`]).
+/// folder and checkpoints are written ([`Checkpoints`]); with `lent`, the passes run on the
+/// threads a run lends as well ([`Lent`]).
 fn solve_initialised(
     ctx: &Context<'_>,
     mut st: State,
     (threads, changed_bits): (usize, bool),
     (start, init_seconds): (std::time::Instant, f64),
-    checkpoints: Option<&Checkpoints<'_>>,
+    (checkpoints, lent): (Option<&Checkpoints<'_>>, Option<&Lent>),
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let g = ctx.g;
@@ -401,6 +412,7 @@ fn solve_initialised(
     };
     let run = Run {
         threads,
+        lent,
         start,
         checkpoints,
     };
@@ -411,12 +423,20 @@ fn solve_initialised(
 /// about a second a pass, and up; 7 men take hours): a long build says where it is.
 const REPORT_PLIES_FROM: usize = 1 << 32;
 
-/// How a slice's passes are run: on `threads` threads, begun at `start` (for its log), with
-/// `checkpoints` if any.
+/// How a slice's passes are run: on `threads` threads and those `lent` by its run if any, begun
+/// at `start` (for its log), with `checkpoints` if any.
 struct Run<'a> {
     threads: usize,
+    lent: Option<&'a Lent>,
     start: std::time::Instant,
     checkpoints: Option<&'a Checkpoints<'a>>,
+}
+
+impl Run<'_> {
+    /// The threads of the next pass.
+    fn threads(&self) -> usize {
+        self.lent.map_or(self.threads, |l| l.threads(self.threads))
+    }
 }
 
 /// The retrograde passes of a slice from its state `st` and log of plies `log` as they stand
@@ -430,9 +450,7 @@ fn solve_passes(
     sink: &mut dyn FnMut(&[u16]) -> Result<(), SolveError>,
 ) -> Result<(), SolveError> {
     let Run {
-        threads,
-        start,
-        checkpoints,
+        start, checkpoints, ..
     } = *run;
     let g = ctx.g;
     let key = &ctx.key;
@@ -451,6 +469,10 @@ fn solve_passes(
     // 2. Retrograde passes, one per ply.
     while plies <= st.horizon.load(Relaxed) {
         stage.say(format_args!("{key}: ply {plies}"));
+        // Threads lent since the last pass join from this one, each with a bitmap of changed
+        // positions if the slice keeps them.
+        let threads = run.threads();
+        st.changed_bits_for(threads);
         if plies >= MAX_PLIES as u32 - 1 {
             return Err(SolveError::TooDeep(*key));
         }
@@ -526,7 +548,7 @@ fn solve_passes(
         "slice solved"
     );
 
-    write_values(st, &log, threads, &Whole, sink)
+    write_values(st, &log, run.threads(), &Whole, sink)
 }
 
 /// The scan of ply `plies`: the positions decided in the pass before, and those decided at this
@@ -2194,6 +2216,50 @@ pub(super) mod tests {
         }
     }
 
+    /// A slice of KRPvK (by lines, with the bitmaps of changed positions) solved on one thread
+    /// of a run that lends it threads: one from its first pass (its bitmaps grow from one to
+    /// two there), and three lent one by one while it is solved (at whatever passes they come).
+    /// Each time the values of the slice solved alone.
+    #[test]
+    fn threads_lent_to_a_slice_leave_its_values() {
+        let key = SliceKey::all_of("KRPvK".parse().unwrap())
+            .into_iter()
+            .find(|k| k.to_string().ends_with("[Pd4]"))
+            .expect("a pawn on d4");
+        let mut map = SliceMap::new();
+        solve_into(key, &mut map);
+        let alone = solve_slice(&key, &map, 1).unwrap();
+        let solved_lent = |lent: &Lent| {
+            let mut values = Vec::new();
+            lent.begin();
+            solve_slice_resumable(&key, &map, (1, true), None, None, Some(lent), &mut |v| {
+                values.extend_from_slice(v);
+                Ok(())
+            })
+            .unwrap();
+            lent.end();
+            values
+        };
+        let from_the_start = Lent::default();
+        from_the_start.lend();
+        assert_eq!(from_the_start.threads(1), 2);
+        assert!(
+            solved_lent(&from_the_start) == alone,
+            "{key}: a thread lent from the start"
+        );
+        let by_and_by = Lent::default();
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    by_and_by.lend();
+                }
+            });
+            solved_lent(&by_and_by)
+        });
+        assert!(got == alone, "{key}: threads lent while it is solved");
+    }
+
     /// Solves `key` (its successors in `map`) with a checkpoint at every ply: the first run is
     /// stopped once its first checkpoint is on disk, and every run after it is asked to stop
     /// from its start, so that it resumes from the last checkpoint, runs one ply and writes
@@ -2231,10 +2297,18 @@ pub(super) mod tests {
                         stop.store(true, Relaxed);
                     });
                 }
-                solve_slice_resumable(&key, map, (threads, changed_bits), Some(&c), paging, &mut |v| {
-                    values.extend_from_slice(v);
-                    Ok(())
-                })
+                solve_slice_resumable(
+                    &key,
+                    map,
+                    (threads, changed_bits),
+                    Some(&c),
+                    paging,
+                    None,
+                    &mut |v| {
+                        values.extend_from_slice(v);
+                        Ok(())
+                    },
+                )
             });
             runs += 1;
             match solved {
@@ -2313,7 +2387,7 @@ pub(super) mod tests {
             for &threads in threads {
                 let before = paging::evictions();
                 let mut paged = Vec::new();
-                solve_slice_resumable(&key, &map, (threads, true), None, Some(&paging), &mut |v| {
+                solve_slice_resumable(&key, &map, (threads, true), None, Some(&paging), None, &mut |v| {
                     paged.extend_from_slice(v);
                     Ok(())
                 })
@@ -2327,7 +2401,7 @@ pub(super) mod tests {
                 paging::FORCE_HUGE.store(true, Relaxed);
                 let before = paging::evictions();
                 let mut paged = Vec::new();
-                let r = solve_slice_resumable(&key, &map, (2, true), None, Some(&paging), &mut |v| {
+                let r = solve_slice_resumable(&key, &map, (2, true), None, Some(&paging), None, &mut |v| {
                     paged.extend_from_slice(v);
                     Ok(())
                 });
@@ -2350,7 +2424,7 @@ pub(super) mod tests {
                 };
                 let (pinned, evicted) = (paging::pinned(), paging::evictions());
                 let mut paged = Vec::new();
-                solve_slice_resumable(&key, &map, (2, true), None, Some(&half), &mut |v| {
+                solve_slice_resumable(&key, &map, (2, true), None, Some(&half), None, &mut |v| {
                     paged.extend_from_slice(v);
                     Ok(())
                 })
@@ -2397,7 +2471,7 @@ pub(super) mod tests {
                     }
                     stop.store(true, Relaxed);
                 });
-                let r = solve_slice_resumable(&key, &map, (2, true), Some(&c), None, &mut |_| Ok(()));
+                let r = solve_slice_resumable(&key, &map, (2, true), Some(&c), None, None, &mut |_| Ok(()));
                 assert!(matches!(r, Err(SolveError::Interrupted)), "{r:?}");
             });
             std::fs::read(&path).unwrap()
@@ -2437,7 +2511,7 @@ pub(super) mod tests {
         std::fs::write(&path, &flipped).unwrap();
         stop.store(false, Relaxed);
         let mut values = Vec::new();
-        solve_slice_resumable(&key, &map, (2, true), Some(&c), None, &mut |v| {
+        solve_slice_resumable(&key, &map, (2, true), Some(&c), None, None, &mut |v| {
             values.extend_from_slice(v);
             Ok(())
         })

@@ -289,6 +289,18 @@ impl State {
     /// Word `w` of every thread's bitmap of [`State::changed_bits`], joined, the words cleared:
     /// only by the thread that owns its line.
     #[inline]
+    /// Bitmaps of [`State::changed_bits`] for `threads` threads at least, if the state keeps
+    /// them: new ones added clear, between passes (the positions the others hold stay there,
+    /// where the next scan takes them from).
+    pub(super) fn changed_bits_for(&mut self, threads: usize) {
+        let n = self.bytes.len();
+        if !self.changed_bits.is_empty() {
+            while self.changed_bits.len() < threads {
+                self.changed_bits.push(atomic_u64s(n / 64));
+            }
+        }
+    }
+
     pub(super) fn take_bits(&self, w: usize) -> u64 {
         let mut joined = 0;
         for bits in &self.changed_bits {
