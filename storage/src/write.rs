@@ -1,5 +1,5 @@
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempPath;
@@ -83,9 +83,13 @@ pub fn write_table_with(
 /// temp file and leaves the target untouched.
 pub struct TableWriter {
     target: PathBuf,
-    file: BufWriter<File>,
+    file: File,
     temp_path: TempPath,
-    /// blake3 of every byte written so far.
+    /// The bytes written last, not yet in `file` nor hashed: up to [`OUT_BYTES`], hashed and
+    /// written at once (blake3 a frame at a time, 15 KB, hashed at half its speed: KRPvKR's
+    /// table of 165 MB took 0.07 s to hash instead of 0.03 s).
+    out: Vec<u8>,
+    /// blake3 of every byte in `file` so far.
     hasher: blake3::Hasher,
     written: u64,
     header: Header,
@@ -165,7 +169,8 @@ impl TableWriter {
         let bv = options.block_values as usize;
         let mut writer = TableWriter {
             target: path.to_owned(),
-            file: BufWriter::with_capacity(1 << 20, file),
+            file,
+            out: Vec::with_capacity(OUT_BYTES),
             temp_path,
             hasher: blake3::Hasher::new(),
             written: 0,
@@ -442,9 +447,11 @@ impl TableWriter {
         let tables_hash = blake3::hash(&tables);
         self.write(&tables)?;
         self.write(tables_hash.as_bytes())?;
+        self.flush_out()?;
         let footer_hash = self.hasher.finalize();
         self.write(footer_hash.as_bytes())?;
         self.write(&FOOTER_MAGIC)?;
+        self.flush_out()?;
 
         let TableWriter {
             target,
@@ -457,7 +464,6 @@ impl TableWriter {
             ..
         } = self;
         let io_err = |e| StorageError::io(&target, e);
-        let file = file.into_inner().map_err(|e| io_err(e.into_error()))?;
         // The temp file is private (0600); a finished table is for everyone to read.
         #[cfg(unix)]
         {
@@ -534,15 +540,40 @@ impl TableWriter {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        if self.out.len() + bytes.len() > OUT_BYTES {
+            self.flush_out()?;
+        }
+        if bytes.len() >= OUT_BYTES {
+            self.put(bytes)?;
+        } else {
+            self.out.extend_from_slice(bytes);
+        }
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The bytes of `out` hashed and into the file.
+    fn flush_out(&mut self) -> Result<(), StorageError> {
+        let out = std::mem::take(&mut self.out);
+        let put = self.put(&out);
+        self.out = out;
+        self.out.clear();
+        put
+    }
+
+    /// `bytes` hashed and into the file.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        self.hasher.update(bytes);
         if let Err(e) = self.file.write_all(bytes) {
             self.failed = true;
             return Err(StorageError::io(&self.target, e));
         }
-        self.hasher.update(bytes);
-        self.written += bytes.len() as u64;
         Ok(())
     }
 }
+
+/// The most bytes a [`TableWriter`] holds before they are hashed and written.
+const OUT_BYTES: usize = 1 << 20;
 
 /// Makes the rename that put `path` in place durable.
 fn sync_parent_dir(path: &Path) -> Result<(), StorageError> {
