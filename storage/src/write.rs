@@ -243,14 +243,15 @@ impl TableWriter {
             return Err(self.invalid(&format!("more values than the {count} declared for the slice")));
         }
         self.values_pushed += values.len() as u64;
-        // With several compressors, the whole blocks of many values are compressed from
-        // `values` as they are, while this thread hashes them; the rest waits in the blocks
-        // being filled. The frames are the same either way (a block is compressed on its own).
+        // The whole blocks of many values are compressed from `values` as they are (with
+        // several compressors, while this thread hashes them), not copied into the blocks being
+        // filled first (59 MB a KRPvKR slice); the rest waits there. The frames are the same
+        // either way (a block is compressed on its own).
         let bv = self.header.block_values as usize;
         let fill = (bv - self.pending.len() % bv) % bv;
         let (head, rest) = values.split_at(fill.min(values.len()));
         let whole = rest.len() / bv * bv;
-        if self.compressors.len() == 1 || whole < bv * self.batch {
+        if whole < bv * self.batch {
             self.open.as_mut().expect("a slice is open").hasher.update(values);
             return self.buffer(values);
         }
