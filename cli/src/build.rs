@@ -1231,10 +1231,7 @@ impl MaterialBuild<'_> {
                     failed: &failed,
                     solved,
                 };
-                lent.begin();
-                let into_file = self.slice_into_file(key, (1, Some(&lent)), files, table_of, done);
-                lent.end();
-                into_file?;
+                lent.solving(|| self.slice_into_file(key, (1, Some(&lent)), files, table_of, done))?;
                 std::mem::forget(unsolved);
                 solved.add(std::slice::from_ref(key));
             }

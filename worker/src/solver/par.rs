@@ -28,8 +28,8 @@ pub fn for_each_chunk_on<E: Send>(
 }
 
 /// [`for_each_chunk`] where a thread that finds no chunk left to take lends itself to `lent`
-/// ([`Lent::lend`]) before it ends: the caller's `f` runs its items between [`Lent::begin`] and
-/// [`Lent::end`], on threads that grow as others run out.
+/// ([`Lent::lend`]) before it ends: the caller's `f` solves its items in [`Lent::solving`], on
+/// threads that grow as others run out.
 pub fn for_each_chunk_lending<E: Send>(
     n: usize,
     chunk: usize,
@@ -103,14 +103,13 @@ pub struct Lent {
 }
 
 impl Lent {
-    /// A slice of the run is begun (until [`Lent::end`]).
-    pub fn begin(&self) {
+    /// Runs `solve`, the solving of a slice of the run, counted among the slices being solved
+    /// while it runs.
+    pub fn solving<T>(&self, solve: impl FnOnce() -> T) -> T {
         self.busy.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A slice begun is solved (or failed).
-    pub fn end(&self) {
+        let solved = solve();
         self.busy.fetch_sub(1, Ordering::Relaxed);
+        solved
     }
 
     /// A thread of the run has no slice left to take: lent from now on.
@@ -136,16 +135,17 @@ mod tests {
     #[test]
     fn lent_threads_are_shared_out() {
         let lent = Lent::default();
-        lent.begin();
-        lent.begin();
-        assert_eq!(lent.threads(1), 1, "no thread lent yet");
-        lent.lend();
-        assert_eq!(lent.threads(1), 1, "one lent thread for two slices: none each");
-        lent.end();
-        assert_eq!(lent.threads(1), 2, "one lent thread for the one slice left");
-        lent.lend();
-        lent.lend();
-        assert_eq!(lent.threads(2), 5);
+        lent.solving(|| {
+            lent.solving(|| {
+                assert_eq!(lent.threads(1), 1, "no thread lent yet");
+                lent.lend();
+                assert_eq!(lent.threads(1), 1, "one lent thread for two slices: none each");
+            });
+            assert_eq!(lent.threads(1), 2, "one lent thread for the one slice left");
+            lent.lend();
+            lent.lend();
+            assert_eq!(lent.threads(2), 5);
+        });
         let run = Lent::default();
         for_each_chunk_lending(3, 1, 4, &run, |_| Ok::<(), ()>(())).unwrap();
         assert_eq!(

@@ -361,17 +361,16 @@ pub fn solve_slices_into(
         let started = now
             .checked_sub(std::time::Duration::from_secs_f64(init_seconds))
             .unwrap_or(now);
-        lent.begin();
-        let solved = solve_initialised(
-            &contexts[j],
-            st,
-            (per_slice, changed_bits),
-            (started, init_seconds),
-            (None, Some(&lent)),
-            sink,
-        );
-        lent.end();
-        solved
+        lent.solving(|| {
+            solve_initialised(
+                &contexts[j],
+                st,
+                (per_slice, changed_bits),
+                (started, init_seconds),
+                (None, Some(&lent)),
+                sink,
+            )
+        })
     };
     if parallel {
         for_each_chunk_lending(slices.len(), 1, threads, &lent, |range| {
@@ -2231,13 +2230,13 @@ pub(super) mod tests {
         let alone = solve_slice(&key, &map, 1).unwrap();
         let solved_lent = |lent: &Lent| {
             let mut values = Vec::new();
-            lent.begin();
-            solve_slice_resumable(&key, &map, (1, true), None, None, Some(lent), &mut |v| {
-                values.extend_from_slice(v);
-                Ok(())
+            lent.solving(|| {
+                solve_slice_resumable(&key, &map, (1, true), None, None, Some(lent), &mut |v| {
+                    values.extend_from_slice(v);
+                    Ok(())
+                })
             })
             .unwrap();
-            lent.end();
             values
         };
         let from_the_start = Lent::default();
